@@ -1,0 +1,226 @@
+//! Command-line configuration: every flag, its `KAS_*` environment variable,
+//! its default, and the parsers for durations (`150ms`, `5s`, `2m`) and sizes
+//! (`16KiB`, `1MiB`). [`Config::settings`] turns the parsed flags into the
+//! whole-millisecond [`Settings`] the workers run on.
+
+use std::net::SocketAddr;
+use std::num::NonZeroUsize;
+use std::time::Duration;
+
+use clap::Parser;
+
+/// keepalive-server: a non-blocking HTTP/1.0–1.1 server whose idle timeouts
+/// live in Node.js-style per-duration timer lists.
+#[derive(Parser, Debug, Clone)]
+#[command(version, about, long_about = None)]
+pub struct Config {
+    /// Address to listen on.
+    #[arg(long, env = "KAS_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+
+    /// Event-loop threads, each with its own SO_REUSEPORT listener [default: available cores].
+    #[arg(long, env = "KAS_WORKERS")]
+    pub workers: Option<NonZeroUsize>,
+
+    /// Idle time allowed between requests on a persistent connection (advertised in Keep-Alive: timeout=N); 0 disables keep-alive.
+    #[arg(long, env = "KAS_KEEP_ALIVE_TIMEOUT", default_value = "65s", value_parser = parse_duration)]
+    pub keep_alive_timeout: Duration,
+
+    /// Grace added past the advertised keep-alive timeout before the server closes, to dodge the close-versus-new-request race.
+    #[arg(long, env = "KAS_KEEP_ALIVE_BUFFER", default_value = "1s", value_parser = parse_duration)]
+    pub keep_alive_buffer: Duration,
+
+    /// Socket inactivity allowed while a request is in progress (slow body, stalled write); 0 disables.
+    #[arg(long, env = "KAS_TIMEOUT", default_value = "120s", value_parser = parse_duration)]
+    pub timeout: Duration,
+
+    /// Deadline for a complete request head, from accept or from the next request's first byte; 0 disables.
+    #[arg(long, env = "KAS_HEADERS_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    pub headers_timeout: Duration,
+
+    /// Deadline for receiving a whole request (head and body), from its first byte; 0 disables.
+    #[arg(long, env = "KAS_REQUEST_TIMEOUT", default_value = "300s", value_parser = parse_duration)]
+    pub request_timeout: Duration,
+
+    /// Requests served on one connection before it is closed; 0 is unlimited.
+    #[arg(long, env = "KAS_MAX_REQUESTS_PER_SOCKET", default_value_t = 0)]
+    pub max_requests_per_socket: u32,
+
+    /// Largest request head accepted (request line and headers); larger gets 431.
+    #[arg(long, env = "KAS_MAX_HEADER_SIZE", default_value = "16KiB", value_parser = parse_size)]
+    pub max_header_size: usize,
+
+    /// Largest request body accepted; larger gets 413.
+    #[arg(long, env = "KAS_MAX_BODY_SIZE", default_value = "1MiB", value_parser = parse_size)]
+    pub max_body_size: usize,
+
+    /// Open connections per worker before the oldest idle one is evicted (or, with none idle, new ones refused); 0 is unlimited.
+    #[arg(long, env = "KAS_MAX_CONNECTIONS", default_value_t = 0)]
+    pub max_connections: usize,
+
+    /// On SIGINT/SIGTERM, how long in-flight requests may take before they are cut.
+    #[arg(long, env = "KAS_SHUTDOWN_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub shutdown_timeout: Duration,
+}
+
+/// The effective settings a worker runs with: durations as whole
+/// milliseconds (the timer lists' unit), `None` where a timeout is disabled.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub listen: SocketAddr,
+    pub workers: usize,
+    /// Advertised keep-alive timeout in whole seconds; `None` disables keep-alive.
+    pub keep_alive_advertised_secs: Option<u64>,
+    /// How long an idle persistent connection is really kept: timeout + buffer.
+    pub keep_alive_ms: u64,
+    pub inactivity_ms: Option<u64>,
+    pub headers_ms: Option<u64>,
+    pub request_ms: Option<u64>,
+    pub max_requests_per_socket: u32,
+    pub max_header_size: usize,
+    pub max_body_size: usize,
+    /// Per worker; 0 is unlimited.
+    pub max_connections: usize,
+    pub shutdown_ms: u64,
+    /// The `Keep-Alive` response header line, built once: `Keep-Alive: timeout=N[, max=M]\r\n`.
+    pub keep_alive_header: Vec<u8>,
+}
+
+impl Config {
+    /// The settings the workers run on.
+    pub fn settings(&self) -> Settings {
+        let keep_alive_advertised_secs =
+            (!self.keep_alive_timeout.is_zero()).then(|| self.keep_alive_timeout.as_secs());
+        let mut keep_alive_header = Vec::new();
+        if let Some(secs) = keep_alive_advertised_secs {
+            keep_alive_header.extend_from_slice(format!("Keep-Alive: timeout={secs}").as_bytes());
+            if self.max_requests_per_socket > 0 {
+                let max = self.max_requests_per_socket;
+                keep_alive_header.extend_from_slice(format!(", max={max}").as_bytes());
+            }
+            keep_alive_header.extend_from_slice(b"\r\n");
+        }
+        Settings {
+            listen: self.listen,
+            workers: self
+                .workers
+                .or_else(|| std::thread::available_parallelism().ok())
+                .map_or(1, NonZeroUsize::get),
+            keep_alive_advertised_secs,
+            keep_alive_ms: whole_ms(self.keep_alive_timeout + self.keep_alive_buffer),
+            inactivity_ms: enabled_ms(self.timeout),
+            headers_ms: enabled_ms(self.headers_timeout),
+            request_ms: enabled_ms(self.request_timeout),
+            max_requests_per_socket: self.max_requests_per_socket,
+            max_header_size: self.max_header_size,
+            max_body_size: self.max_body_size,
+            max_connections: self.max_connections,
+            shutdown_ms: whole_ms(self.shutdown_timeout),
+            keep_alive_header,
+        }
+    }
+
+    /// A configuration with every default, listening on `listen` (for tests
+    /// and embedding).
+    pub fn with_listen(listen: SocketAddr) -> Self {
+        let mut config = Config::parse_from(["keepalive-server"]);
+        config.listen = listen;
+        config
+    }
+}
+
+/// Rounds up to whole milliseconds, so a timer never fires before the
+/// configured duration.
+fn whole_ms(duration: Duration) -> u64 {
+    duration.as_micros().div_ceil(1000).try_into().unwrap_or(u64::MAX)
+}
+
+fn enabled_ms(duration: Duration) -> Option<u64> {
+    (!duration.is_zero()).then(|| whole_ms(duration))
+}
+
+/// Parses a humantime duration: `150ms`, `5s`, `2m`, `1h 30m`; a bare `0` is zero.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    if text == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let duration = humantime::parse_duration(text)
+        .map_err(|e| format!("{e} (expected a duration such as 150ms, 5s or 2m)"))?;
+    if duration > Duration::from_secs(365 * 24 * 3600) {
+        return Err("durations over a year are not supported".into());
+    }
+    Ok(duration)
+}
+
+/// Parses a byte size: `512`, `16KiB`, `1MiB`, `2GiB` (also `KB`/`MB`/`K`/`M`, as binary units).
+pub fn parse_size(text: &str) -> Result<usize, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let number: usize = digits
+        .parse()
+        .map_err(|_| format!("'{text}' is not a size (expected e.g. 512, 16KiB, 1MiB)"))?;
+    let multiplier: usize = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        other => return Err(format!("unknown size unit '{other}' (use KiB, MiB or GiB)")),
+    };
+    number
+        .checked_mul(multiplier)
+        .ok_or_else(|| format!("'{text}' is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_with_binary_units() {
+        assert_eq!(parse_size("512"), Ok(512));
+        assert_eq!(parse_size("16KiB"), Ok(16 * 1024));
+        assert_eq!(parse_size("1MiB"), Ok(1 << 20));
+        assert_eq!(parse_size("2 gib"), Ok(2 << 30));
+        assert!(parse_size("12 parsecs").is_err());
+        assert!(parse_size("-1").is_err());
+        assert!(parse_size("99999999999999999999GiB").is_err());
+    }
+
+    #[test]
+    fn durations_parse_as_humantime() {
+        assert_eq!(parse_duration("150ms"), Ok(Duration::from_millis(150)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        assert!(parse_duration("soon").is_err());
+    }
+
+    #[test]
+    fn settings_round_up_and_advertise_whole_seconds() {
+        let mut config = Config::with_listen("127.0.0.1:0".parse().unwrap());
+        config.keep_alive_timeout = Duration::from_millis(1500);
+        config.keep_alive_buffer = Duration::from_micros(1);
+        config.max_requests_per_socket = 7;
+        let settings = config.settings();
+        assert_eq!(settings.keep_alive_ms, 1501);
+        assert_eq!(settings.keep_alive_advertised_secs, Some(1));
+        assert_eq!(
+            settings.keep_alive_header,
+            b"Keep-Alive: timeout=1, max=7\r\n".to_vec()
+        );
+    }
+
+    #[test]
+    fn zero_disables_a_timeout() {
+        let mut config = Config::with_listen("127.0.0.1:0".parse().unwrap());
+        config.timeout = Duration::ZERO;
+        config.keep_alive_timeout = Duration::ZERO;
+        let settings = config.settings();
+        assert_eq!(settings.inactivity_ms, None);
+        assert_eq!(settings.keep_alive_advertised_secs, None);
+        assert!(settings.keep_alive_header.is_empty());
+    }
+}

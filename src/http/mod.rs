@@ -1,0 +1,50 @@
+//! HTTP/1.0–1.1 message handling, free of I/O: parsing request heads
+//! ([`request`]), decoding request bodies ([`body`]), choosing what to answer
+//! ([`routes`]) and encoding response heads ([`response`]). Every way a
+//! request can be refused is one [`RequestError`], mapped to its status in
+//! one place.
+
+pub mod body;
+pub mod request;
+pub mod response;
+pub mod routes;
+
+pub use body::{BodyDecoder, BodyProgress};
+pub use request::{Framing, RequestHead, parse_head};
+pub use response::Status;
+
+/// Why a request is refused. Each is answered with [`RequestError::status`]
+/// and `Connection: close`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestError {
+    /// Syntax the grammar does not allow, or framing that is ambiguous.
+    Malformed(&'static str),
+    /// The head did not fit in `--max-header-size`.
+    HeadTooLarge,
+    /// More header fields than the parser holds.
+    TooManyHeaders,
+    /// The body is over `--max-body-size`.
+    BodyTooLarge,
+    /// A transfer coding other than a final `chunked`.
+    UnsupportedTransferCoding,
+    /// An HTTP major version other than 1.
+    UnsupportedVersion,
+    /// An `Expect` other than `100-continue`.
+    ExpectationFailed,
+}
+
+impl RequestError {
+    /// The one place a refusal becomes a status code.
+    pub fn status(self) -> Status {
+        match self {
+            RequestError::Malformed(_) => Status::BadRequest,
+            RequestError::HeadTooLarge | RequestError::TooManyHeaders => {
+                Status::RequestHeaderFieldsTooLarge
+            }
+            RequestError::BodyTooLarge => Status::ContentTooLarge,
+            RequestError::UnsupportedTransferCoding => Status::NotImplemented,
+            RequestError::UnsupportedVersion => Status::HttpVersionNotSupported,
+            RequestError::ExpectationFailed => Status::ExpectationFailed,
+        }
+    }
+}

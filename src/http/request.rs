@@ -1,0 +1,371 @@
+//! Request heads (RFC 9112 §2–§3, §6–§7): httparse reads the syntax, this
+//! module decides what the head means: the route, whether the connection may
+//! persist, how the body is framed, and every reason to refuse it.
+
+use super::RequestError;
+use super::routes::Route;
+
+/// Header fields one head may carry; more is 431.
+pub const MAX_HEADERS: usize = 64;
+/// Empty lines tolerated before a request line (RFC 9112 §2.2 "at least one").
+const MAX_LEADING_EMPTY_LINES: usize = 8;
+
+/// How a request's body is delimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    None,
+    Length(u64),
+    Chunked,
+}
+
+/// What the server needs to know about a parsed request head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestHead {
+    pub route: Route,
+    pub is_head: bool,
+    /// 0 for HTTP/1.0, 1 for HTTP/1.1 (and later 1.x).
+    pub minor_version: u8,
+    pub framing: Framing,
+    /// `Connection: close` was sent.
+    pub close: bool,
+    /// `Connection: keep-alive` was sent.
+    pub keep_alive: bool,
+    /// `Expect: 100-continue` on an HTTP/1.1 request.
+    pub expect_continue: bool,
+}
+
+impl RequestHead {
+    /// Whether the client asked for (or, on 1.1, did not refuse) persistence.
+    pub fn wants_persistence(&self) -> bool {
+        if self.minor_version == 0 {
+            self.keep_alive && !self.close
+        } else {
+            !self.close
+        }
+    }
+}
+
+/// Parses the head at the start of `input`. `Ok(None)`: incomplete, read
+/// more. `Ok(Some((head, len)))`: the head and the bytes it took.
+/// `input` is mutable only to read an `HTTP/1.x` request line with x > 1 as
+/// HTTP/1.1 (RFC 9112 §2.6), by rewriting the minor digit in place.
+pub fn parse_head(
+    input: &mut [u8],
+    max_header_size: usize,
+    max_body_size: usize,
+) -> Result<Option<(RequestHead, usize)>, RequestError> {
+    let leading = input.iter().take_while(|b| matches!(b, b'\r' | b'\n')).count();
+    if leading > 2 * MAX_LEADING_EMPTY_LINES {
+        return Err(RequestError::Malformed("too many empty lines before the request"));
+    }
+    patch_later_minor_version(input);
+    let input = &*input;
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut request = httparse::Request::new(&mut headers);
+    let head_len = match request.parse(input) {
+        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Partial) if input.len() >= max_header_size => {
+            return Err(RequestError::HeadTooLarge);
+        }
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(error) => return Err(syntax_error(error)),
+    };
+    if head_len > max_header_size {
+        return Err(RequestError::HeadTooLarge);
+    }
+    let minor_version = request.version.unwrap_or(1);
+    let target = request.path.unwrap_or("/");
+    let method = request.method.unwrap_or("GET");
+    let route = Route::of_target(target);
+    if route == Route::Asterisk && method != "OPTIONS" {
+        return Err(RequestError::Malformed("asterisk-form is only for OPTIONS"));
+    }
+    let fields = HeaderFields::read(request.headers, minor_version)?;
+    let framing = fields.framing(minor_version, max_body_size)?;
+    Ok(Some((
+        RequestHead {
+            route,
+            is_head: method == "HEAD",
+            minor_version,
+            framing,
+            close: fields.close,
+            keep_alive: fields.keep_alive,
+            expect_continue: fields.expect_continue,
+        },
+        head_len,
+    )))
+}
+
+/// The header fields that matter here, gathered over repeated fields.
+#[derive(Default)]
+struct HeaderFields {
+    hosts: usize,
+    content_length: Option<u64>,
+    /// Transfer codings in order, as seen: (is chunked, count).
+    codings: usize,
+    chunked_last: bool,
+    chunked_before_last: bool,
+    unknown_coding: bool,
+    close: bool,
+    keep_alive: bool,
+    expect_continue: bool,
+}
+
+impl HeaderFields {
+    fn read(headers: &[httparse::Header<'_>], minor_version: u8) -> Result<Self, RequestError> {
+        let mut fields = HeaderFields::default();
+        for header in headers {
+            let name = header.name;
+            let value = header.value;
+            if name.eq_ignore_ascii_case("host") {
+                fields.hosts += 1;
+            } else if name.eq_ignore_ascii_case("content-length") {
+                fields.add_content_length(value)?;
+            } else if name.eq_ignore_ascii_case("transfer-encoding") {
+                fields.add_transfer_codings(value)?;
+            } else if name.eq_ignore_ascii_case("connection") {
+                for token in list_items(value) {
+                    fields.close |= token.eq_ignore_ascii_case(b"close");
+                    fields.keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
+                }
+            } else if name.eq_ignore_ascii_case("expect") && minor_version >= 1 {
+                // RFC 9110 §10.1.1: a 1.0 request's expectation is ignored.
+                if trim(value).eq_ignore_ascii_case(b"100-continue") {
+                    fields.expect_continue = true;
+                } else {
+                    return Err(RequestError::ExpectationFailed);
+                }
+            }
+        }
+        if minor_version >= 1 && fields.hosts != 1 {
+            return Err(RequestError::Malformed("HTTP/1.1 needs exactly one Host"));
+        }
+        Ok(fields)
+    }
+
+    /// RFC 9110 §8.6: digits only; a list or repeat must agree.
+    fn add_content_length(&mut self, value: &[u8]) -> Result<(), RequestError> {
+        let mut items = 0;
+        for item in list_items(value) {
+            items += 1;
+            let length = parse_length(item)?;
+            if self.content_length.is_some_and(|seen| seen != length) {
+                return Err(RequestError::Malformed("conflicting Content-Length"));
+            }
+            self.content_length = Some(length);
+        }
+        if items == 0 {
+            return Err(RequestError::Malformed("empty Content-Length"));
+        }
+        Ok(())
+    }
+
+    /// RFC 9112 §6.1: codings apply in order; chunked must be last, once.
+    fn add_transfer_codings(&mut self, value: &[u8]) -> Result<(), RequestError> {
+        let mut items = 0;
+        for coding in list_items(value) {
+            items += 1;
+            self.codings += 1;
+            if self.chunked_last {
+                self.chunked_before_last = true;
+            }
+            // Parameters (`;q=...`) do not change which coding it is.
+            let name = trim(coding.split(|&b| b == b';').next().unwrap_or_default());
+            self.chunked_last = name.eq_ignore_ascii_case(b"chunked");
+            self.unknown_coding |= !self.chunked_last;
+        }
+        if items == 0 {
+            return Err(RequestError::Malformed("empty Transfer-Encoding"));
+        }
+        Ok(())
+    }
+
+    /// RFC 9112 §6.3: how the body is delimited, or why it cannot be.
+    fn framing(&self, minor_version: u8, max_body_size: usize) -> Result<Framing, RequestError> {
+        if self.codings > 0 {
+            if minor_version == 0 {
+                return Err(RequestError::Malformed("Transfer-Encoding in HTTP/1.0"));
+            }
+            if self.content_length.is_some() {
+                return Err(RequestError::Malformed("both Content-Length and Transfer-Encoding"));
+            }
+            if self.unknown_coding {
+                return Err(RequestError::UnsupportedTransferCoding);
+            }
+            if self.chunked_before_last || !self.chunked_last {
+                return Err(RequestError::Malformed("chunked must be the final coding, once"));
+            }
+            return Ok(Framing::Chunked);
+        }
+        match self.content_length {
+            Some(length) if length > max_body_size as u64 => Err(RequestError::BodyTooLarge),
+            Some(0) | None => Ok(Framing::None),
+            Some(length) => Ok(Framing::Length(length)),
+        }
+    }
+}
+
+fn parse_length(item: &[u8]) -> Result<u64, RequestError> {
+    if item.is_empty() || !item.iter().all(u8::is_ascii_digit) {
+        return Err(RequestError::Malformed("Content-Length is not digits"));
+    }
+    item.iter().try_fold(0u64, |acc, &digit| {
+        acc.checked_mul(10)
+            .and_then(|acc| acc.checked_add(u64::from(digit - b'0')))
+            .ok_or(RequestError::BodyTooLarge)
+    })
+}
+
+/// The comma-separated items of a field value, trimmed, empty ones skipped.
+fn list_items(value: &[u8]) -> impl Iterator<Item = &[u8]> {
+    value.split(|&b| b == b',').map(trim).filter(|item| !item.is_empty())
+}
+
+fn trim(bytes: &[u8]) -> &[u8] {
+    let is_space = |b: &u8| *b == b' ' || *b == b'\t';
+    let start = bytes.iter().position(|b| !is_space(b)).unwrap_or(bytes.len());
+    let end = bytes.iter().rposition(|b| !is_space(b)).map_or(start, |at| at + 1);
+    &bytes[start..end]
+}
+
+fn syntax_error(error: httparse::Error) -> RequestError {
+    match error {
+        httparse::Error::Version => RequestError::UnsupportedVersion,
+        httparse::Error::TooManyHeaders => RequestError::TooManyHeaders,
+        httparse::Error::HeaderName => RequestError::Malformed("invalid header name"),
+        httparse::Error::HeaderValue => RequestError::Malformed("invalid header value"),
+        httparse::Error::NewLine => RequestError::Malformed("invalid line ending"),
+        httparse::Error::Status | httparse::Error::Token => {
+            RequestError::Malformed("invalid request line")
+        }
+    }
+}
+
+/// Rewrites `HTTP/1.x` (x > 1) in the request line to `HTTP/1.1`, so a
+/// later minor version is served as 1.1. Returns whether it did.
+fn patch_later_minor_version(input: &mut [u8]) -> bool {
+    let start = input.iter().take_while(|b| matches!(b, b'\r' | b'\n')).count();
+    let Some(line_len) = input[start..].iter().position(|&b| b == b'\n') else {
+        return false;
+    };
+    let line_end = start + line_len;
+    let line = &input[start..line_end];
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let Some(version) = line.len().checked_sub(8).map(|at| &line[at..]) else {
+        return false;
+    };
+    let later_minor = version.starts_with(b" HTTP/1.") && version[7].is_ascii_digit() && version[7] > b'1';
+    if later_minor {
+        let digit_at = start + line.len() - 1;
+        input[digit_at] = b'1';
+    }
+    later_minor
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Option<(RequestHead, usize)>, RequestError> {
+        let mut bytes = text.as_bytes().to_vec();
+        parse_head(&mut bytes, 16 * 1024, 1 << 20)
+    }
+
+    fn head(text: &str) -> RequestHead {
+        parse(text).expect("valid").expect("complete").0
+    }
+
+    #[test]
+    fn simple_get_is_persistent_on_1_1() {
+        let text = "GET / HTTP/1.1\r\nHost: a\r\n\r\n";
+        let (parsed, len) = parse(text).unwrap().unwrap();
+        assert_eq!(len, text.len());
+        assert_eq!(parsed.route, Route::Root);
+        assert!(parsed.wants_persistence());
+        assert_eq!(parsed.framing, Framing::None);
+    }
+
+    #[test]
+    fn http10_persists_only_when_asked() {
+        assert!(!head("GET / HTTP/1.0\r\n\r\n").wants_persistence());
+        assert!(head("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n").wants_persistence());
+        assert!(!head("GET / HTTP/1.1\r\nHost: a\r\nConnection: foo, close\r\n\r\n").wants_persistence());
+    }
+
+    #[test]
+    fn partial_head_asks_for_more_until_the_limit() {
+        assert_eq!(parse("GET / HTTP/1.1\r\nHost: a\r\n"), Ok(None));
+        let mut big = b"GET / HTTP/1.1\r\nX: ".to_vec();
+        big.resize(2000, b'a');
+        assert_eq!(parse_head(&mut big, 1024, 1 << 20), Err(RequestError::HeadTooLarge));
+    }
+
+    #[test]
+    fn host_rules_on_1_1() {
+        assert!(parse("GET / HTTP/1.1\r\n\r\n").is_err());
+        assert!(parse("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n").is_err());
+        assert!(parse("GET / HTTP/1.0\r\n\r\n").is_ok());
+    }
+
+    #[test]
+    fn content_length_rules() {
+        assert_eq!(head("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\n").framing, Framing::Length(5));
+        assert_eq!(head("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5, 5\r\n\r\n").framing, Framing::Length(5));
+        for bad in ["+5", "-1", "5 5", "0x5", "5, 6", ""] {
+            let text = format!("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: {bad}\r\n\r\n");
+            assert!(matches!(parse(&text), Err(RequestError::Malformed(_))), "{bad:?}");
+        }
+        let repeated = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n";
+        assert!(parse(repeated).is_err());
+        let huge = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 99999999999999999999999\r\n\r\n";
+        assert_eq!(parse(huge), Err(RequestError::BodyTooLarge));
+        let over = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 2000000\r\n\r\n";
+        assert_eq!(parse(over), Err(RequestError::BodyTooLarge));
+    }
+
+    #[test]
+    fn transfer_coding_rules() {
+        assert_eq!(head("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n").framing, Framing::Chunked);
+        let both = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n";
+        assert!(matches!(parse(both), Err(RequestError::Malformed(_))));
+        let gzip = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n";
+        assert_eq!(parse(gzip), Err(RequestError::UnsupportedTransferCoding));
+        let twice = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, chunked\r\n\r\n";
+        assert!(matches!(parse(twice), Err(RequestError::Malformed(_))));
+        let old = "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n";
+        assert!(matches!(parse(old), Err(RequestError::Malformed(_))));
+    }
+
+    #[test]
+    fn versions() {
+        assert_eq!(head("GET / HTTP/1.2\r\nHost: a\r\n\r\n").minor_version, 1);
+        assert_eq!(parse("GET / HTTP/2.0\r\nHost: a\r\n\r\n"), Err(RequestError::UnsupportedVersion));
+        assert!(parse("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").is_err());
+        let mut client_hello = b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03".to_vec();
+        assert!(parse_head(&mut client_hello, 16384, 1024).is_err());
+    }
+
+    #[test]
+    fn expectations() {
+        assert!(head("POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n").expect_continue);
+        assert_eq!(parse("GET / HTTP/1.1\r\nHost: a\r\nExpect: teapot\r\n\r\n"), Err(RequestError::ExpectationFailed));
+        assert!(!head("GET / HTTP/1.0\r\nExpect: teapot\r\n\r\n").expect_continue);
+    }
+
+    #[test]
+    fn leading_empty_lines_tolerated_but_bounded() {
+        assert_eq!(head("\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n").route, Route::Root);
+        let flood = format!("{}GET / HTTP/1.1\r\nHost: a\r\n\r\n", "\r\n".repeat(100));
+        assert!(parse(&flood).is_err());
+    }
+
+    #[test]
+    fn bad_header_syntax_is_400() {
+        for bad in ["Bad Name: x", "Name : x", "X: a\x01b"] {
+            let text = format!("GET / HTTP/1.1\r\nHost: a\r\n{bad}\r\n\r\n");
+            assert!(matches!(parse(&text), Err(RequestError::Malformed(_))), "{bad:?}");
+        }
+        let folded = "GET / HTTP/1.1\r\nHost: a\r\nX: a\r\n b\r\n\r\n";
+        assert!(matches!(parse(folded), Err(RequestError::Malformed(_))));
+    }
+}

@@ -1,0 +1,167 @@
+//! Response heads: status lines and the header block, written straight into
+//! a connection's output buffer with no allocation once it has capacity.
+
+use crate::date::DATE_LEN;
+
+/// The statuses this server sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Continue,
+    Ok,
+    BadRequest,
+    NotFound,
+    RequestTimeout,
+    ContentTooLarge,
+    ExpectationFailed,
+    RequestHeaderFieldsTooLarge,
+    NotImplemented,
+    ServiceUnavailable,
+    HttpVersionNotSupported,
+}
+
+impl Status {
+    pub fn code(self) -> u16 {
+        match self {
+            Status::Continue => 100,
+            Status::Ok => 200,
+            Status::BadRequest => 400,
+            Status::NotFound => 404,
+            Status::RequestTimeout => 408,
+            Status::ContentTooLarge => 413,
+            Status::ExpectationFailed => 417,
+            Status::RequestHeaderFieldsTooLarge => 431,
+            Status::NotImplemented => 501,
+            Status::ServiceUnavailable => 503,
+            Status::HttpVersionNotSupported => 505,
+        }
+    }
+
+    /// The whole status line, CRLF included.
+    fn line(self) -> &'static [u8] {
+        match self {
+            Status::Continue => b"HTTP/1.1 100 Continue\r\n",
+            Status::Ok => b"HTTP/1.1 200 OK\r\n",
+            Status::BadRequest => b"HTTP/1.1 400 Bad Request\r\n",
+            Status::NotFound => b"HTTP/1.1 404 Not Found\r\n",
+            Status::RequestTimeout => b"HTTP/1.1 408 Request Timeout\r\n",
+            Status::ContentTooLarge => b"HTTP/1.1 413 Content Too Large\r\n",
+            Status::ExpectationFailed => b"HTTP/1.1 417 Expectation Failed\r\n",
+            Status::RequestHeaderFieldsTooLarge => {
+                b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
+            }
+            Status::NotImplemented => b"HTTP/1.1 501 Not Implemented\r\n",
+            Status::ServiceUnavailable => b"HTTP/1.1 503 Service Unavailable\r\n",
+            Status::HttpVersionNotSupported => b"HTTP/1.1 505 HTTP Version Not Supported\r\n",
+        }
+    }
+}
+
+/// Whether the connection stays open after this response, and how to say so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Persistence {
+    /// `Connection: close`.
+    Close,
+    /// HTTP/1.1 default persistence: only the `Keep-Alive` parameters.
+    KeepAlive,
+    /// HTTP/1.0 opted in: `Connection: keep-alive` plus the parameters.
+    KeepAliveHttp10,
+}
+
+/// Everything a response head says.
+pub struct ResponseHead<'a> {
+    pub status: Status,
+    pub content_type: &'static str,
+    pub content_length: usize,
+    pub persistence: Persistence,
+    pub date: &'a [u8; DATE_LEN],
+    /// The prebuilt `Keep-Alive: timeout=N[, max=M]\r\n` line.
+    pub keep_alive_header: &'a [u8],
+}
+
+impl ResponseHead<'_> {
+    /// Appends the head, blank line included, to `out`.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(self.status.line());
+        out.extend_from_slice(b"Date: ");
+        out.extend_from_slice(self.date);
+        out.extend_from_slice(b"\r\nContent-Type: ");
+        out.extend_from_slice(self.content_type.as_bytes());
+        out.extend_from_slice(b"\r\nContent-Length: ");
+        push_decimal(out, self.content_length);
+        out.extend_from_slice(b"\r\n");
+        match self.persistence {
+            Persistence::Close => out.extend_from_slice(b"Connection: close\r\n"),
+            Persistence::KeepAlive => out.extend_from_slice(self.keep_alive_header),
+            Persistence::KeepAliveHttp10 => {
+                out.extend_from_slice(b"Connection: keep-alive\r\n");
+                out.extend_from_slice(self.keep_alive_header);
+            }
+        }
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+/// The interim response sent before reading an expected body.
+pub const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+
+/// Appends `n` in decimal without allocating.
+pub fn push_decimal(out: &mut Vec<u8>, mut n: usize) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DATE: &[u8; DATE_LEN] = b"Sun, 06 Nov 1994 08:49:37 GMT";
+
+    fn encoded(persistence: Persistence) -> String {
+        let mut out = Vec::new();
+        ResponseHead {
+            status: Status::Ok,
+            content_type: "text/plain",
+            content_length: 13,
+            persistence,
+            date: DATE,
+            keep_alive_header: b"Keep-Alive: timeout=5\r\n",
+        }
+        .encode(&mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn persistent_http11_head_carries_keep_alive_parameters() {
+        assert_eq!(
+            encoded(Persistence::KeepAlive),
+            "HTTP/1.1 200 OK\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\n\
+             Content-Type: text/plain\r\nContent-Length: 13\r\nKeep-Alive: timeout=5\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn http10_keep_alive_and_close_say_so() {
+        assert!(encoded(Persistence::KeepAliveHttp10).contains("Connection: keep-alive\r\nKeep-Alive: timeout=5\r\n"));
+        let close = encoded(Persistence::Close);
+        assert!(close.contains("Connection: close\r\n"));
+        assert!(!close.contains("Keep-Alive"));
+    }
+
+    #[test]
+    fn decimals() {
+        for n in [0, 7, 10, 65_535, usize::MAX] {
+            let mut out = Vec::new();
+            push_decimal(&mut out, n);
+            assert_eq!(out, n.to_string().into_bytes());
+        }
+    }
+}

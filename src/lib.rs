@@ -1,0 +1,26 @@
+//! keepalive-server: a non-blocking HTTP/1.0–1.1 server built to show socket
+//! idle timeouts done right, on Node.js's design: per-duration timer lists
+//! (O(1) enroll, refresh and cancel) under one heap of list heads that
+//! drives a single poll timeout.
+//!
+//! - [`timers`]: the pure, clock-injected timer lists.
+//! - [`http`]: request parsing, body framing, responses, routes.
+//! - [`date`]: the cached `Date` header.
+//! - [`config`]: flags, environment variables, defaults.
+//! - [`server`]: binding, worker threads, graceful shutdown.
+//! - `worker` / `conn` / `pool`: the event loop, one connection's state
+//!   machine, and the buffer pool.
+
+pub mod config;
+pub mod date;
+pub mod http;
+pub mod server;
+pub mod stats;
+pub mod timers;
+
+mod conn;
+mod pool;
+mod worker;
+
+pub use config::{Config, Settings};
+pub use server::{Server, ServerHandle};

@@ -1,0 +1,208 @@
+//! Per-worker pool of connection buffers.
+//!
+//! A connection borrows an [`Active`] (input, output and body buffers plus
+//! the state of the request in progress) while it has something to do and
+//! gives it back the moment it goes idle, so an idle keep-alive connection
+//! holds no heap buffer at all. Most connections read, answer and go idle
+//! within one readiness event, so a busy worker cycles the same few buffers.
+
+/// Initial input buffer size; it grows up to the head limit when a head needs it.
+const INPUT_START: usize = 4096;
+/// Buffers that grew past this are shrunk before going back to the pool.
+const KEEP_CAPACITY: usize = 64 * 1024;
+/// How many spare buffer sets a worker keeps.
+const MAX_POOLED: usize = 256;
+
+/// Received bytes not yet consumed: `buf[start..end]`. `buf` stays fully
+/// initialised (`len == capacity`), so reading into it needs no zeroing.
+#[derive(Debug)]
+pub struct Input {
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+impl Input {
+    fn new() -> Self {
+        Input { buf: vec![0; INPUT_START], start: 0, end: 0 }
+    }
+
+    /// The unconsumed bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf[self.start..self.end]
+    }
+
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.buf[self.start..self.end]
+    }
+
+    pub fn len(&self) -> usize {
+        self.end - self.start
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.start == self.end
+    }
+
+    pub fn consume(&mut self, n: usize) {
+        debug_assert!(n <= self.len(), "consume {n} of {}", self.len());
+        self.start += n;
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+    }
+
+    pub fn clear(&mut self) {
+        self.start = 0;
+        self.end = 0;
+    }
+
+    /// Free space to read into, making room first: compacts consumed bytes
+    /// away and grows up to `limit` total. Empty when the buffer holds
+    /// `limit` unconsumed bytes already.
+    pub fn spare(&mut self, limit: usize) -> &mut [u8] {
+        if self.end == self.buf.len() && self.start > 0 {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        if self.end == self.buf.len() && self.buf.len() < limit {
+            let grown = (self.buf.len() * 2).clamp(INPUT_START, limit.max(INPUT_START));
+            self.buf.resize(grown, 0);
+        }
+        &mut self.buf[self.end..]
+    }
+
+    /// Marks `n` bytes of [`Input::spare`] as received.
+    pub fn filled(&mut self, n: usize) {
+        self.end += n;
+        debug_assert!(self.end <= self.buf.len());
+    }
+
+    fn reset(&mut self) {
+        self.clear();
+        if self.buf.len() > KEEP_CAPACITY {
+            self.buf.truncate(INPUT_START);
+            self.buf.shrink_to_fit();
+        }
+    }
+}
+
+/// Bytes to send: `buf[sent..]` is still unsent.
+#[derive(Debug, Default)]
+pub struct Output {
+    pub buf: Vec<u8>,
+    pub sent: usize,
+}
+
+impl Output {
+    pub fn pending(&self) -> usize {
+        self.buf.len() - self.sent
+    }
+
+    pub fn unsent(&self) -> &[u8] {
+        &self.buf[self.sent..]
+    }
+
+    pub fn advance(&mut self, n: usize) {
+        self.sent += n;
+        if self.sent == self.buf.len() {
+            self.buf.clear();
+            self.sent = 0;
+        }
+    }
+
+    fn reset(&mut self) {
+        self.buf.clear();
+        self.sent = 0;
+        if self.buf.capacity() > KEEP_CAPACITY {
+            self.buf = Vec::new();
+        }
+    }
+}
+
+/// What a connection holds while it is not idle.
+#[derive(Debug)]
+pub struct Buffers {
+    pub input: Input,
+    pub output: Output,
+    /// The request body, kept for the echo route.
+    pub body: Vec<u8>,
+}
+
+impl Buffers {
+    fn new() -> Self {
+        Buffers { input: Input::new(), output: Output::default(), body: Vec::new() }
+    }
+
+    /// Whether nothing is buffered in either direction.
+    pub fn is_drained(&self) -> bool {
+        self.input.is_empty() && self.output.pending() == 0
+    }
+
+    fn reset(&mut self) {
+        self.input.reset();
+        self.output.reset();
+        self.body.clear();
+        if self.body.capacity() > KEEP_CAPACITY {
+            self.body = Vec::new();
+        }
+    }
+}
+
+/// Spare [`Buffers`], reused last-in first-out.
+#[derive(Debug, Default)]
+pub struct BufferPool {
+    spare: Vec<Box<Buffers>>,
+}
+
+impl BufferPool {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn take(&mut self) -> Box<Buffers> {
+        self.spare.pop().unwrap_or_else(|| Box::new(Buffers::new()))
+    }
+
+    pub fn give(&mut self, mut buffers: Box<Buffers>) {
+        if self.spare.len() < MAX_POOLED {
+            buffers.reset();
+            self.spare.push(buffers);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn input_compacts_then_grows_to_the_limit() {
+        let mut input = Input::new();
+        let room = input.spare(10_000).len();
+        assert_eq!(room, INPUT_START);
+        input.filled(room);
+        input.consume(100);
+        assert_eq!(input.spare(10_000).len(), 100, "compacted before growing");
+        input.filled(100);
+        let grown = input.spare(10_000).len();
+        assert_eq!(grown, 8192 - INPUT_START);
+        input.filled(grown);
+        assert_eq!(input.spare(8192).len(), 0, "full at the limit");
+    }
+
+    #[test]
+    fn pool_reuses_and_resets() {
+        let mut pool = BufferPool::new();
+        let mut buffers = pool.take();
+        buffers.output.buf.extend_from_slice(b"abc");
+        buffers.input.filled(3);
+        pool.give(buffers);
+        assert_eq!(pool.spare.len(), 1);
+        let buffers = pool.take();
+        assert!(buffers.is_drained());
+        assert_eq!(pool.spare.len(), 0);
+    }
+}

@@ -1,0 +1,151 @@
+//! Starting and stopping the server: binds one SO_REUSEPORT listener per
+//! worker on the same address, runs each worker's loop on its own thread,
+//! and hands back a [`ServerHandle`] to find the address, read the
+//! counters, and shut down gracefully.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+
+use mio::{Poll, Waker};
+use socket2::{Domain, Protocol, Socket, Type};
+
+use crate::config::Settings;
+use crate::stats::Stats;
+use crate::worker::{WAKER, Worker};
+
+const LISTEN_BACKLOG: i32 = 1024;
+
+/// What every worker watches: the stop flag.
+#[derive(Debug, Default)]
+pub struct Control {
+    pub stopping: AtomicBool,
+}
+
+/// Bound listeners, not yet serving.
+pub struct Server {
+    settings: Arc<Settings>,
+    listeners: Vec<std::net::TcpListener>,
+    local_addr: SocketAddr,
+}
+
+impl Server {
+    /// Binds `settings.workers` listeners to `settings.listen`. A port that is
+    /// already taken (even by a SO_REUSEPORT listener) is an `AddrInUse` error.
+    pub fn bind(settings: Settings) -> io::Result<Server> {
+        // A plain probe bind first: SO_REUSEPORT sockets would silently share
+        // a port with another instance, so prove the port is free (and learn
+        // which one port 0 picked) before binding the real listeners.
+        let probe = std::net::TcpListener::bind(settings.listen)?;
+        let local_addr = probe.local_addr()?;
+        drop(probe);
+        let listeners = (0..settings.workers.max(1))
+            .map(|_| reuseport_listener(local_addr))
+            .collect::<io::Result<Vec<_>>>()?;
+        Ok(Server { settings: Arc::new(settings), listeners, local_addr })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Starts one thread per worker.
+    pub fn start(self) -> io::Result<ServerHandle> {
+        let control = Arc::new(Control::default());
+        let mut workers = Vec::new();
+        for (index, listener) in self.listeners.into_iter().enumerate() {
+            let poll = Poll::new()?;
+            let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+            let stats = Arc::new(Stats::default());
+            let worker = Worker::new(
+                poll,
+                mio::net::TcpListener::from_std(listener),
+                Arc::clone(&self.settings),
+                Arc::clone(&stats),
+                Arc::clone(&control),
+            )?;
+            let thread = std::thread::Builder::new()
+                .name(format!("worker-{index}"))
+                .spawn(move || worker.run())?;
+            workers.push(WorkerHandle { thread: Some(thread), waker, stats });
+        }
+        Ok(ServerHandle { local_addr: self.local_addr, control, workers })
+    }
+}
+
+fn reuseport_listener(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(LISTEN_BACKLOG)?;
+    Ok(socket.into())
+}
+
+struct WorkerHandle {
+    thread: Option<JoinHandle<io::Result<()>>>,
+    waker: Arc<Waker>,
+    stats: Arc<Stats>,
+}
+
+/// A running server.
+pub struct ServerHandle {
+    local_addr: SocketAddr,
+    control: Arc<Control>,
+    workers: Vec<WorkerHandle>,
+}
+
+impl ServerHandle {
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Each worker's counters.
+    pub fn stats(&self) -> impl Iterator<Item = &Stats> {
+        self.workers.iter().map(|w| &*w.stats)
+    }
+
+    /// Open connections across all workers.
+    pub fn open_connections(&self) -> u64 {
+        self.stats().map(Stats::open_connections).sum()
+    }
+
+    /// Begins a graceful shutdown: stop accepting, close idle connections,
+    /// finish in-flight requests. Returns at once; [`ServerHandle::join`] waits.
+    pub fn shutdown(&self) {
+        self.control.stopping.store(true, Ordering::Release);
+        for worker in &self.workers {
+            let _ = worker.waker.wake();
+        }
+    }
+
+    pub fn is_stopping(&self) -> bool {
+        self.control.stopping.load(Ordering::Acquire)
+    }
+
+    /// Waits for every worker to finish; the first error wins.
+    pub fn join(mut self) -> io::Result<()> {
+        let mut result = Ok(());
+        for worker in &mut self.workers {
+            if let Some(thread) = worker.thread.take() {
+                let outcome = thread
+                    .join()
+                    .unwrap_or_else(|_| Err(io::Error::other("a worker panicked")));
+                if result.is_ok() {
+                    result = outcome;
+                }
+            }
+        }
+        result
+    }
+}
+
+impl Drop for ServerHandle {
+    /// A dropped handle shuts the server down (without waiting).
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}

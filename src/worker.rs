@@ -1,0 +1,340 @@
+//! One event loop: a mio `Poll`, its own SO_REUSEPORT listener, a slab of
+//! connections (`Token` = slab key), its timer lists, buffer pool and Date
+//! cache. Nothing is shared with other workers but counters and the stop flag.
+//!
+//! A loop turn:
+//! 1. read the clock, once;
+//! 2. sync the timers of every connection touched since the last turn,
+//!    stamping them with that reading (taken after their activity, so no
+//!    timer can fire early);
+//! 3. fire due timers, in deadline order;
+//! 4. poll, with the earliest expiry as the timeout (none when there are no
+//!    timers: an idle server sleeps), or zero when work is pending;
+//! 5. handle readiness events, then the ready list (connections that spent
+//!    their read budget), so one busy client cannot starve the rest.
+
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token};
+use slab::Slab;
+
+use crate::config::Settings;
+use crate::conn::{Conn, Ctx, Flow, Phase, Slot, would_block};
+use crate::date::DateCache;
+use crate::pool::BufferPool;
+use crate::server::Control;
+use crate::stats::{CloseCause, Stats};
+use crate::timers::{Micros, TimerLists};
+
+pub const LISTENER: Token = Token(usize::MAX - 1);
+pub const WAKER: Token = Token(usize::MAX - 2);
+/// Connections accepted per turn before other work gets a go.
+const ACCEPT_BUDGET: usize = 128;
+/// Pause before retrying accept() when out of descriptors or memory.
+const ACCEPT_PAUSE_MS: u64 = 100;
+const EVENTS_CAPACITY: usize = 1024;
+
+/// What a timer in a worker's lists stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimerEvent {
+    /// One of a connection's two timers.
+    Conn { key: u32, slot: Slot },
+    /// The cached Date value is a second old.
+    DateExpired,
+    /// Try accept() again after running out of descriptors.
+    AcceptResume,
+}
+
+/// One event loop and everything it owns.
+pub struct Worker {
+    poll: Poll,
+    listener: Option<TcpListener>,
+    /// accept() failed for lack of resources; a timer resumes it.
+    accept_paused: bool,
+    /// The accept budget ran out with connections maybe still queued.
+    accept_pending: bool,
+    /// The current resource shortage has been logged.
+    accept_warned: bool,
+    conns: Slab<Conn>,
+    timers: TimerLists<TimerEvent>,
+    pool: BufferPool,
+    date: DateCache,
+    settings: Arc<Settings>,
+    stats: Arc<Stats>,
+    control: Arc<Control>,
+    /// Connections whose timers need syncing at the next turn.
+    touched: Vec<u32>,
+    /// Connections that stopped reading with input left: drive next turn.
+    ready: Vec<u32>,
+    origin: Instant,
+    /// Set once shutdown began: the loop ends when nothing ref'd is left.
+    drain_deadline: Option<Micros>,
+}
+
+impl Worker {
+    pub fn new(
+        poll: Poll,
+        mut listener: TcpListener,
+        settings: Arc<Settings>,
+        stats: Arc<Stats>,
+        control: Arc<Control>,
+    ) -> io::Result<Self> {
+        poll.registry().register(&mut listener, LISTENER, Interest::READABLE)?;
+        Ok(Worker {
+            poll,
+            listener: Some(listener),
+            accept_paused: false,
+            accept_pending: false,
+            accept_warned: false,
+            conns: Slab::with_capacity(1024),
+            timers: TimerLists::with_capacity(2048),
+            pool: BufferPool::new(),
+            date: DateCache::new(),
+            settings,
+            stats,
+            control,
+            touched: Vec::with_capacity(1024),
+            ready: Vec::new(),
+            origin: Instant::now(),
+            drain_deadline: None,
+        })
+    }
+
+    fn now(&self) -> Micros {
+        self.origin.elapsed().as_micros() as Micros
+    }
+
+    /// Runs the loop until a shutdown has drained.
+    pub fn run(mut self) -> io::Result<()> {
+        let mut events = Events::with_capacity(EVENTS_CAPACITY);
+        loop {
+            let now = self.now();
+            if self.control.stopping.load(Ordering::Acquire) && self.drain_deadline.is_none() {
+                self.start_draining(now);
+            }
+            self.sync_touched(now);
+            self.fire_due_timers(now);
+            if self.drained(now) {
+                self.close_all(now);
+                return Ok(());
+            }
+            let timeout = self.poll_timeout(now);
+            match self.poll.poll(&mut events, timeout) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+            for event in events.iter() {
+                match event.token() {
+                    LISTENER => self.accept(now),
+                    WAKER => {}
+                    Token(key) => self.with_conn(key, now, |conn, ctx| conn.on_ready(ctx)),
+                }
+            }
+            if self.accept_pending {
+                self.accept(now);
+            }
+            for key in std::mem::take(&mut self.ready) {
+                self.with_conn(key as usize, now, |conn, ctx| conn.on_ready(ctx));
+            }
+        }
+    }
+
+    /// Zero when work is pending; else until the earliest timer; else forever.
+    fn poll_timeout(&self, now: Micros) -> Option<Duration> {
+        if !self.touched.is_empty() || !self.ready.is_empty() || self.accept_pending {
+            return Some(Duration::ZERO);
+        }
+        let next = match (self.timers.next_expiry(), self.drain_deadline) {
+            (Some(timer), Some(drain)) => Some(timer.min(drain)),
+            (timer, drain) => timer.or(drain),
+        };
+        next.map(|at| Duration::from_micros(at.saturating_sub(now)))
+    }
+
+    /// Runs `handle` on connection `key` with a context; closes it if asked.
+    fn with_conn(&mut self, key: usize, now: Micros, handle: impl FnOnce(&mut Conn, &mut Ctx<'_>) -> Flow) {
+        let Some(conn) = self.conns.get_mut(key) else {
+            return; // closed earlier this turn
+        };
+        let mut ctx = Ctx {
+            now,
+            timers: &mut self.timers,
+            pool: &mut self.pool,
+            date: &mut self.date,
+            settings: &self.settings,
+            stats: &self.stats,
+            draining: self.drain_deadline.is_some(),
+        };
+        match handle(conn, &mut ctx) {
+            Flow::Open => {
+                if !conn.touched {
+                    conn.touched = true;
+                    self.touched.push(key as u32);
+                }
+                if conn.wants_more {
+                    self.ready.push(key as u32);
+                }
+            }
+            Flow::Close(cause) => {
+                conn.release(&mut ctx);
+                self.conns.remove(key);
+                self.stats.closed(cause);
+                tracing::trace!(key, ?cause, "connection closed");
+            }
+        }
+    }
+
+    fn sync_touched(&mut self, now: Micros) {
+        for key in self.touched.drain(..) {
+            if let Some(conn) = self.conns.get_mut(key as usize) {
+                conn.touched = false;
+                conn.sync_timers(key, &mut self.timers, now, &self.settings);
+            }
+        }
+    }
+
+    fn fire_due_timers(&mut self, now: Micros) {
+        while let Some((_, event)) = self.timers.expire(now) {
+            match event {
+                TimerEvent::Conn { key, slot } => {
+                    self.with_conn(key as usize, now, |conn, ctx| conn.on_timer(slot, ctx));
+                }
+                TimerEvent::DateExpired => self.date.invalidate(),
+                TimerEvent::AcceptResume => {
+                    self.accept_paused = false;
+                    self.accept(now);
+                }
+            }
+        }
+    }
+
+    /// Accepts until the backlog is empty, the budget is spent, or
+    /// descriptors run out (then pauses on a timer instead of spinning).
+    fn accept(&mut self, now: Micros) {
+        self.accept_pending = false;
+        if self.accept_paused {
+            return;
+        }
+        for _ in 0..ACCEPT_BUDGET {
+            let Some(listener) = self.listener.as_ref() else {
+                return;
+            };
+            match listener.accept() {
+                Ok((stream, _peer)) => {
+                    self.accept_warned = false;
+                    self.admit(stream, now);
+                }
+                Err(e) if would_block(&e) => return,
+                Err(e) if is_transient_accept_error(&e) => {}
+                Err(e) => {
+                    if !self.accept_warned {
+                        tracing::warn!(error = %e, pause_ms = ACCEPT_PAUSE_MS, "accept failed; pausing accepts");
+                        self.accept_warned = true;
+                    }
+                    self.accept_paused = true;
+                    self.timers.enroll(now, ACCEPT_PAUSE_MS, false, TimerEvent::AcceptResume);
+                    return;
+                }
+            }
+        }
+        self.accept_pending = true;
+    }
+
+    /// Registers a new connection, making room under `--max-connections`
+    /// by evicting the oldest idle one, or refusing when none is idle.
+    fn admit(&mut self, mut stream: TcpStream, now: Micros) {
+        let limit = self.settings.max_connections;
+        if limit > 0 && self.conns.len() >= limit && !self.evict_oldest_idle(now) {
+            self.stats.refused.fetch_add(1, Ordering::Relaxed);
+            return; // dropping the stream closes it
+        }
+        let _ = stream.set_nodelay(true);
+        let entry = self.conns.vacant_entry();
+        let key = entry.key();
+        let registered = self.poll.registry().register(
+            &mut stream,
+            Token(key),
+            Interest::READABLE | Interest::WRITABLE,
+        );
+        if let Err(e) = registered {
+            tracing::warn!(error = %e, "could not register a connection");
+            return;
+        }
+        let mut conn = Conn::new(stream);
+        conn.touched = true;
+        entry.insert(conn);
+        self.touched.push(key as u32);
+        self.stats.accepted();
+    }
+
+    /// Closes the connection idle the longest: the head of the keep-alive
+    /// list, found in O(1) (skipping any non-idle timer of the same duration).
+    fn evict_oldest_idle(&mut self, now: Micros) -> bool {
+        let oldest = self
+            .timers
+            .iter_list(self.settings.keep_alive_ms)
+            .find_map(|(_, event)| match *event {
+                TimerEvent::Conn { key, slot: Slot::Activity }
+                    if self.conns.get(key as usize).is_some_and(|c| c.phase() == Phase::Idle) =>
+                {
+                    Some(key as usize)
+                }
+                _ => None,
+            });
+        let Some(key) = oldest else {
+            return false;
+        };
+        self.with_conn(key, now, |_, _| Flow::Close(CloseCause::Evicted));
+        true
+    }
+
+    /// Shutdown: stop accepting and close idle connections at once (they
+    /// are unref'd); in-flight requests finish with `Connection: close`.
+    fn start_draining(&mut self, now: Micros) {
+        self.drain_deadline = Some(now + self.settings.shutdown_ms * 1000);
+        if let Some(mut listener) = self.listener.take() {
+            let _ = self.poll.registry().deregister(&mut listener);
+        }
+        let idle: Vec<usize> = self
+            .conns
+            .iter()
+            .filter(|(_, conn)| matches!(conn.phase(), Phase::Idle | Phase::Fresh))
+            .map(|(key, _)| key)
+            .collect();
+        for key in idle {
+            self.with_conn(key, now, |_, _| Flow::Close(CloseCause::Shutdown));
+        }
+    }
+
+    /// Draining and nothing ref'd is left (or the shutdown timeout passed).
+    fn drained(&self, now: Micros) -> bool {
+        self.drain_deadline
+            .is_some_and(|deadline| self.timers.ref_count() == 0 || now >= deadline)
+    }
+
+    fn close_all(&mut self, now: Micros) {
+        let keys: Vec<usize> = self.conns.iter().map(|(key, _)| key).collect();
+        if !keys.is_empty() {
+            tracing::warn!(connections = keys.len(), refed = self.timers.ref_count(), "shutdown cut connections");
+        }
+        for key in keys {
+            self.with_conn(key, now, |_, _| Flow::Close(CloseCause::Shutdown));
+        }
+    }
+}
+
+/// accept() errors that concern one connection, not the listener.
+fn is_transient_accept_error(error: &io::Error) -> bool {
+    matches!(
+        error.kind(),
+        io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::Interrupted
+            | io::ErrorKind::PermissionDenied
+    )
+}
