@@ -132,7 +132,11 @@ impl Config {
 /// Rounds up to whole milliseconds, so a timer never fires before the
 /// configured duration.
 fn whole_ms(duration: Duration) -> u64 {
-    duration.as_micros().div_ceil(1000).try_into().unwrap_or(u64::MAX)
+    duration
+        .as_micros()
+        .div_ceil(1000)
+        .try_into()
+        .unwrap_or(u64::MAX)
 }
 
 fn enabled_ms(duration: Duration) -> Option<u64> {

@@ -8,18 +8,22 @@
 //! - [`date`]: the cached `Date` header.
 //! - [`config`]: flags, environment variables, defaults.
 //! - [`server`]: binding, worker threads, graceful shutdown.
-//! - `worker` / `conn` / `pool`: the event loop, one connection's state
-//!   machine, and the buffer pool.
+//! - [`session`]: one connection's HTTP exchange, without the socket.
+//! - [`pool`], [`ctx`], [`stats`]: buffers, what a worker lends a
+//!   connection, counters.
+//! - `worker` / `conn`: the event loop, and one connection's I/O and timers.
 
 pub mod config;
+pub mod ctx;
 pub mod date;
 pub mod http;
+pub mod pool;
 pub mod server;
+pub mod session;
 pub mod stats;
 pub mod timers;
 
 mod conn;
-mod pool;
 mod worker;
 
 pub use config::{Config, Settings};

@@ -24,7 +24,11 @@ pub struct Input {
 
 impl Input {
     fn new() -> Self {
-        Input { buf: vec![0; INPUT_START], start: 0, end: 0 }
+        Input {
+            buf: vec![0; INPUT_START],
+            start: 0,
+            end: 0,
+        }
     }
 
     /// The unconsumed bytes.
@@ -133,7 +137,11 @@ pub struct Buffers {
 
 impl Buffers {
     fn new() -> Self {
-        Buffers { input: Input::new(), output: Output::default(), body: Vec::new() }
+        Buffers {
+            input: Input::new(),
+            output: Output::default(),
+            body: Vec::new(),
+        }
     }
 
     /// Whether nothing is buffered in either direction.

@@ -44,7 +44,11 @@ impl Server {
         let listeners = (0..settings.workers.max(1))
             .map(|_| reuseport_listener(local_addr))
             .collect::<io::Result<Vec<_>>>()?;
-        Ok(Server { settings: Arc::new(settings), listeners, local_addr })
+        Ok(Server {
+            settings: Arc::new(settings),
+            listeners,
+            local_addr,
+        })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -69,9 +73,17 @@ impl Server {
             let thread = std::thread::Builder::new()
                 .name(format!("worker-{index}"))
                 .spawn(move || worker.run())?;
-            workers.push(WorkerHandle { thread: Some(thread), waker, stats });
+            workers.push(WorkerHandle {
+                thread: Some(thread),
+                waker,
+                stats,
+            });
         }
-        Ok(ServerHandle { local_addr: self.local_addr, control, workers })
+        Ok(ServerHandle {
+            local_addr: self.local_addr,
+            control,
+            workers,
+        })
     }
 }
 

@@ -23,10 +23,12 @@ use mio::{Events, Interest, Poll, Token};
 use slab::Slab;
 
 use crate::config::Settings;
-use crate::conn::{Conn, Ctx, Flow, Phase, Slot, would_block};
+use crate::conn::{Conn, Flow, would_block};
+use crate::ctx::{Ctx, Slot, TimerEvent};
 use crate::date::DateCache;
 use crate::pool::BufferPool;
 use crate::server::Control;
+use crate::session::Phase;
 use crate::stats::{CloseCause, Stats};
 use crate::timers::{Micros, TimerLists};
 
@@ -37,17 +39,6 @@ const ACCEPT_BUDGET: usize = 128;
 /// Pause before retrying accept() when out of descriptors or memory.
 const ACCEPT_PAUSE_MS: u64 = 100;
 const EVENTS_CAPACITY: usize = 1024;
-
-/// What a timer in a worker's lists stands for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TimerEvent {
-    /// One of a connection's two timers.
-    Conn { key: u32, slot: Slot },
-    /// The cached Date value is a second old.
-    DateExpired,
-    /// Try accept() again after running out of descriptors.
-    AcceptResume,
-}
 
 /// One event loop and everything it owns.
 pub struct Worker {
@@ -83,7 +74,8 @@ impl Worker {
         stats: Arc<Stats>,
         control: Arc<Control>,
     ) -> io::Result<Self> {
-        poll.registry().register(&mut listener, LISTENER, Interest::READABLE)?;
+        poll.registry()
+            .register(&mut listener, LISTENER, Interest::READABLE)?;
         Ok(Worker {
             poll,
             listener: Some(listener),
@@ -157,7 +149,12 @@ impl Worker {
     }
 
     /// Runs `handle` on connection `key` with a context; closes it if asked.
-    fn with_conn(&mut self, key: usize, now: Micros, handle: impl FnOnce(&mut Conn, &mut Ctx<'_>) -> Flow) {
+    fn with_conn(
+        &mut self,
+        key: usize,
+        now: Micros,
+        handle: impl FnOnce(&mut Conn, &mut Ctx<'_>) -> Flow,
+    ) {
         let Some(conn) = self.conns.get_mut(key) else {
             return; // closed earlier this turn
         };
@@ -237,7 +234,8 @@ impl Worker {
                         self.accept_warned = true;
                     }
                     self.accept_paused = true;
-                    self.timers.enroll(now, ACCEPT_PAUSE_MS, false, TimerEvent::AcceptResume);
+                    self.timers
+                        .enroll(now, ACCEPT_PAUSE_MS, false, TimerEvent::AcceptResume);
                     return;
                 }
             }
@@ -279,8 +277,13 @@ impl Worker {
             .timers
             .iter_list(self.settings.keep_alive_ms)
             .find_map(|(_, event)| match *event {
-                TimerEvent::Conn { key, slot: Slot::Activity }
-                    if self.conns.get(key as usize).is_some_and(|c| c.phase() == Phase::Idle) =>
+                TimerEvent::Conn {
+                    key,
+                    slot: Slot::Activity,
+                } if self
+                    .conns
+                    .get(key as usize)
+                    .is_some_and(|c| c.phase() == Phase::Idle) =>
                 {
                     Some(key as usize)
                 }
@@ -320,7 +323,11 @@ impl Worker {
     fn close_all(&mut self, now: Micros) {
         let keys: Vec<usize> = self.conns.iter().map(|(key, _)| key).collect();
         if !keys.is_empty() {
-            tracing::warn!(connections = keys.len(), refed = self.timers.ref_count(), "shutdown cut connections");
+            tracing::warn!(
+                connections = keys.len(),
+                refed = self.timers.ref_count(),
+                "shutdown cut connections"
+            );
         }
         for key in keys {
             self.with_conn(key, now, |_, _| Flow::Close(CloseCause::Shutdown));

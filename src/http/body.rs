@@ -53,13 +53,22 @@ pub enum BodyDecoder {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Chunked {
     /// Reading hex digits of a chunk size (`digits` read so far).
-    Size { size: u64, digits: u32 },
+    Size {
+        size: u64,
+        digits: u32,
+    },
     /// After the size: optional whitespace and extensions, up to CR.
-    Extension { size: u64 },
+    Extension {
+        size: u64,
+    },
     /// Saw CR after the size line; LF must follow.
-    SizeLf { size: u64 },
+    SizeLf {
+        size: u64,
+    },
     /// Inside chunk data.
-    Data { remaining: u64 },
+    Data {
+        remaining: u64,
+    },
     /// After chunk data: CR must follow.
     DataCr,
     /// After chunk data and CR: LF must follow.
@@ -81,20 +90,33 @@ impl BodyDecoder {
     }
 
     /// Consumes as much of `input` as belongs to this body.
-    pub fn decode(&mut self, input: &[u8], sink: &mut BodySink<'_>) -> Result<BodyProgress, RequestError> {
+    pub fn decode(
+        &mut self,
+        input: &[u8],
+        sink: &mut BodySink<'_>,
+    ) -> Result<BodyProgress, RequestError> {
         match self {
             BodyDecoder::Length { remaining } => {
-                let take = input.len().min(usize::try_from(*remaining).unwrap_or(usize::MAX));
+                let take = input
+                    .len()
+                    .min(usize::try_from(*remaining).unwrap_or(usize::MAX));
                 sink.take(&input[..take])?;
                 *remaining -= take as u64;
-                Ok(BodyProgress { consumed: take, done: *remaining == 0 })
+                Ok(BodyProgress {
+                    consumed: take,
+                    done: *remaining == 0,
+                })
             }
             BodyDecoder::Chunked(state) => decode_chunked(state, input, sink),
         }
     }
 }
 
-fn decode_chunked(state: &mut Chunked, input: &[u8], sink: &mut BodySink<'_>) -> Result<BodyProgress, RequestError> {
+fn decode_chunked(
+    state: &mut Chunked,
+    input: &[u8],
+    sink: &mut BodySink<'_>,
+) -> Result<BodyProgress, RequestError> {
     let mut at = 0;
     while at < input.len() && *state != Chunked::Done {
         if let Chunked::Data { remaining } = state {
@@ -110,7 +132,10 @@ fn decode_chunked(state: &mut Chunked, input: &[u8], sink: &mut BodySink<'_>) ->
         *state = step(*state, input[at])?;
         at += 1;
     }
-    Ok(BodyProgress { consumed: at, done: *state == Chunked::Done })
+    Ok(BodyProgress {
+        consumed: at,
+        done: *state == Chunked::Done,
+    })
 }
 
 /// One byte of chunked framing outside chunk data.
@@ -119,7 +144,10 @@ fn step(state: Chunked, byte: u8) -> Result<Chunked, RequestError> {
     let bad = |why| Err(RequestError::Malformed(why));
     match state {
         Size { size, digits } => match hex_value(byte) {
-            Some(value) if digits < MAX_CHUNK_SIZE_DIGITS => Ok(Size { size: size << 4 | value, digits: digits + 1 }),
+            Some(value) if digits < MAX_CHUNK_SIZE_DIGITS => Ok(Size {
+                size: size << 4 | value,
+                digits: digits + 1,
+            }),
             Some(_) => bad("chunk size overflows"),
             None if digits == 0 => bad("chunk size missing"),
             None => after_size(size, byte),
@@ -166,13 +194,21 @@ mod tests {
 
     /// Decodes `input` fed in pieces of `step` bytes; returns the body and
     /// the bytes left over after it.
-    fn decode_in_pieces(mut decoder: BodyDecoder, input: &[u8], step: usize) -> Result<(Vec<u8>, usize), RequestError> {
+    fn decode_in_pieces(
+        mut decoder: BodyDecoder,
+        input: &[u8],
+        step: usize,
+    ) -> Result<(Vec<u8>, usize), RequestError> {
         let mut body = Vec::new();
         let mut received = 0;
         let mut at = 0;
         while at < input.len() {
             let end = (at + step).min(input.len());
-            let mut sink = BodySink { keep: Some(&mut body), received: &mut received, limit: 1 << 20 };
+            let mut sink = BodySink {
+                keep: Some(&mut body),
+                received: &mut received,
+                limit: 1 << 20,
+            };
             let progress = decoder.decode(&input[at..end], &mut sink)?;
             at += progress.consumed;
             if progress.done {
@@ -187,7 +223,8 @@ mod tests {
 
     #[test]
     fn content_length_stops_at_the_boundary() {
-        let (body, rest) = decode_in_pieces(BodyDecoder::Length { remaining: 5 }, b"helloGET", 3).unwrap();
+        let (body, rest) =
+            decode_in_pieces(BodyDecoder::Length { remaining: 5 }, b"helloGET", 3).unwrap();
         assert_eq!(body, b"hello");
         assert_eq!(rest, 3);
     }
@@ -212,14 +249,21 @@ mod tests {
             b"0\r\nbad\x01trailer\r\n\r\n",
             b"5;\x00\r\n",
         ] {
-            assert!(decode_in_pieces(BodyDecoder::chunked(), bad, 64).is_err(), "{bad:?}");
+            assert!(
+                decode_in_pieces(BodyDecoder::chunked(), bad, 64).is_err(),
+                "{bad:?}"
+            );
         }
     }
 
     #[test]
     fn body_over_the_limit_is_413() {
         let mut received = 0;
-        let mut sink = BodySink { keep: None, received: &mut received, limit: 3 };
+        let mut sink = BodySink {
+            keep: None,
+            received: &mut received,
+            limit: 3,
+        };
         let result = BodyDecoder::chunked().decode(b"5\r\nhello\r\n0\r\n\r\n", &mut sink);
         assert_eq!(result, Err(RequestError::BodyTooLarge));
     }

@@ -54,9 +54,14 @@ pub fn parse_head(
     max_header_size: usize,
     max_body_size: usize,
 ) -> Result<Option<(RequestHead, usize)>, RequestError> {
-    let leading = input.iter().take_while(|b| matches!(b, b'\r' | b'\n')).count();
+    let leading = input
+        .iter()
+        .take_while(|b| matches!(b, b'\r' | b'\n'))
+        .count();
     if leading > 2 * MAX_LEADING_EMPTY_LINES {
-        return Err(RequestError::Malformed("too many empty lines before the request"));
+        return Err(RequestError::Malformed(
+            "too many empty lines before the request",
+        ));
     }
     patch_later_minor_version(input);
     let input = &*input;
@@ -187,13 +192,17 @@ impl HeaderFields {
                 return Err(RequestError::Malformed("Transfer-Encoding in HTTP/1.0"));
             }
             if self.content_length.is_some() {
-                return Err(RequestError::Malformed("both Content-Length and Transfer-Encoding"));
+                return Err(RequestError::Malformed(
+                    "both Content-Length and Transfer-Encoding",
+                ));
             }
             if self.unknown_coding {
                 return Err(RequestError::UnsupportedTransferCoding);
             }
             if self.chunked_before_last || !self.chunked_last {
-                return Err(RequestError::Malformed("chunked must be the final coding, once"));
+                return Err(RequestError::Malformed(
+                    "chunked must be the final coding, once",
+                ));
             }
             return Ok(Framing::Chunked);
         }
@@ -218,13 +227,22 @@ fn parse_length(item: &[u8]) -> Result<u64, RequestError> {
 
 /// The comma-separated items of a field value, trimmed, empty ones skipped.
 fn list_items(value: &[u8]) -> impl Iterator<Item = &[u8]> {
-    value.split(|&b| b == b',').map(trim).filter(|item| !item.is_empty())
+    value
+        .split(|&b| b == b',')
+        .map(trim)
+        .filter(|item| !item.is_empty())
 }
 
 fn trim(bytes: &[u8]) -> &[u8] {
     let is_space = |b: &u8| *b == b' ' || *b == b'\t';
-    let start = bytes.iter().position(|b| !is_space(b)).unwrap_or(bytes.len());
-    let end = bytes.iter().rposition(|b| !is_space(b)).map_or(start, |at| at + 1);
+    let start = bytes
+        .iter()
+        .position(|b| !is_space(b))
+        .unwrap_or(bytes.len());
+    let end = bytes
+        .iter()
+        .rposition(|b| !is_space(b))
+        .map_or(start, |at| at + 1);
     &bytes[start..end]
 }
 
@@ -244,17 +262,21 @@ fn syntax_error(error: httparse::Error) -> RequestError {
 /// Rewrites `HTTP/1.x` (x > 1) in the request line to `HTTP/1.1`, so a
 /// later minor version is served as 1.1. Returns whether it did.
 fn patch_later_minor_version(input: &mut [u8]) -> bool {
-    let start = input.iter().take_while(|b| matches!(b, b'\r' | b'\n')).count();
+    let start = input
+        .iter()
+        .take_while(|b| matches!(b, b'\r' | b'\n'))
+        .count();
     let Some(line_len) = input[start..].iter().position(|&b| b == b'\n') else {
         return false;
     };
     let line_end = start + line_len;
     let line = &input[start..line_end];
     let line = line.strip_suffix(b"\r").unwrap_or(line);
-    let Some(version) = line.len().checked_sub(8).map(|at| &line[at..]) else {
+    let Some(version) = line.len().checked_sub(9).map(|at| &line[at..]) else {
         return false;
     };
-    let later_minor = version.starts_with(b" HTTP/1.") && version[7].is_ascii_digit() && version[7] > b'1';
+    let later_minor =
+        version.starts_with(b" HTTP/1.") && version[8].is_ascii_digit() && version[8] > b'1';
     if later_minor {
         let digit_at = start + line.len() - 1;
         input[digit_at] = b'1';
@@ -289,7 +311,10 @@ mod tests {
     fn http10_persists_only_when_asked() {
         assert!(!head("GET / HTTP/1.0\r\n\r\n").wants_persistence());
         assert!(head("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n").wants_persistence());
-        assert!(!head("GET / HTTP/1.1\r\nHost: a\r\nConnection: foo, close\r\n\r\n").wants_persistence());
+        assert!(
+            !head("GET / HTTP/1.1\r\nHost: a\r\nConnection: foo, close\r\n\r\n")
+                .wants_persistence()
+        );
     }
 
     #[test]
@@ -297,7 +322,10 @@ mod tests {
         assert_eq!(parse("GET / HTTP/1.1\r\nHost: a\r\n"), Ok(None));
         let mut big = b"GET / HTTP/1.1\r\nX: ".to_vec();
         big.resize(2000, b'a');
-        assert_eq!(parse_head(&mut big, 1024, 1 << 20), Err(RequestError::HeadTooLarge));
+        assert_eq!(
+            parse_head(&mut big, 1024, 1 << 20),
+            Err(RequestError::HeadTooLarge)
+        );
     }
 
     #[test]
@@ -309,13 +337,23 @@ mod tests {
 
     #[test]
     fn content_length_rules() {
-        assert_eq!(head("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\n").framing, Framing::Length(5));
-        assert_eq!(head("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5, 5\r\n\r\n").framing, Framing::Length(5));
+        assert_eq!(
+            head("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\n").framing,
+            Framing::Length(5)
+        );
+        assert_eq!(
+            head("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5, 5\r\n\r\n").framing,
+            Framing::Length(5)
+        );
         for bad in ["+5", "-1", "5 5", "0x5", "5, 6", ""] {
             let text = format!("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: {bad}\r\n\r\n");
-            assert!(matches!(parse(&text), Err(RequestError::Malformed(_))), "{bad:?}");
+            assert!(
+                matches!(parse(&text), Err(RequestError::Malformed(_))),
+                "{bad:?}"
+            );
         }
-        let repeated = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n";
+        let repeated =
+            "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n";
         assert!(parse(repeated).is_err());
         let huge = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 99999999999999999999999\r\n\r\n";
         assert_eq!(parse(huge), Err(RequestError::BodyTooLarge));
@@ -325,8 +363,12 @@ mod tests {
 
     #[test]
     fn transfer_coding_rules() {
-        assert_eq!(head("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n").framing, Framing::Chunked);
-        let both = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n";
+        assert_eq!(
+            head("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n").framing,
+            Framing::Chunked
+        );
+        let both =
+            "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n";
         assert!(matches!(parse(both), Err(RequestError::Malformed(_))));
         let gzip = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n";
         assert_eq!(parse(gzip), Err(RequestError::UnsupportedTransferCoding));
@@ -339,7 +381,10 @@ mod tests {
     #[test]
     fn versions() {
         assert_eq!(head("GET / HTTP/1.2\r\nHost: a\r\n\r\n").minor_version, 1);
-        assert_eq!(parse("GET / HTTP/2.0\r\nHost: a\r\n\r\n"), Err(RequestError::UnsupportedVersion));
+        assert_eq!(
+            parse("GET / HTTP/2.0\r\nHost: a\r\n\r\n"),
+            Err(RequestError::UnsupportedVersion)
+        );
         assert!(parse("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").is_err());
         let mut client_hello = b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03".to_vec();
         assert!(parse_head(&mut client_hello, 16384, 1024).is_err());
@@ -347,14 +392,23 @@ mod tests {
 
     #[test]
     fn expectations() {
-        assert!(head("POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n").expect_continue);
-        assert_eq!(parse("GET / HTTP/1.1\r\nHost: a\r\nExpect: teapot\r\n\r\n"), Err(RequestError::ExpectationFailed));
+        assert!(
+            head("POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n")
+                .expect_continue
+        );
+        assert_eq!(
+            parse("GET / HTTP/1.1\r\nHost: a\r\nExpect: teapot\r\n\r\n"),
+            Err(RequestError::ExpectationFailed)
+        );
         assert!(!head("GET / HTTP/1.0\r\nExpect: teapot\r\n\r\n").expect_continue);
     }
 
     #[test]
     fn leading_empty_lines_tolerated_but_bounded() {
-        assert_eq!(head("\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n").route, Route::Root);
+        assert_eq!(
+            head("\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n").route,
+            Route::Root
+        );
         let flood = format!("{}GET / HTTP/1.1\r\nHost: a\r\n\r\n", "\r\n".repeat(100));
         assert!(parse(&flood).is_err());
     }
@@ -363,7 +417,10 @@ mod tests {
     fn bad_header_syntax_is_400() {
         for bad in ["Bad Name: x", "Name : x", "X: a\x01b"] {
             let text = format!("GET / HTTP/1.1\r\nHost: a\r\n{bad}\r\n\r\n");
-            assert!(matches!(parse(&text), Err(RequestError::Malformed(_))), "{bad:?}");
+            assert!(
+                matches!(parse(&text), Err(RequestError::Malformed(_))),
+                "{bad:?}"
+            );
         }
         let folded = "GET / HTTP/1.1\r\nHost: a\r\nX: a\r\n b\r\n\r\n";
         assert!(matches!(parse(folded), Err(RequestError::Malformed(_))));

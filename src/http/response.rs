@@ -36,6 +36,22 @@ impl Status {
         }
     }
 
+    /// A short plain-text body for an error response: the reason phrase.
+    pub fn reason_line(self) -> &'static [u8] {
+        match self {
+            Status::Continue | Status::Ok => b"",
+            Status::BadRequest => b"Bad Request\n",
+            Status::NotFound => b"Not Found\n",
+            Status::RequestTimeout => b"Request Timeout\n",
+            Status::ContentTooLarge => b"Content Too Large\n",
+            Status::ExpectationFailed => b"Expectation Failed\n",
+            Status::RequestHeaderFieldsTooLarge => b"Request Header Fields Too Large\n",
+            Status::NotImplemented => b"Not Implemented\n",
+            Status::ServiceUnavailable => b"Service Unavailable\n",
+            Status::HttpVersionNotSupported => b"HTTP Version Not Supported\n",
+        }
+    }
+
     /// The whole status line, CRLF included.
     fn line(self) -> &'static [u8] {
         match self {
@@ -150,7 +166,10 @@ mod tests {
 
     #[test]
     fn http10_keep_alive_and_close_say_so() {
-        assert!(encoded(Persistence::KeepAliveHttp10).contains("Connection: keep-alive\r\nKeep-Alive: timeout=5\r\n"));
+        assert!(
+            encoded(Persistence::KeepAliveHttp10)
+                .contains("Connection: keep-alive\r\nKeep-Alive: timeout=5\r\n")
+        );
         let close = encoded(Persistence::Close);
         assert!(close.contains("Connection: close\r\n"));
         assert!(!close.contains("Keep-Alive"));

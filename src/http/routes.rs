@@ -76,7 +76,10 @@ mod tests {
     fn absolute_form_uses_its_path() {
         assert_eq!(Route::of_target("http://example.com/"), Route::Root);
         assert_eq!(Route::of_target("http://example.com"), Route::Root);
-        assert_eq!(Route::of_target("http://example.com:8080/delay/5"), Route::Delay { ms: 5 });
+        assert_eq!(
+            Route::of_target("http://example.com:8080/delay/5"),
+            Route::Delay { ms: 5 }
+        );
         assert_eq!(Route::of_target("http://example.com/x"), Route::NotFound);
     }
 }

@@ -1,0 +1,43 @@
+//! What a worker lends a connection while it handles one event (the turn's
+//! clock reading, the timer lists, the buffer pool, the Date cache, the
+//! settings and counters), and what a timer in those lists stands for.
+
+use crate::config::Settings;
+use crate::date::DateCache;
+use crate::pool::BufferPool;
+use crate::stats::Stats;
+use crate::timers::{Micros, TimerLists};
+
+/// What a timer in a worker's lists stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimerEvent {
+    /// One of a connection's two timers.
+    Conn { key: u32, slot: Slot },
+    /// The cached Date value is a second old.
+    DateExpired,
+    /// Try accept() again after running out of descriptors.
+    AcceptResume,
+}
+
+/// Which of a connection's two timers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Slot {
+    /// Refreshed by activity (keep-alive idle, inactivity) or fixed for a
+    /// phase (headers deadline, `/delay`, linger).
+    Activity,
+    /// The whole-request deadline: activity never moves it.
+    Deadline,
+}
+
+/// The worker's resources, lent for one event.
+pub struct Ctx<'a> {
+    /// The loop time of this turn.
+    pub now: Micros,
+    pub timers: &'a mut TimerLists<TimerEvent>,
+    pub pool: &'a mut BufferPool,
+    pub date: &'a mut DateCache,
+    pub settings: &'a Settings,
+    pub stats: &'a Stats,
+    /// The server is shutting down: no new persistence.
+    pub draining: bool,
+}

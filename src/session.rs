@@ -1,0 +1,349 @@
+//! The HTTP exchange on one connection, without the socket: bytes in the
+//! input buffer become responses in the output buffer, request by request,
+//! in order. An explicit state machine ([`Exchange`]) says where the request
+//! in progress stands; [`Session::phase`] condenses it, with the buffers, into
+//! what the connection's timers and the worker need to know.
+//!
+//! Keeping I/O out makes this the unit the fuzz target drives directly.
+
+use crate::config::Settings;
+use crate::ctx::{Ctx, TimerEvent};
+use crate::http::body::BodySink;
+use crate::http::response::{CONTINUE, Persistence, ResponseHead, push_decimal};
+use crate::http::routes::Route;
+use crate::http::{BodyDecoder, Framing, RequestError, RequestHead, Status, parse_head};
+use crate::pool::Buffers;
+use crate::stats::CloseCause;
+
+/// Stop starting new pipelined requests while this much output is unsent.
+const OUTPUT_HIGH_WATER: usize = 64 * 1024;
+/// Smallest input buffer limit, whatever `--max-header-size` says.
+const MIN_INPUT_LIMIT: usize = 4096;
+
+const HELLO: &[u8] = b"Hello, World!";
+
+/// Where the request in progress stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Exchange {
+    /// Between requests, or reading a head.
+    AwaitingHead,
+    /// Reading (or discarding) a body; `answer` is sent once it ends.
+    Body {
+        decoder: BodyDecoder,
+        received: u64,
+        answer: Answer,
+    },
+    /// Received; the answer waits for the `/delay` timer.
+    Delayed { ms: u64, answer: Answer },
+    /// The last response is queued; the connection only drains input now.
+    Closing { cause: CloseCause },
+}
+
+/// How to answer a request once it has been received.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Answer {
+    route: Route,
+    is_head: bool,
+    persistence: Persistence,
+}
+
+/// A connection's state, condensed for choosing its timers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Accepted, nothing received yet.
+    Fresh,
+    /// Persistent, between requests, nothing buffered.
+    Idle,
+    /// Part of a request head received.
+    Head,
+    Body,
+    /// Waiting on `/delay` for this long.
+    Delayed {
+        ms: u64,
+    },
+    /// Output waits for the socket.
+    Writing,
+    Closing,
+}
+
+/// The request/response state of one connection.
+#[derive(Debug)]
+pub struct Session {
+    exchange: Exchange,
+    /// Requests fully received: the next one is number `received`.
+    received: u32,
+    /// Responses queued.
+    served: u32,
+}
+
+impl Default for Session {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Session {
+    pub fn new() -> Self {
+        Session {
+            exchange: Exchange::AwaitingHead,
+            received: 0,
+            served: 0,
+        }
+    }
+
+    /// The largest input a connection buffers.
+    pub fn input_limit(settings: &Settings) -> usize {
+        settings.max_header_size.max(MIN_INPUT_LIMIT)
+    }
+
+    /// Requests fully received so far.
+    pub fn received(&self) -> u32 {
+        self.received
+    }
+
+    /// Set once the last response is queued: why the connection will close.
+    pub fn closing(&self) -> Option<CloseCause> {
+        match self.exchange {
+            Exchange::Closing { cause } => Some(cause),
+            _ => None,
+        }
+    }
+
+    pub fn is_delayed(&self) -> bool {
+        matches!(self.exchange, Exchange::Delayed { .. })
+    }
+
+    /// Between requests with nothing buffered: the buffers can go back.
+    pub fn is_idle(&self, buffers: Option<&Buffers>) -> bool {
+        self.exchange == Exchange::AwaitingHead && buffers.is_none_or(Buffers::is_drained)
+    }
+
+    /// A request has started arriving and is not yet fully received.
+    pub fn is_receiving(&self, buffers: Option<&Buffers>) -> bool {
+        match self.exchange {
+            Exchange::Body { .. } => true,
+            Exchange::AwaitingHead => buffers.is_some_and(|b| !b.input.is_empty()),
+            Exchange::Delayed { .. } | Exchange::Closing { .. } => false,
+        }
+    }
+
+    pub fn phase(&self, buffers: Option<&Buffers>) -> Phase {
+        match self.exchange {
+            Exchange::Closing { .. } => Phase::Closing,
+            Exchange::Delayed { ms, .. } => Phase::Delayed { ms },
+            _ if buffers.is_some_and(|b| b.output.pending() > 0) => Phase::Writing,
+            Exchange::Body { .. } => Phase::Body,
+            _ if buffers.is_some_and(|b| !b.input.is_empty()) => Phase::Head,
+            _ if self.received == 0 => Phase::Fresh,
+            _ => Phase::Idle,
+        }
+    }
+
+    /// Parses and answers what is buffered, in order, until more input is
+    /// needed, a response must wait, or output backs up.
+    pub fn process(&mut self, buffers: &mut Buffers, ctx: &mut Ctx<'_>) {
+        loop {
+            if buffers.output.pending() >= OUTPUT_HIGH_WATER || buffers.input.is_empty() {
+                return;
+            }
+            match self.exchange {
+                Exchange::AwaitingHead => {
+                    let limit = Self::input_limit(ctx.settings);
+                    let max_body = ctx.settings.max_body_size;
+                    match parse_head(buffers.input.bytes_mut(), limit, max_body) {
+                        Ok(Some((head, len))) => {
+                            buffers.input.consume(len);
+                            self.begin(head, buffers, ctx);
+                        }
+                        Ok(None) => return,
+                        Err(error) => return self.refuse(error, buffers, ctx),
+                    }
+                }
+                Exchange::Body {
+                    mut decoder,
+                    mut received,
+                    answer,
+                } => {
+                    let keep = (answer.route == Route::Root).then_some(&mut buffers.body);
+                    let limit = ctx.settings.max_body_size as u64;
+                    let mut sink = BodySink {
+                        keep,
+                        received: &mut received,
+                        limit,
+                    };
+                    match decoder.decode(buffers.input.bytes(), &mut sink) {
+                        Ok(progress) => {
+                            buffers.input.consume(progress.consumed);
+                            self.exchange = Exchange::Body {
+                                decoder,
+                                received,
+                                answer,
+                            };
+                            if !progress.done {
+                                return;
+                            }
+                            self.complete(answer, buffers, ctx);
+                        }
+                        Err(error) => return self.refuse(error, buffers, ctx),
+                    }
+                }
+                Exchange::Delayed { .. } => return,
+                Exchange::Closing { .. } => {
+                    buffers.input.clear();
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The `/delay` timer fired: queue the waiting answer.
+    pub fn delay_elapsed(&mut self, buffers: &mut Buffers, ctx: &mut Ctx<'_>) {
+        if let Exchange::Delayed { answer, .. } = self.exchange {
+            self.respond(answer, buffers, ctx);
+        }
+    }
+
+    /// A receive timer ran out: queue a 408 and close, unless a response
+    /// is already being written (then there is nothing more to say: `false`).
+    pub fn time_out(
+        &mut self,
+        cause: CloseCause,
+        buffers: &mut Buffers,
+        ctx: &mut Ctx<'_>,
+    ) -> bool {
+        if self.phase(Some(buffers)) == Phase::Writing {
+            return false;
+        }
+        self.fail(Status::RequestTimeout, cause, buffers, ctx);
+        true
+    }
+
+    /// A head has been parsed: decide persistence and start the body.
+    fn begin(&mut self, head: RequestHead, buffers: &mut Buffers, ctx: &mut Ctx<'_>) {
+        let answer = Answer {
+            route: head.route,
+            is_head: head.is_head,
+            persistence: persistence(&head, self.served, ctx.settings, ctx.draining),
+        };
+        let decoder = match head.framing {
+            Framing::None => return self.complete(answer, buffers, ctx),
+            Framing::Length(length) => BodyDecoder::Length { remaining: length },
+            Framing::Chunked => BodyDecoder::chunked(),
+        };
+        // RFC 9110 §10.1.1: no interim response once the body is arriving.
+        if head.expect_continue && buffers.input.is_empty() {
+            buffers.output.buf.extend_from_slice(CONTINUE);
+        }
+        buffers.body.clear();
+        self.exchange = Exchange::Body {
+            decoder,
+            received: 0,
+            answer,
+        };
+    }
+
+    /// The whole request is in: answer now, or after its delay.
+    fn complete(&mut self, answer: Answer, buffers: &mut Buffers, ctx: &mut Ctx<'_>) {
+        self.received += 1;
+        match answer.route {
+            Route::Delay { ms } => self.exchange = Exchange::Delayed { ms, answer },
+            _ => self.respond(answer, buffers, ctx),
+        }
+    }
+
+    /// Queues the response to a received request.
+    fn respond(&mut self, answer: Answer, buffers: &mut Buffers, ctx: &mut Ctx<'_>) {
+        let Buffers { output, body, .. } = buffers;
+        let (status, content_type, payload): (Status, &'static str, &[u8]) = match answer.route {
+            Route::Root if body.is_empty() => (Status::Ok, "text/plain", HELLO),
+            Route::Root => (Status::Ok, "application/octet-stream", body),
+            Route::Delay { ms } => {
+                body.clear();
+                body.extend_from_slice(b"delayed ");
+                push_decimal(body, ms as usize);
+                body.extend_from_slice(b"ms\n");
+                (Status::Ok, "text/plain", body)
+            }
+            Route::Asterisk => (Status::Ok, "text/plain", b""),
+            Route::NotFound => (
+                Status::NotFound,
+                "text/plain",
+                Status::NotFound.reason_line(),
+            ),
+        };
+        ResponseHead {
+            status,
+            content_type,
+            content_length: payload.len(),
+            persistence: answer.persistence,
+            date: ctx
+                .date
+                .current(ctx.timers, ctx.now, TimerEvent::DateExpired),
+            keep_alive_header: &ctx.settings.keep_alive_header,
+        }
+        .encode(&mut output.buf);
+        if !answer.is_head {
+            output.buf.extend_from_slice(payload);
+        }
+        body.clear();
+        self.served += 1;
+        ctx.stats.responded(status);
+        self.exchange = match answer.persistence {
+            Persistence::Close => Exchange::Closing {
+                cause: CloseCause::Done,
+            },
+            Persistence::KeepAlive | Persistence::KeepAliveHttp10 => Exchange::AwaitingHead,
+        };
+    }
+
+    /// Answers a bad request with its status and closes.
+    fn refuse(&mut self, error: RequestError, buffers: &mut Buffers, ctx: &mut Ctx<'_>) {
+        tracing::debug!(?error, "refusing request");
+        self.fail(error.status(), CloseCause::BadRequest, buffers, ctx);
+    }
+
+    /// Queues an error response with `Connection: close` and starts closing.
+    fn fail(
+        &mut self,
+        status: Status,
+        cause: CloseCause,
+        buffers: &mut Buffers,
+        ctx: &mut Ctx<'_>,
+    ) {
+        buffers.input.clear();
+        let reason = status.reason_line();
+        ResponseHead {
+            status,
+            content_type: "text/plain",
+            content_length: reason.len(),
+            persistence: Persistence::Close,
+            date: ctx
+                .date
+                .current(ctx.timers, ctx.now, TimerEvent::DateExpired),
+            keep_alive_header: b"",
+        }
+        .encode(&mut buffers.output.buf);
+        buffers.output.buf.extend_from_slice(reason);
+        ctx.stats.responded(status);
+        self.exchange = Exchange::Closing { cause };
+    }
+}
+
+/// The keep-alive decision, in one place.
+fn persistence(
+    head: &RequestHead,
+    served: u32,
+    settings: &Settings,
+    draining: bool,
+) -> Persistence {
+    let limit = settings.max_requests_per_socket;
+    let allowed = settings.keep_alive_advertised_secs.is_some()
+        && !draining
+        && (limit == 0 || served + 1 < limit)
+        && head.wants_persistence();
+    match (allowed, head.minor_version) {
+        (false, _) => Persistence::Close,
+        (true, 0) => Persistence::KeepAliveHttp10,
+        (true, _) => Persistence::KeepAlive,
+    }
+}
