@@ -1,19 +1,28 @@
-//! Command-line configuration: every flag, its `KAS_*` environment variable,
-//! its default, and the parsers for durations (`150ms`, `5s`, `2m`) and sizes
-//! (`16KiB`, `1MiB`). [`Config::settings`] turns the parsed flags into the
-//! whole-millisecond [`Settings`] the workers run on.
+//! Configuration: every flag, its `KAS_*` environment variable, its key in
+//! the `--config` TOML file, its default, and the parsers for durations
+//! (`150ms`, `5s`, `2m`) and sizes (`16KiB`, `1MiB`). Precedence is flag >
+//! environment > file > default ([`Config::load_from`]). [`Config::settings`]
+//! turns the result into the whole-millisecond [`Settings`] workers run on.
 
+use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use clap::Parser;
+use clap::error::ErrorKind;
+use clap::parser::ValueSource;
+use clap::{ArgAction, ArgMatches, CommandFactory, FromArgMatches, Parser};
 
 /// keepalive-server: a non-blocking HTTP/1.0–1.1 server whose idle timeouts
 /// live in Node.js-style per-duration timer lists.
 #[derive(Parser, Debug, Clone)]
 #[command(version, about, long_about = None)]
 pub struct Config {
+    /// TOML file with any of these options as snake_case keys (keep_alive_timeout = "5s"); flags and KAS_* variables override it.
+    #[arg(long, env = "KAS_CONFIG")]
+    pub config: Option<PathBuf>,
+
     /// Address to listen on.
     #[arg(long, env = "KAS_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
@@ -61,6 +70,14 @@ pub struct Config {
     /// On SIGINT/SIGTERM, how long in-flight requests may take before they are cut.
     #[arg(long, env = "KAS_SHUTDOWN_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
     pub shutdown_timeout: Duration,
+
+    /// Serve /metrics, /timers and /healthz on this address (off unless set).
+    #[arg(long, env = "KAS_ADMIN")]
+    pub admin: Option<SocketAddr>,
+
+    /// Log one line per request (common log format, duration, connection id).
+    #[arg(long, env = "KAS_ACCESS_LOG")]
+    pub access_log: bool,
 }
 
 /// The effective settings a worker runs with: durations as whole
@@ -82,6 +99,7 @@ pub struct Settings {
     /// Per worker; 0 is unlimited.
     pub max_connections: usize,
     pub shutdown_ms: u64,
+    pub access_log: bool,
     /// The `Keep-Alive` response header line, built once: `Keep-Alive: timeout=N[, max=M]\r\n`.
     pub keep_alive_header: Vec<u8>,
 }
@@ -90,7 +108,7 @@ impl Config {
     /// The settings the workers run on.
     pub fn settings(&self) -> Settings {
         let keep_alive_advertised_secs =
-            (!self.keep_alive_timeout.is_zero()).then(|| self.keep_alive_timeout.as_secs());
+            (!self.keep_alive_timeout.is_zero()).then_some(self.keep_alive_timeout.as_secs());
         let mut keep_alive_header = Vec::new();
         if let Some(secs) = keep_alive_advertised_secs {
             keep_alive_header.extend_from_slice(format!("Keep-Alive: timeout={secs}").as_bytes());
@@ -116,8 +134,28 @@ impl Config {
             max_body_size: self.max_body_size,
             max_connections: self.max_connections,
             shutdown_ms: whole_ms(self.shutdown_timeout),
+            access_log: self.access_log,
             keep_alive_header,
         }
+    }
+
+    /// Parses `args` (program name first) and the environment, then fills
+    /// whatever neither set from the `--config` file. An unreadable file,
+    /// bad TOML, an unknown key or a bad value is an error naming it.
+    pub fn load_from<I, T>(args: I) -> Result<Config, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString>,
+    {
+        let mut args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+        let command = Config::command();
+        let matches = command.clone().try_get_matches_from(&args)?;
+        if let Some(path) = matches.get_one::<PathBuf>("config") {
+            args.extend(file_arguments(path, &matches, &command)?);
+            let matches = command.try_get_matches_from(&args)?;
+            return Config::from_arg_matches(&matches);
+        }
+        Config::from_arg_matches(&matches)
     }
 
     /// A configuration with every default, listening on `listen` (for tests
@@ -127,6 +165,63 @@ impl Config {
         config.listen = listen;
         config
     }
+}
+
+/// The file's settings as extra arguments, for the options that neither a
+/// flag nor an environment variable set.
+fn file_arguments(
+    path: &Path,
+    matches: &ArgMatches,
+    command: &clap::Command,
+) -> Result<Vec<OsString>, clap::Error> {
+    let error = |message: String| clap::Error::raw(ErrorKind::InvalidValue, format!("{message}\n"));
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| error(format!("cannot read config file {}: {e}", path.display())))?;
+    let table: toml::Table = text
+        .parse()
+        .map_err(|e| error(format!("config file {}: {e}", path.display())))?;
+    let mut extra = Vec::new();
+    for (key, value) in table {
+        let arg = command
+            .get_arguments()
+            .find(|arg| arg.get_id() == key.as_str() && arg.get_long().is_some() && key != "config")
+            .ok_or_else(|| {
+                error(format!(
+                    "config file {}: unknown key `{key}`",
+                    path.display()
+                ))
+            })?;
+        let set_elsewhere = matches!(
+            matches.value_source(&key),
+            Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+        );
+        if set_elsewhere {
+            continue;
+        }
+        let flag = format!("--{}", arg.get_long().unwrap_or_default());
+        let is_switch = matches!(arg.get_action(), ArgAction::SetTrue);
+        match value {
+            toml::Value::Boolean(on) if is_switch => {
+                if on {
+                    extra.push(flag.into());
+                }
+            }
+            toml::Value::String(text) if !is_switch => extra.push(format!("{flag}={text}").into()),
+            toml::Value::Integer(n) if !is_switch => extra.push(format!("{flag}={n}").into()),
+            other => {
+                let expected = if is_switch {
+                    "true or false"
+                } else {
+                    "a string or an integer"
+                };
+                return Err(error(format!(
+                    "config file {}: `{key}` must be {expected}, not {other}",
+                    path.display()
+                )));
+            }
+        }
+    }
+    Ok(extra)
 }
 
 /// Rounds up to whole milliseconds, so a timer never fires before the

@@ -119,6 +119,10 @@ impl Conn {
         }
     }
 
+    pub fn peer_addr(&self) -> Option<std::net::SocketAddr> {
+        self.stream.peer_addr().ok()
+    }
+
     pub fn phase(&self) -> Phase {
         self.session.phase(self.buffers.as_deref())
     }

@@ -40,4 +40,8 @@ pub struct Ctx<'a> {
     pub stats: &'a Stats,
     /// The server is shutting down: no new persistence.
     pub draining: bool,
+    /// The connection's slab key, for logs.
+    pub conn_id: u32,
+    /// The peer's address, looked up only when the access log is on.
+    pub peer: Option<std::net::SocketAddr>,
 }

@@ -8,15 +8,18 @@
 //! - [`date`]: the cached `Date` header.
 //! - [`config`]: flags, environment variables, defaults.
 //! - [`server`]: binding, worker threads, graceful shutdown.
+//! - [`admin`], [`introspect`]: the admin listener and the worker snapshots it shows.
 //! - [`session`]: one connection's HTTP exchange, without the socket.
 //! - [`pool`], [`ctx`], [`stats`]: buffers, what a worker lends a
 //!   connection, counters.
 //! - `worker` / `conn`: the event loop, and one connection's I/O and timers.
 
+pub mod admin;
 pub mod config;
 pub mod ctx;
 pub mod date;
 pub mod http;
+pub mod introspect;
 pub mod pool;
 pub mod server;
 pub mod session;
@@ -27,4 +30,4 @@ mod conn;
 mod worker;
 
 pub use config::{Config, Settings};
-pub use server::{Server, ServerHandle};
+pub use server::{Remote, Server, ServerHandle};

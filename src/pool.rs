@@ -133,6 +133,15 @@ pub struct Buffers {
     pub output: Output,
     /// The request body, kept for the echo route.
     pub body: Vec<u8>,
+    /// The request being answered, for the access log (only when it is on).
+    pub log: AccessRecord,
+}
+
+/// The request line and when it was parsed, kept for the access log.
+#[derive(Debug, Default)]
+pub struct AccessRecord {
+    pub request_line: Vec<u8>,
+    pub started: crate::timers::Micros,
 }
 
 impl Buffers {
@@ -141,6 +150,7 @@ impl Buffers {
             input: Input::new(),
             output: Output::default(),
             body: Vec::new(),
+            log: AccessRecord::default(),
         }
     }
 
@@ -162,6 +172,10 @@ impl Buffers {
 /// Spare [`Buffers`], reused last-in first-out.
 #[derive(Debug, Default)]
 pub struct BufferPool {
+    // Connections hold `Box<Buffers>` (one pointer while active, none
+    // idle); pooling the boxes themselves keeps take and give free of
+    // allocation.
+    #[allow(clippy::vec_box)]
     spare: Vec<Box<Buffers>>,
 }
 

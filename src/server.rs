@@ -13,6 +13,7 @@ use mio::{Poll, Waker};
 use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::config::Settings;
+use crate::introspect::{Snapshot, WorkerShared};
 use crate::stats::Stats;
 use crate::worker::{WAKER, Worker};
 
@@ -62,12 +63,13 @@ impl Server {
         for (index, listener) in self.listeners.into_iter().enumerate() {
             let poll = Poll::new()?;
             let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
-            let stats = Arc::new(Stats::default());
+            let shared = Arc::new(WorkerShared::default());
             let worker = Worker::new(
+                index,
                 poll,
                 mio::net::TcpListener::from_std(listener),
                 Arc::clone(&self.settings),
-                Arc::clone(&stats),
+                Arc::clone(&shared),
                 Arc::clone(&control),
             )?;
             let thread = std::thread::Builder::new()
@@ -76,7 +78,7 @@ impl Server {
             workers.push(WorkerHandle {
                 thread: Some(thread),
                 waker,
-                stats,
+                shared,
             });
         }
         Ok(ServerHandle {
@@ -100,7 +102,7 @@ fn reuseport_listener(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
 struct WorkerHandle {
     thread: Option<JoinHandle<io::Result<()>>>,
     waker: Arc<Waker>,
-    stats: Arc<Stats>,
+    shared: Arc<WorkerShared>,
 }
 
 /// A running server.
@@ -117,7 +119,20 @@ impl ServerHandle {
 
     /// Each worker's counters.
     pub fn stats(&self) -> impl Iterator<Item = &Stats> {
-        self.workers.iter().map(|w| &*w.stats)
+        self.workers.iter().map(|w| &w.shared.stats)
+    }
+
+    /// A handle that can only observe the workers and stop them: for the
+    /// admin listener and signal handlers.
+    pub fn remote(&self) -> Remote {
+        Remote {
+            control: Arc::clone(&self.control),
+            workers: self
+                .workers
+                .iter()
+                .map(|w| (Arc::clone(&w.shared), Arc::clone(&w.waker)))
+                .collect(),
+        }
     }
 
     /// Open connections across all workers.
@@ -128,14 +143,7 @@ impl ServerHandle {
     /// Begins a graceful shutdown: stop accepting, close idle connections,
     /// finish in-flight requests. Returns at once; [`ServerHandle::join`] waits.
     pub fn shutdown(&self) {
-        self.control.stopping.store(true, Ordering::Release);
-        for worker in &self.workers {
-            let _ = worker.waker.wake();
-        }
-    }
-
-    pub fn is_stopping(&self) -> bool {
-        self.control.stopping.load(Ordering::Acquire)
+        self.remote().shutdown();
     }
 
     /// Waits for every worker to finish; the first error wins.
@@ -159,5 +167,40 @@ impl Drop for ServerHandle {
     /// A dropped handle shuts the server down (without waiting).
     fn drop(&mut self) {
         self.shutdown();
+    }
+}
+
+/// A cloneable, thread-safe view of a running server: counters, snapshots,
+/// and the stop switch.
+#[derive(Clone)]
+pub struct Remote {
+    control: Arc<Control>,
+    workers: Vec<(Arc<WorkerShared>, Arc<Waker>)>,
+}
+
+impl Remote {
+    /// Begins a graceful shutdown (see [`ServerHandle::shutdown`]).
+    pub fn shutdown(&self) {
+        self.control.stopping.store(true, Ordering::Release);
+        for (_, waker) in &self.workers {
+            let _ = waker.wake();
+        }
+    }
+
+    pub fn is_stopping(&self) -> bool {
+        self.control.stopping.load(Ordering::Acquire)
+    }
+
+    pub fn stats(&self) -> impl Iterator<Item = &Stats> {
+        self.workers.iter().map(|(shared, _)| &shared.stats)
+    }
+
+    /// Asks every worker for a snapshot, waiting up to `timeout` for each;
+    /// a worker that does not answer in time is left out.
+    pub fn snapshots(&self, timeout: std::time::Duration) -> Vec<Snapshot> {
+        self.workers
+            .iter()
+            .filter_map(|(shared, waker)| shared.mailbox.ask(waker, timeout))
+            .collect()
     }
 }

@@ -152,6 +152,9 @@ impl Session {
                     let max_body = ctx.settings.max_body_size;
                     match parse_head(buffers.input.bytes_mut(), limit, max_body) {
                         Ok(Some((head, len))) => {
+                            if ctx.settings.access_log {
+                                remember_request_line(buffers, ctx.now);
+                            }
                             buffers.input.consume(len);
                             self.begin(head, buffers, ctx);
                         }
@@ -252,7 +255,11 @@ impl Session {
     }
 
     /// Queues the response to a received request.
-    fn respond(&mut self, answer: Answer, buffers: &mut Buffers, ctx: &mut Ctx<'_>) {
+    fn respond(&mut self, mut answer: Answer, buffers: &mut Buffers, ctx: &mut Ctx<'_>) {
+        if ctx.draining {
+            // Decided before shutdown began; a draining server keeps nothing.
+            answer.persistence = Persistence::Close;
+        }
         let Buffers { output, body, .. } = buffers;
         let (status, content_type, payload): (Status, &'static str, &[u8]) = match answer.route {
             Route::Root if body.is_empty() => (Status::Ok, "text/plain", HELLO),
@@ -271,10 +278,11 @@ impl Session {
                 Status::NotFound.reason_line(),
             ),
         };
+        let content_length = payload.len();
         ResponseHead {
             status,
             content_type,
-            content_length: payload.len(),
+            content_length,
             persistence: answer.persistence,
             date: ctx
                 .date
@@ -286,8 +294,11 @@ impl Session {
             output.buf.extend_from_slice(payload);
         }
         body.clear();
+        ctx.stats.responded(status, self.served > 0);
         self.served += 1;
-        ctx.stats.responded(status);
+        if ctx.settings.access_log {
+            access_log(buffers, status, content_length, ctx);
+        }
         self.exchange = match answer.persistence {
             Persistence::Close => Exchange::Closing {
                 cause: CloseCause::Done,
@@ -324,7 +335,10 @@ impl Session {
         }
         .encode(&mut buffers.output.buf);
         buffers.output.buf.extend_from_slice(reason);
-        ctx.stats.responded(status);
+        ctx.stats.responded(status, self.served > 0);
+        if ctx.settings.access_log {
+            access_log(buffers, status, reason.len(), ctx);
+        }
         self.exchange = Exchange::Closing { cause };
     }
 }
@@ -346,4 +360,40 @@ fn persistence(
         (true, 0) => Persistence::KeepAliveHttp10,
         (true, _) => Persistence::KeepAlive,
     }
+}
+
+/// Keeps the request line for the access log (only when it is on).
+fn remember_request_line(buffers: &mut Buffers, now: crate::timers::Micros) {
+    let input = buffers.input.bytes();
+    let start = input
+        .iter()
+        .take_while(|b| matches!(b, b'\r' | b'\n'))
+        .count();
+    let line = &input[start..];
+    let end = line
+        .iter()
+        .position(|b| matches!(b, b'\r' | b'\n'))
+        .unwrap_or(line.len());
+    buffers.log.request_line.clear();
+    buffers.log.request_line.extend_from_slice(&line[..end]);
+    buffers.log.started = now;
+}
+
+/// One access-log line: common log format, then duration and connection id.
+fn access_log(buffers: &mut Buffers, status: Status, bytes: usize, ctx: &Ctx<'_>) {
+    let line = String::from_utf8_lossy(&buffers.log.request_line);
+    let peer = ctx
+        .peer
+        .map_or_else(|| "-".to_string(), |peer| peer.ip().to_string());
+    let date = ctx.date.cached().unwrap_or("-");
+    let micros = ctx.now.saturating_sub(buffers.log.started);
+    tracing::info!(
+        target: "access",
+        "{peer} - - [{date}] \"{line}\" {} {bytes} {}.{:03}ms conn={}",
+        status.code(),
+        micros / 1000,
+        micros % 1000,
+        ctx.conn_id,
+    );
+    buffers.log.request_line.clear();
 }

@@ -75,6 +75,8 @@ pub struct Stats {
     closed: [AtomicU64; CloseCause::ALL.len()],
     /// Responses by status class: index 1..=5 for 1xx..5xx.
     responses: [AtomicU64; 6],
+    /// Responses on a connection that had answered before (keep-alive reuse).
+    pub reused: AtomicU64,
 }
 
 impl Stats {
@@ -88,9 +90,13 @@ impl Stats {
         self.open.fetch_sub(1, Relaxed);
     }
 
-    pub fn responded(&self, status: Status) {
+    /// A response was queued; `reused` if the connection had answered before.
+    pub fn responded(&self, status: Status, reused: bool) {
         let class = usize::from(status.code() / 100).min(5);
         self.responses[class].fetch_add(1, Relaxed);
+        if reused {
+            self.reused.fetch_add(1, Relaxed);
+        }
     }
 
     pub fn closed_by(&self, cause: CloseCause) -> u64 {

@@ -26,10 +26,11 @@ use crate::config::Settings;
 use crate::conn::{Conn, Flow, would_block};
 use crate::ctx::{Ctx, Slot, TimerEvent};
 use crate::date::DateCache;
+use crate::introspect::{ConnCounts, ListView, Snapshot, WorkerShared};
 use crate::pool::BufferPool;
 use crate::server::Control;
 use crate::session::Phase;
-use crate::stats::{CloseCause, Stats};
+use crate::stats::CloseCause;
 use crate::timers::{Micros, TimerLists};
 
 pub const LISTENER: Token = Token(usize::MAX - 1);
@@ -42,6 +43,7 @@ const EVENTS_CAPACITY: usize = 1024;
 
 /// One event loop and everything it owns.
 pub struct Worker {
+    index: usize,
     poll: Poll,
     listener: Option<TcpListener>,
     /// accept() failed for lack of resources; a timer resumes it.
@@ -55,7 +57,7 @@ pub struct Worker {
     pool: BufferPool,
     date: DateCache,
     settings: Arc<Settings>,
-    stats: Arc<Stats>,
+    shared: Arc<WorkerShared>,
     control: Arc<Control>,
     /// Connections whose timers need syncing at the next turn.
     touched: Vec<u32>,
@@ -68,15 +70,17 @@ pub struct Worker {
 
 impl Worker {
     pub fn new(
+        index: usize,
         poll: Poll,
         mut listener: TcpListener,
         settings: Arc<Settings>,
-        stats: Arc<Stats>,
+        shared: Arc<WorkerShared>,
         control: Arc<Control>,
     ) -> io::Result<Self> {
         poll.registry()
             .register(&mut listener, LISTENER, Interest::READABLE)?;
         Ok(Worker {
+            index,
             poll,
             listener: Some(listener),
             accept_paused: false,
@@ -87,7 +91,7 @@ impl Worker {
             pool: BufferPool::new(),
             date: DateCache::new(),
             settings,
-            stats,
+            shared,
             control,
             touched: Vec::with_capacity(1024),
             ready: Vec::new(),
@@ -110,6 +114,9 @@ impl Worker {
             }
             self.sync_touched(now);
             self.fire_due_timers(now);
+            if self.shared.mailbox.is_asked() {
+                self.shared.mailbox.reply(self.snapshot(now));
+            }
             if self.drained(now) {
                 self.close_all(now);
                 return Ok(());
@@ -164,8 +171,10 @@ impl Worker {
             pool: &mut self.pool,
             date: &mut self.date,
             settings: &self.settings,
-            stats: &self.stats,
+            stats: &self.shared.stats,
             draining: self.drain_deadline.is_some(),
+            conn_id: key as u32,
+            peer: self.settings.access_log.then(|| conn.peer_addr()).flatten(),
         };
         match handle(conn, &mut ctx) {
             Flow::Open => {
@@ -180,7 +189,7 @@ impl Worker {
             Flow::Close(cause) => {
                 conn.release(&mut ctx);
                 self.conns.remove(key);
-                self.stats.closed(cause);
+                self.shared.stats.closed(cause);
                 tracing::trace!(key, ?cause, "connection closed");
             }
         }
@@ -248,7 +257,7 @@ impl Worker {
     fn admit(&mut self, mut stream: TcpStream, now: Micros) {
         let limit = self.settings.max_connections;
         if limit > 0 && self.conns.len() >= limit && !self.evict_oldest_idle(now) {
-            self.stats.refused.fetch_add(1, Ordering::Relaxed);
+            self.shared.stats.refused.fetch_add(1, Ordering::Relaxed);
             return; // dropping the stream closes it
         }
         let _ = stream.set_nodelay(true);
@@ -267,7 +276,7 @@ impl Worker {
         conn.touched = true;
         entry.insert(conn);
         self.touched.push(key as u32);
-        self.stats.accepted();
+        self.shared.stats.accepted();
     }
 
     /// Closes the connection idle the longest: the head of the keep-alive
@@ -318,6 +327,40 @@ impl Worker {
     fn drained(&self, now: Micros) -> bool {
         self.drain_deadline
             .is_some_and(|deadline| self.timers.ref_count() == 0 || now >= deadline)
+    }
+
+    /// The admin view of this worker, at this turn.
+    fn snapshot(&self, now: Micros) -> Snapshot {
+        let mut connections = ConnCounts::default();
+        for (_, conn) in &self.conns {
+            let count = match conn.phase() {
+                Phase::Fresh | Phase::Head | Phase::Body => &mut connections.reading,
+                Phase::Writing | Phase::Delayed { .. } => &mut connections.writing,
+                Phase::Idle => &mut connections.idle,
+                Phase::Closing => &mut connections.closing,
+            };
+            *count += 1;
+        }
+        let mut lists: Vec<ListView> = self
+            .timers
+            .lists()
+            .map(|list| ListView {
+                duration_ms: list.duration_ms,
+                len: list.len,
+                refed: list.refed,
+                next_expiry_in_ms: (list.next_expiry as i64 - now as i64) / 1000,
+            })
+            .collect();
+        lists.sort_by_key(|list| list.duration_ms);
+        Snapshot {
+            worker: self.index,
+            lists,
+            timers: self.timers.len(),
+            ref_count: self.timers.ref_count(),
+            date: self.date.cached().map(str::to_owned),
+            connections,
+            accepting: self.listener.is_some(),
+        }
     }
 
     fn close_all(&mut self, now: Micros) {

@@ -1,0 +1,324 @@
+//! The opt-in admin listener (`--admin ADDR`): a small blocking HTTP/1.1
+//! server on its own thread, one request per connection.
+//!
+//! - `GET /metrics`: Prometheus text exposition, series prefixed `kas_`.
+//! - `GET /timers`: JSON per worker: each timer list (duration, length,
+//!   ref'd timers, ms to its next expiry), the ref count and the cached Date:
+//!   the "active handles" view.
+//! - `GET /healthz`: 200 while accepting, 503 once shutting down.
+//!
+//! It reads workers only through [`Remote`]: counters directly, everything
+//! else by asking each worker for a snapshot at its next loop turn.
+
+use std::fmt::Write as _;
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::introspect::Snapshot;
+use crate::server::Remote;
+use crate::stats::CloseCause;
+
+const READ_TIMEOUT: Duration = Duration::from_secs(2);
+const SNAPSHOT_TIMEOUT: Duration = Duration::from_millis(500);
+const MAX_REQUEST: usize = 8 * 1024;
+
+/// Binds the admin listener and serves it on a thread of its own.
+pub fn spawn(addr: SocketAddr, remote: Remote) -> io::Result<(SocketAddr, JoinHandle<()>)> {
+    let listener = TcpListener::bind(addr)?;
+    let local = listener.local_addr()?;
+    let thread = std::thread::Builder::new()
+        .name("admin".into())
+        .spawn(move || {
+            for stream in listener.incoming() {
+                match stream {
+                    Ok(stream) => {
+                        if let Err(e) = serve(stream, &remote) {
+                            tracing::debug!(error = %e, "admin request failed");
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "admin accept failed");
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                }
+            }
+        })?;
+    Ok((local, thread))
+}
+
+fn serve(mut stream: TcpStream, remote: &Remote) -> io::Result<()> {
+    stream.set_read_timeout(Some(READ_TIMEOUT))?;
+    let mut request = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 1024];
+    let path = loop {
+        let n = stream.read(&mut chunk)?;
+        if n == 0 {
+            return Ok(());
+        }
+        request.extend_from_slice(&chunk[..n]);
+        let mut headers = [httparse::EMPTY_HEADER; 32];
+        let mut parsed = httparse::Request::new(&mut headers);
+        match parsed.parse(&request) {
+            Ok(httparse::Status::Complete(_)) => {
+                let method = parsed.method.unwrap_or_default();
+                let path = parsed.path.unwrap_or_default();
+                break if method == "GET" || method == "HEAD" {
+                    path.to_owned()
+                } else {
+                    String::new()
+                };
+            }
+            Ok(httparse::Status::Partial) if request.len() < MAX_REQUEST => {}
+            _ => {
+                return respond(
+                    &mut stream,
+                    "400 Bad Request",
+                    "text/plain",
+                    "bad request\n",
+                );
+            }
+        }
+    };
+    let path = path.split('?').next().unwrap_or_default();
+    match path {
+        "/metrics" => respond(
+            &mut stream,
+            "200 OK",
+            "text/plain; version=0.0.4",
+            &metrics(remote, &remote.snapshots(SNAPSHOT_TIMEOUT)),
+        ),
+        "/timers" => respond(
+            &mut stream,
+            "200 OK",
+            "application/json",
+            &timers_json(remote, &remote.snapshots(SNAPSHOT_TIMEOUT)),
+        ),
+        "/healthz" if remote.is_stopping() => respond(
+            &mut stream,
+            "503 Service Unavailable",
+            "text/plain",
+            "stopping\n",
+        ),
+        "/healthz" => respond(&mut stream, "200 OK", "text/plain", "ok\n"),
+        "" => respond(
+            &mut stream,
+            "405 Method Not Allowed",
+            "text/plain",
+            "GET only\n",
+        ),
+        _ => respond(
+            &mut stream,
+            "404 Not Found",
+            "text/plain",
+            "try /metrics, /timers or /healthz\n",
+        ),
+    }
+}
+
+fn respond(stream: &mut TcpStream, status: &str, content_type: &str, body: &str) -> io::Result<()> {
+    let head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes())?;
+    stream.write_all(body.as_bytes())?;
+    stream.shutdown(std::net::Shutdown::Write)
+}
+
+/// The Prometheus text exposition.
+pub fn metrics(remote: &Remote, snapshots: &[Snapshot]) -> String {
+    let mut out = String::new();
+    let sum = |read: &dyn Fn(&crate::stats::Stats) -> u64| remote.stats().map(read).sum::<u64>();
+    let relaxed = std::sync::atomic::Ordering::Relaxed;
+
+    family(
+        &mut out,
+        "kas_connections",
+        "gauge",
+        "Open connections by state.",
+    );
+    let state = |pick: fn(&crate::introspect::ConnCounts) -> u64| {
+        snapshots.iter().map(|s| pick(&s.connections)).sum::<u64>()
+    };
+    let _ = writeln!(
+        out,
+        "kas_connections{{state=\"reading\"}} {}",
+        state(|c| c.reading)
+    );
+    let _ = writeln!(
+        out,
+        "kas_connections{{state=\"writing\"}} {}",
+        state(|c| c.writing)
+    );
+    let _ = writeln!(
+        out,
+        "kas_connections{{state=\"idle\"}} {}",
+        state(|c| c.idle)
+    );
+    let _ = writeln!(
+        out,
+        "kas_connections{{state=\"closing\"}} {}",
+        state(|c| c.closing)
+    );
+
+    family(
+        &mut out,
+        "kas_connections_accepted_total",
+        "counter",
+        "Connections accepted.",
+    );
+    let _ = writeln!(
+        out,
+        "kas_connections_accepted_total {}",
+        sum(&|s| s.accepted.load(relaxed))
+    );
+    family(
+        &mut out,
+        "kas_connections_refused_total",
+        "counter",
+        "Connections refused at --max-connections with none idle to evict.",
+    );
+    let _ = writeln!(
+        out,
+        "kas_connections_refused_total {}",
+        sum(&|s| s.refused.load(relaxed))
+    );
+    family(
+        &mut out,
+        "kas_connections_closed_total",
+        "counter",
+        "Connections closed, by cause.",
+    );
+    for cause in CloseCause::ALL {
+        let _ = writeln!(
+            out,
+            "kas_connections_closed_total{{cause=\"{}\"}} {}",
+            cause.label(),
+            sum(&|s| s.closed_by(cause))
+        );
+    }
+
+    family(
+        &mut out,
+        "kas_requests_total",
+        "counter",
+        "Responses sent, by status class.",
+    );
+    let mut requests = 0;
+    for class in 1..=5 {
+        let count = sum(&|s| s.responses_in_class(class));
+        requests += count;
+        let _ = writeln!(out, "kas_requests_total{{class=\"{class}xx\"}} {count}");
+    }
+    family(
+        &mut out,
+        "kas_keepalive_reused_requests_total",
+        "counter",
+        "Requests served on a connection that had served one before.",
+    );
+    let _ = writeln!(
+        out,
+        "kas_keepalive_reused_requests_total {}",
+        sum(&|s| s.reused.load(relaxed))
+    );
+    family(
+        &mut out,
+        "kas_requests_per_connection",
+        "gauge",
+        "Requests served per accepted connection (keep-alive reuse).",
+    );
+    let accepted = sum(&|s| s.accepted.load(relaxed));
+    let per_connection = if accepted == 0 {
+        0.0
+    } else {
+        requests as f64 / accepted as f64
+    };
+    let _ = writeln!(out, "kas_requests_per_connection {per_connection:.3}");
+
+    family(
+        &mut out,
+        "kas_timer_lists",
+        "gauge",
+        "Timer lists (one per distinct duration).",
+    );
+    let _ = writeln!(
+        out,
+        "kas_timer_lists {}",
+        snapshots.iter().map(|s| s.lists.len()).sum::<usize>()
+    );
+    family(
+        &mut out,
+        "kas_timers",
+        "gauge",
+        "Timers enrolled in all lists.",
+    );
+    let _ = writeln!(
+        out,
+        "kas_timers {}",
+        snapshots.iter().map(|s| s.timers).sum::<usize>()
+    );
+    family(
+        &mut out,
+        "kas_timers_refed",
+        "gauge",
+        "Ref'd timers: what keeps a draining server alive.",
+    );
+    let _ = writeln!(
+        out,
+        "kas_timers_refed {}",
+        snapshots.iter().map(|s| s.ref_count).sum::<usize>()
+    );
+    out
+}
+
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+/// The `/timers` JSON document.
+pub fn timers_json(remote: &Remote, snapshots: &[Snapshot]) -> String {
+    let mut out = String::from("{\"stopping\":");
+    let _ = write!(out, "{},\"workers\":[", remote.is_stopping());
+    for (i, snapshot) in snapshots.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let c = &snapshot.connections;
+        let _ = write!(
+            out,
+            "{{\"worker\":{},\"accepting\":{},\"ref_count\":{},\"timers\":{},\"date\":{},\
+             \"connections\":{{\"reading\":{},\"writing\":{},\"idle\":{},\"closing\":{}}},\"lists\":[",
+            snapshot.worker,
+            snapshot.accepting,
+            snapshot.ref_count,
+            snapshot.timers,
+            snapshot
+                .date
+                .as_deref()
+                .map_or("null".to_string(), |d| format!("\"{d}\"")),
+            c.reading,
+            c.writing,
+            c.idle,
+            c.closing,
+        );
+        for (j, list) in snapshot.lists.iter().enumerate() {
+            if j > 0 {
+                out.push(',');
+            }
+            let _ = write!(
+                out,
+                "{{\"duration_ms\":{},\"length\":{},\"refed\":{},\"refed_timers\":{},\"next_expiry_in_ms\":{}}}",
+                list.duration_ms,
+                list.len,
+                list.refed > 0,
+                list.refed,
+                list.next_expiry_in_ms
+            );
+        }
+        out.push_str("]}");
+    }
+    out.push_str("]}\n");
+    out
+}
