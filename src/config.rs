@@ -312,6 +312,42 @@ mod tests {
         );
     }
 
+    /// config/server.toml names every option, and loads once uncommented.
+    #[test]
+    fn sample_config_lists_every_option() {
+        let sample = include_str!("../config/server.toml");
+        let uncommented: String = sample
+            .lines()
+            .filter_map(|line| line.strip_prefix("# "))
+            .filter(|line| line.split_once(" = ").is_some_and(|(key, _)| !key.contains(' ')))
+            .map(|line| format!("{line}\n"))
+            .collect();
+        let table: toml::Table = uncommented.parse().expect("sample keys parse as TOML");
+        for arg in Config::command().get_arguments() {
+            let id = arg.get_id().as_str();
+            if arg.get_long().is_some() && !matches!(id, "config" | "help" | "version") {
+                assert!(table.contains_key(id), "config/server.toml lacks `{id}`");
+            }
+        }
+        let path = std::env::temp_dir().join(format!("kas-sample-{}.toml", std::process::id()));
+        std::fs::write(&path, uncommented).unwrap();
+        let loaded = Config::load_from(["kas", "--config", path.to_str().unwrap()]);
+        std::fs::remove_file(&path).unwrap();
+        let loaded = loaded.expect("the uncommented sample loads");
+        assert_eq!(loaded.keep_alive_timeout, Duration::from_secs(65));
+        assert_eq!(loaded.admin, Some("127.0.0.1:9901".parse().unwrap()));
+    }
+
+    #[test]
+    fn unknown_config_keys_are_errors_naming_the_key() {
+        let path = std::env::temp_dir().join(format!("kas-bad-{}.toml", std::process::id()));
+        std::fs::write(&path, "keep_alive_timout = \"5s\"\n").unwrap();
+        let error = Config::load_from(["kas", "--config", path.to_str().unwrap()]).unwrap_err();
+        std::fs::remove_file(&path).unwrap();
+        assert!(error.to_string().contains("keep_alive_timout"), "{error}");
+        assert_eq!(error.exit_code(), 2);
+    }
+
     #[test]
     fn zero_disables_a_timeout() {
         let mut config = Config::with_listen("127.0.0.1:0".parse().unwrap());
