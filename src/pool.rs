@@ -133,6 +133,8 @@ pub struct Buffers {
     pub output: Output,
     /// The request body, kept for the echo route.
     pub body: Vec<u8>,
+    /// How much of a partial head has been parsed already (0: none).
+    pub head_scanned: usize,
     /// The request being answered, for the access log (only when it is on).
     pub log: AccessRecord,
 }
@@ -150,6 +152,7 @@ impl Buffers {
             input: Input::new(),
             output: Output::default(),
             body: Vec::new(),
+            head_scanned: 0,
             log: AccessRecord::default(),
         }
     }
@@ -162,6 +165,7 @@ impl Buffers {
     fn reset(&mut self) {
         self.input.reset();
         self.output.reset();
+        self.head_scanned = 0;
         self.body.clear();
         if self.body.capacity() > KEEP_CAPACITY {
             self.body = Vec::new();

@@ -149,6 +149,9 @@ impl Session {
             match self.exchange {
                 Exchange::AwaitingHead => {
                     let limit = Self::input_limit(ctx.settings);
+                    if !worth_parsing(buffers, limit) {
+                        return;
+                    }
                     let max_body = ctx.settings.max_body_size;
                     match parse_head(buffers.input.bytes_mut(), limit, max_body) {
                         Ok(Some((head, len))) => {
@@ -156,10 +159,14 @@ impl Session {
                                 remember_request_line(buffers, ctx.now);
                             }
                             buffers.input.consume(len);
+                            buffers.head_scanned = 0;
                             self.begin(head, buffers, ctx);
                         }
-                        Ok(None) => return,
-                        Err(error) => return self.refuse(error, buffers, ctx),
+                        Ok(None) => buffers.head_scanned = buffers.input.len(),
+                        Err(error) => {
+                            buffers.head_scanned = 0;
+                            return self.refuse(error, buffers, ctx);
+                        }
                     }
                 }
                 Exchange::Body {
@@ -322,6 +329,7 @@ impl Session {
         ctx: &mut Ctx<'_>,
     ) {
         buffers.input.clear();
+        buffers.head_scanned = 0;
         let reason = status.reason_line();
         ResponseHead {
             status,
@@ -360,6 +368,16 @@ fn persistence(
         (true, 0) => Persistence::KeepAliveHttp10,
         (true, _) => Persistence::KeepAlive,
     }
+}
+
+/// Whether parsing the buffered head again could tell anything new: on its
+/// first bytes (so garbage is refused at once), when a line has ended since
+/// the last try, or when the buffer is full. A head trickled byte by byte is
+/// thus parsed once per line, and the header-count limit bounds the lines.
+fn worth_parsing(buffers: &Buffers, limit: usize) -> bool {
+    let input = buffers.input.bytes();
+    let scanned = buffers.head_scanned.min(input.len());
+    scanned == 0 || input[scanned..].contains(&b'\n') || input.len() >= limit
 }
 
 /// Keeps the request line for the access log (only when it is on).
