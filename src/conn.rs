@@ -69,7 +69,10 @@ pub enum Flow {
 
 /// Outcome of one read.
 enum ReadOutcome {
-    Got,
+    /// Bytes arrived; `short`: fewer than there was room for.
+    Got {
+        short: bool,
+    },
     Eof,
     /// No room: the input waits on a response.
     Full,
@@ -127,9 +130,10 @@ impl Conn {
         self.session.phase(self.buffers.as_deref())
     }
 
-    /// A readiness event, or a turn on the ready list.
-    pub fn on_ready(&mut self, ctx: &mut Ctx<'_>) -> Flow {
-        self.drive(ctx)
+    /// A readiness event, or a turn on the ready list. `hangup`: the event
+    /// says the peer closed, so read on to the end even after a short read.
+    pub fn on_ready(&mut self, hangup: bool, ctx: &mut Ctx<'_>) -> Flow {
+        self.drive(hangup, ctx)
     }
 
     /// One of this connection's timers fired (and is gone from the lists).
@@ -149,7 +153,7 @@ impl Conn {
                     Watch::Delay { .. } => {
                         let buffers = self.buffers.get_or_insert_with(|| ctx.pool.take());
                         self.session.delay_elapsed(buffers, ctx);
-                        return self.drive(ctx);
+                        return self.drive(true, ctx);
                     }
                     Watch::Headers { .. } => CloseCause::HeadersTimeout,
                     Watch::Inactivity => CloseCause::Inactivity,
@@ -159,7 +163,7 @@ impl Conn {
         tracing::debug!(?cause, phase = ?self.phase(), "connection timed out");
         let buffers = self.buffers.get_or_insert_with(|| ctx.pool.take());
         if self.session.time_out(cause, buffers, ctx) {
-            self.drive(ctx)
+            self.drive(true, ctx)
         } else {
             Flow::Close(cause)
         }
@@ -269,9 +273,15 @@ impl Conn {
 
     /// Reads, answers and writes until the socket would block or the
     /// connection must wait for something else.
-    fn drive(&mut self, ctx: &mut Ctx<'_>) -> Flow {
+    ///
+    /// A read that returns less than it asked for has emptied the socket;
+    /// under edge triggering new data brings a new event, so the loop stops
+    /// there instead of spending a syscall on the `WouldBlock` (as nginx
+    /// does), unless the peer hung up and its EOF is still to be read.
+    fn drive(&mut self, hangup: bool, ctx: &mut Ctx<'_>) -> Flow {
         self.wants_more = false;
         let mut reads = 0;
+        let mut drained = false;
         loop {
             if let Some(buffers) = self.buffers.as_deref_mut() {
                 self.session.process(buffers, ctx);
@@ -282,13 +292,13 @@ impl Conn {
                 Err(_) => return Flow::Close(CloseCause::Reset),
             }
             if let Some(cause) = self.session.closing() {
-                if !self.write_shut {
-                    self.write_shut = true;
-                    if self.stream.shutdown(Shutdown::Write).is_err() {
-                        return Flow::Close(cause);
-                    }
-                }
                 if self.peer_closed || self.lingered > LINGER_MAX_BYTES {
+                    return Flow::Close(cause);
+                }
+                // An error response may interrupt a body still arriving:
+                // send FIN now and drain, so the client reads the response
+                // rather than a reset.
+                if cause != CloseCause::Done && !self.shut_write() {
                     return Flow::Close(cause);
                 }
             } else if self.peer_closed && !self.session.is_delayed() {
@@ -297,13 +307,16 @@ impl Conn {
             if self.peer_closed {
                 return Flow::Open; // a delayed answer is still owed
             }
+            if drained {
+                return self.settle(ctx);
+            }
             if reads == READ_BUDGET {
                 self.wants_more = true;
                 return Flow::Open;
             }
             reads += 1;
             match self.read(ctx) {
-                Ok(ReadOutcome::Got) => {}
+                Ok(ReadOutcome::Got { short }) => drained = short && !hangup,
                 Ok(ReadOutcome::Eof) => self.peer_closed = true,
                 Ok(ReadOutcome::Full) => return Flow::Open,
                 Err(e) if would_block(&e) => return self.settle(ctx),
@@ -314,8 +327,16 @@ impl Conn {
     }
 
     /// After the socket is drained: an idle connection gives its buffers
-    /// back, and closes if the server is draining.
+    /// back, and closes if the server is draining. A connection answered
+    /// with `Connection: close` closes now if the client sent nothing more
+    /// (no unread data, so the close sends FIN, not RST); otherwise it
+    /// lingers, draining, until the client closes or the linger timer fires.
     fn settle(&mut self, ctx: &mut Ctx<'_>) -> Flow {
+        match self.session.closing() {
+            Some(CloseCause::Done) if self.lingered == 0 => return Flow::Close(CloseCause::Done),
+            Some(cause) if !self.shut_write() => return Flow::Close(cause),
+            Some(_) | None => {}
+        }
         if self.session.is_idle(self.buffers.as_deref()) {
             if let Some(buffers) = self.buffers.take() {
                 ctx.pool.give(buffers);
@@ -327,6 +348,15 @@ impl Conn {
         Flow::Open
     }
 
+    /// Shuts the write side once; false if the socket is already gone.
+    fn shut_write(&mut self) -> bool {
+        if !self.write_shut {
+            self.write_shut = true;
+            return self.stream.shutdown(Shutdown::Write).is_ok();
+        }
+        true
+    }
+
     fn read(&mut self, ctx: &mut Ctx<'_>) -> io::Result<ReadOutcome> {
         let limit = Session::input_limit(ctx.settings);
         let buffers = self.buffers.get_or_insert_with(|| ctx.pool.take());
@@ -334,6 +364,7 @@ impl Conn {
         if spare.is_empty() {
             return Ok(ReadOutcome::Full);
         }
+        let asked = spare.len();
         let n = self.stream.read(spare)?;
         if n == 0 {
             return Ok(ReadOutcome::Eof);
@@ -344,7 +375,7 @@ impl Conn {
         } else {
             buffers.input.filled(n);
         }
-        Ok(ReadOutcome::Got)
+        Ok(ReadOutcome::Got { short: n < asked })
     }
 
     /// Writes queued output; `Ok(true)` once all of it is sent.

@@ -91,7 +91,8 @@ impl Session {
         }
     }
 
-    /// The largest input a connection buffers.
+    /// The largest input a connection buffers: at least the head limit, so
+    /// an over-long head is seen as such (the limit itself applies to heads).
     pub fn input_limit(settings: &Settings) -> usize {
         settings.max_header_size.max(MIN_INPUT_LIMIT)
     }
@@ -148,7 +149,7 @@ impl Session {
             }
             match self.exchange {
                 Exchange::AwaitingHead => {
-                    let limit = Self::input_limit(ctx.settings);
+                    let limit = ctx.settings.max_header_size;
                     if !worth_parsing(buffers, limit) {
                         return;
                     }
@@ -215,12 +216,17 @@ impl Session {
 
     /// A receive timer ran out: queue a 408 and close, unless a response
     /// is already being written (then there is nothing more to say: `false`).
+    /// Already closing (a second timer due in the same turn): the last
+    /// response is queued, nothing is added, the close goes on (`true`).
     pub fn time_out(
         &mut self,
         cause: CloseCause,
         buffers: &mut Buffers,
         ctx: &mut Ctx<'_>,
     ) -> bool {
+        if self.closing().is_some() {
+            return true;
+        }
         if self.phase(Some(buffers)) == Phase::Writing {
             return false;
         }

@@ -131,14 +131,17 @@ impl Worker {
                 match event.token() {
                     LISTENER => self.accept(now),
                     WAKER => {}
-                    Token(key) => self.with_conn(key, now, |conn, ctx| conn.on_ready(ctx)),
+                    Token(key) => {
+                        let hangup = event.is_read_closed() || event.is_error();
+                        self.with_conn(key, now, |conn, ctx| conn.on_ready(hangup, ctx));
+                    }
                 }
             }
             if self.accept_pending {
                 self.accept(now);
             }
             for key in std::mem::take(&mut self.ready) {
-                self.with_conn(key as usize, now, |conn, ctx| conn.on_ready(ctx));
+                self.with_conn(key as usize, now, |conn, ctx| conn.on_ready(false, ctx));
             }
         }
     }

@@ -35,6 +35,11 @@ const REQUEST: &[u8] = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
 const EXPECTED_BODY: &[u8] = b"Hello, World!";
 /// A batch that makes no progress for this long aborts the run.
 const STALL_LIMIT: Duration = Duration::from_secs(10);
+/// Events handled per poll, and connects per loop turn: small, so the loop
+/// polls again within a fraction of a millisecond and timestamps stay close
+/// to when data and EOFs really arrived.
+const EVENTS_PER_POLL: usize = 8;
+const CONNECTS_PER_TURN: usize = 8;
 
 /// Idle keep-alive soak: RSS per idle connection and close lateness.
 #[derive(Parser, Debug)]
@@ -409,6 +414,9 @@ struct Client {
     state: State,
     sent: usize,
     buf: Vec<u8>,
+    /// The poll wake-up that led to writing the request: a lower bound on
+    /// when the response can have arrived.
+    written_at: Option<Instant>,
     responded_at: Option<Instant>,
     closed_at: Option<Instant>,
     reset: bool,
@@ -432,10 +440,11 @@ struct Soak {
 fn soak(args: &Args, pid: Option<u32>) -> Result<Soak, String> {
     let n = args.connections;
     let mut poll = Poll::new().map_err(|e| format!("poll: {e}"))?;
-    let mut events = Events::with_capacity(4096);
+    let mut events = Events::with_capacity(EVENTS_PER_POLL);
     let mut clients: Vec<Client> = Vec::with_capacity(n);
     let mut errors: Vec<String> = Vec::new();
-    let mut outstanding = 0usize; // in the current batch, awaiting a response
+    let mut outstanding = 0usize; // opened, awaiting a response
+    let mut batch_end = 0usize; // the current batch is clients[..batch_end]
     let mut idle = 0usize; // responded, not yet closed
     let mut last_response: Option<Instant> = None;
     let mut progress_at = Instant::now();
@@ -450,9 +459,14 @@ fn soak(args: &Args, pid: Option<u32>) -> Result<Soak, String> {
     let mut chunk = [0u8; 4096];
 
     loop {
-        // Open the next batch once the current one has all its answers.
-        if clients.len() < n && outstanding == 0 {
-            let end = (clients.len() + args.batch).min(n);
+        // Start the next batch once the current one has all its answers;
+        // open it a few connections per turn, polling in between.
+        if clients.len() == batch_end && outstanding == 0 && batch_end < n {
+            batch_end = (batch_end + args.batch).min(n);
+            progress_at = Instant::now();
+        }
+        if clients.len() < batch_end {
+            let end = (clients.len() + CONNECTS_PER_TURN).min(batch_end);
             for i in clients.len()..end {
                 let mut stream = TcpStream::connect(args.addr).map_err(|e| format!("connect #{i}: {e}"))?;
                 poll.registry()
@@ -463,13 +477,13 @@ fn soak(args: &Args, pid: Option<u32>) -> Result<Soak, String> {
                     state: State::Sending,
                     sent: 0,
                     buf: Vec::new(),
+                    written_at: None,
                     responded_at: None,
                     closed_at: None,
                     reset: false,
                 });
                 outstanding += 1;
             }
-            progress_at = Instant::now();
         }
         let all_answered = clients.len() == n && outstanding == 0;
         if all_answered && open_time.is_zero() {
@@ -496,6 +510,8 @@ fn soak(args: &Args, pid: Option<u32>) -> Result<Soak, String> {
                 break;
             }
             wake = Some(wake.map_or(end, |w| w.min(end)));
+        } else if clients.len() < batch_end {
+            wake = Some(now); // more of the batch to open
         } else {
             if now.duration_since(progress_at) > STALL_LIMIT {
                 return Err(format!(
@@ -595,6 +611,7 @@ fn drive(
                 Err(e) => return fail(&mut client.state, format!("write: {e}")),
             }
         }
+        client.written_at = Some(seen);
         client.state = State::Receiving;
     }
     loop {
@@ -654,6 +671,11 @@ struct Report {
     closed: usize,
     resets: usize,
     early: usize,
+    /// Closed before (request written + timeout): early for certain.
+    early_vs_request: usize,
+    /// Longest request-written -> response-seen span, ms: how far a response
+    /// timestamp can trail its true arrival.
+    request_to_response_max: Option<f64>,
     not_closed: usize,
     /// Sorted, in ms; closed connections only.
     lateness: Vec<f64>,
@@ -684,13 +706,22 @@ impl Report {
         let mut not_closed = 0;
         let mut resets = 0;
         let mut responded = 0;
+        let mut early_vs_request = 0;
+        let mut request_to_response = Vec::new();
         for c in &soak.clients {
             let Some(responded_at) = c.responded_at else {
                 continue;
             };
             responded += 1;
+            let written_at = c.written_at.unwrap_or(responded_at);
+            request_to_response.push((responded_at - written_at).as_secs_f64() * 1e3);
             match c.closed_at {
                 Some(closed_at) => {
+                    // Closed before the request was even sent + timeout: early
+                    // beyond any doubt about when the response arrived.
+                    if closed_at < written_at + args.expect_timeout {
+                        early_vs_request += 1;
+                    }
                     let late = (closed_at - responded_at).as_secs_f64() * 1e3 - expect_ms;
                     if late > grace_ms {
                         not_closed += 1;
@@ -703,6 +734,7 @@ impl Report {
             }
         }
         lateness.sort_by(f64::total_cmp);
+        let request_to_response_max = request_to_response.iter().copied().reduce(f64::max);
         let failed = soak.clients.iter().filter(|c| c.responded_at.is_none()).count();
         Report {
             n: args.connections,
@@ -718,6 +750,8 @@ impl Report {
             closed: lateness.len(),
             resets,
             early: lateness.iter().filter(|&&l| l < 0.0).count(),
+            early_vs_request,
+            request_to_response_max,
             not_closed,
             lateness,
             rss_before,
@@ -814,6 +848,12 @@ impl Report {
             "close:     closed {}/{} (by reset {}), EARLY {}, not closed within timeout+grace {}",
             self.closed, self.responded, self.resets, self.early, self.not_closed
         );
+        let _ = writeln!(
+            s,
+            "           closed before request-sent + timeout (early for certain): {}; request->response max {} ms",
+            self.early_vs_request,
+            ms(self.request_to_response_max)
+        );
         let stats = self.stats();
         let _ = writeln!(
             s,
@@ -882,7 +922,8 @@ impl Report {
             concat!(
                 "{{\"connections\":{},\"addr\":\"{}\",\"batch\":{},\"expect_timeout_ms\":{:.3},\"grace_ms\":{:.3},",
                 "\"server_pid\":{},\"server_command\":{},\"open_ms\":{:.3},\"answered\":{},\"failed\":{},",
-                "\"closed\":{},\"resets\":{},\"early\":{},\"not_closed\":{},\"lateness_ms\":{{{}}},",
+                "\"closed\":{},\"resets\":{},\"early\":{},\"early_vs_request\":{},\"request_to_response_max_ms\":{},",
+                "\"not_closed\":{},\"lateness_ms\":{{{}}},",
                 "\"rss_before\":{},\"rss_idle\":{},\"rss_closed\":{},\"rss_bytes_per_idle_connection\":{},",
                 "\"closed_before_rss_sample\":{},\"stray_bytes\":{},\"connection_close_headers\":{},",
                 "\"idle_before\":{},\"idle_after\":{},\"errors\":[{}]}}"
@@ -900,6 +941,8 @@ impl Report {
             self.closed,
             self.resets,
             self.early,
+            self.early_vs_request,
+            num(self.request_to_response_max),
             self.not_closed,
             lateness,
             int(self.rss_before),

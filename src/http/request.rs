@@ -63,6 +63,14 @@ pub fn parse_head(
             "too many empty lines before the request",
         ));
     }
+    if later_minor_version_line_incomplete(input) {
+        // httparse would refuse `HTTP/1.x` now; once the line ends it is
+        // read as HTTP/1.1, so wait for the rest, however the bytes split.
+        if input.len() >= max_header_size {
+            return Err(RequestError::HeadTooLarge);
+        }
+        return Ok(None);
+    }
     patch_later_minor_version(input);
     let input = &*input;
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
@@ -272,16 +280,34 @@ fn patch_later_minor_version(input: &mut [u8]) -> bool {
     let line_end = start + line_len;
     let line = &input[start..line_end];
     let line = line.strip_suffix(b"\r").unwrap_or(line);
-    let Some(version) = line.len().checked_sub(9).map(|at| &line[at..]) else {
-        return false;
-    };
-    let later_minor =
-        version.starts_with(b" HTTP/1.") && version[8].is_ascii_digit() && version[8] > b'1';
+    let later_minor = ends_in_later_minor_version(line);
     if later_minor {
         let digit_at = start + line.len() - 1;
         input[digit_at] = b'1';
     }
     later_minor
+}
+
+/// Whether the request line has not ended yet (no LF) and so far ends in
+/// ` HTTP/1.x` (x > 1), perhaps with its CR.
+fn later_minor_version_line_incomplete(input: &[u8]) -> bool {
+    let start = input
+        .iter()
+        .take_while(|b| matches!(b, b'\r' | b'\n'))
+        .count();
+    let line = &input[start..];
+    if line.contains(&b'\n') {
+        return false;
+    }
+    ends_in_later_minor_version(line.strip_suffix(b"\r").unwrap_or(line))
+}
+
+/// Whether `line` ends in ` HTTP/1.x` with a single digit x > 1.
+fn ends_in_later_minor_version(line: &[u8]) -> bool {
+    let Some(version) = line.len().checked_sub(9).map(|at| &line[at..]) else {
+        return false;
+    };
+    version.starts_with(b" HTTP/1.") && version[8].is_ascii_digit() && version[8] > b'1'
 }
 
 #[cfg(test)]
@@ -388,6 +414,27 @@ mod tests {
         assert!(parse("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").is_err());
         let mut client_hello = b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03".to_vec();
         assert!(parse_head(&mut client_hello, 16384, 1024).is_err());
+    }
+
+    /// Fuzz regression (fuzz/fuzz_targets/parse_head.rs): the request line
+    /// cut right after `HTTP/1.7` was refused 505 while the whole line is
+    /// served as HTTP/1.1; a head must parse alike however it is split.
+    #[test]
+    fn later_minor_version_cut_anywhere_is_incomplete() {
+        let text = "GET / HTTP/1.7\r\nHost: a\r\n\r\n";
+        for cut in 0..text.len() {
+            assert_eq!(parse(&text[..cut]), Ok(None), "cut at {cut}");
+        }
+        assert_eq!(head(text).minor_version, 1);
+        // A longer version stays refused, cut or not.
+        for text in ["GET / HTTP/1.77\r\n", "GET / HTTP/1.7x\r\n"] {
+            assert_eq!(parse(text), Err(RequestError::UnsupportedVersion), "{text:?}");
+        }
+        let mut tiny = b"GET / HTTP/1.7".to_vec();
+        assert_eq!(
+            parse_head(&mut tiny, 10, 1024),
+            Err(RequestError::HeadTooLarge)
+        );
     }
 
     #[test]
