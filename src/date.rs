@@ -7,6 +7,7 @@
 //! is armed only when a response asks for the date, so an idle server never
 //! wakes up for it, and being unref'd it never keeps a draining server alive.
 
+use std::io::Write;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::timers::{Micros, TimerLists};
@@ -45,9 +46,10 @@ impl DateCache {
     /// Formats `wall` and returns the milliseconds until the next wall-clock
     /// second boundary (1..=1000): when the invalidation timer must fire.
     pub fn refresh(&mut self, wall: SystemTime) -> u64 {
-        let formatted = httpdate::fmt_http_date(wall);
-        debug_assert_eq!(formatted.len(), DATE_LEN, "not an IMF-fixdate: {formatted}");
-        self.value.copy_from_slice(formatted.as_bytes());
+        // Formatted in place: no allocation, even once a second.
+        let mut cursor = std::io::Cursor::new(&mut self.value[..]);
+        let written = write!(cursor, "{}", httpdate::HttpDate::from(wall));
+        debug_assert!(written.is_ok() && cursor.position() as usize == DATE_LEN);
         self.valid = true;
         let into_second = wall
             .duration_since(UNIX_EPOCH)

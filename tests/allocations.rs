@@ -1,0 +1,87 @@
+//! No allocation per request in steady state: a counting global allocator
+//! watches the whole process (server worker and client alike) across 10,000
+//! keep-alive requests after a warm-up. The only test in this binary, so
+//! nothing else allocates meanwhile; the client side allocates nothing.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use keepalive_server::{Config, Server};
+
+struct Counting;
+
+static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every call is forwarded unchanged to the system allocator; the
+// counter is the only addition.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: as for `alloc`.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller upholds `GlobalAlloc::realloc`'s contract.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller upholds `GlobalAlloc::dealloc`'s contract.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+const REQUEST: &[u8] = b"GET / HTTP/1.1\r\nHost: test\r\n\r\n";
+const BODY: &[u8] = b"Hello, World!";
+
+/// Sends one request and reads its response into `buffer`, allocation-free.
+fn round_trip(stream: &mut TcpStream, buffer: &mut [u8]) {
+    stream.write_all(REQUEST).expect("send");
+    let mut filled = 0;
+    while !buffer[..filled].ends_with(BODY) {
+        let n = stream.read(&mut buffer[filled..]).expect("read");
+        assert!(n > 0, "server closed the connection");
+        filled += n;
+    }
+    assert!(buffer.starts_with(b"HTTP/1.1 200 OK\r\n"));
+}
+
+#[test]
+fn keep_alive_requests_allocate_nothing_in_steady_state() {
+    let mut config = Config::with_listen("127.0.0.1:0".parse().unwrap());
+    config.workers = NonZeroUsize::new(1);
+    let handle = Server::bind(config.settings()).unwrap().start().unwrap();
+    let mut stream = TcpStream::connect(handle.local_addr()).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut buffer = [0u8; 1024];
+
+    // Warm up for over a second, so the Date value has been re-formatted
+    // and its timer re-armed at least once, and every pool and list has
+    // reached its working size.
+    let warm_until = Instant::now() + Duration::from_millis(1200);
+    while Instant::now() < warm_until {
+        round_trip(&mut stream, &mut buffer);
+    }
+
+    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    for _ in 0..10_000 {
+        round_trip(&mut stream, &mut buffer);
+    }
+    let allocations = ALLOCATIONS.load(Ordering::Relaxed) - before;
+    assert_eq!(allocations, 0, "allocations across 10,000 keep-alive requests");
+}
