@@ -13,6 +13,10 @@
 //!   holds more than twice the live count; that cost is amortised into the
 //!   figures. (libuv instead removes from an intrusive heap in O(log n); the
 //!   lazy variant is the faster of the two with `std`'s heap.)
+//! - `uvheap`: libuv's own design, one entry per timer in an indexed binary
+//!   min-heap ordered by (deadline, start id), each timer knowing its heap
+//!   position. Refresh is `uv_timer_again`: remove, then insert, O(log n)
+//!   sifts with a position update per move; unenroll removes in O(log n).
 //! - `delayqueue`: `tokio_util::time::DelayQueue` (hierarchical wheel, 1 ms
 //!   resolution) inside a current-thread runtime with time enabled. Deadlines
 //!   are given as `Instant`s (`insert_at` / `reset_at`) computed from a fixed
@@ -242,6 +246,149 @@ impl Delay {
     }
 }
 
+/// libuv's timer heap: per-timer entries, positions tracked for removal.
+struct UvHeap {
+    /// Heap of slot indices, min by (deadline, start_id).
+    heap: Vec<u32>,
+    slots: Vec<UvSlot>,
+    free: Vec<u32>,
+    next_start_id: u64,
+}
+
+struct UvSlot {
+    deadline: Micros,
+    start_id: u64,
+    duration_us: Micros,
+    /// Index in `heap`; `u32::MAX` when not armed.
+    pos: u32,
+    payload: u64,
+}
+
+impl UvHeap {
+    fn key(&self, slot: u32) -> (Micros, u64) {
+        let s = &self.slots[slot as usize];
+        (s.deadline, s.start_id)
+    }
+
+    fn place(&mut self, at: usize, slot: u32) {
+        self.heap[at] = slot;
+        self.slots[slot as usize].pos = at as u32;
+    }
+
+    fn sift_up(&mut self, mut at: usize) {
+        let slot = self.heap[at];
+        while at > 0 {
+            let parent = (at - 1) / 2;
+            if self.key(self.heap[parent]) <= self.key(slot) {
+                break;
+            }
+            self.place(at, self.heap[parent]);
+            at = parent;
+        }
+        self.place(at, slot);
+    }
+
+    fn sift_down(&mut self, mut at: usize) {
+        let slot = self.heap[at];
+        loop {
+            let left = 2 * at + 1;
+            if left >= self.heap.len() {
+                break;
+            }
+            let right = left + 1;
+            let child = if right < self.heap.len()
+                && self.key(self.heap[right]) < self.key(self.heap[left])
+            {
+                right
+            } else {
+                left
+            };
+            if self.key(slot) <= self.key(self.heap[child]) {
+                break;
+            }
+            self.place(at, self.heap[child]);
+            at = child;
+        }
+        self.place(at, slot);
+    }
+
+    fn insert(&mut self, slot: u32, deadline: Micros) {
+        self.next_start_id += 1;
+        let s = &mut self.slots[slot as usize];
+        s.deadline = deadline;
+        s.start_id = self.next_start_id;
+        self.heap.push(slot);
+        self.sift_up(self.heap.len() - 1);
+    }
+
+    fn remove(&mut self, slot: u32) {
+        let at = self.slots[slot as usize].pos as usize;
+        self.slots[slot as usize].pos = u32::MAX;
+        let last = self.heap.pop().expect("armed timer in heap");
+        if at < self.heap.len() {
+            self.place(at, last);
+            self.sift_down(at);
+            self.sift_up(self.slots[last as usize].pos as usize);
+        }
+    }
+}
+
+impl Timers for UvHeap {
+    type Handle = u32;
+    const NAME: &'static str = "uvheap";
+    fn with_capacity(n: usize) -> Self {
+        UvHeap {
+            heap: Vec::with_capacity(n),
+            slots: Vec::with_capacity(n),
+            free: Vec::new(),
+            next_start_id: 0,
+        }
+    }
+    fn enroll(&mut self, now: Micros, duration_ms: u64, payload: u64) -> u32 {
+        let slot = UvSlot {
+            deadline: 0,
+            start_id: 0,
+            duration_us: duration_ms * 1000,
+            pos: u32::MAX,
+            payload,
+        };
+        let key = match self.free.pop() {
+            Some(key) => {
+                self.slots[key as usize] = slot;
+                key
+            }
+            None => {
+                self.slots.push(slot);
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.insert(key, now + duration_ms * 1000);
+        key
+    }
+    fn refresh(&mut self, h: u32, now: Micros) {
+        // uv_timer_again: stop, then start with the same repeat.
+        self.remove(h);
+        let deadline = now + self.slots[h as usize].duration_us;
+        self.insert(h, deadline);
+    }
+    fn unenroll(&mut self, h: u32) {
+        self.remove(h);
+        black_box(self.slots[h as usize].payload);
+        self.free.push(h);
+    }
+    fn expire_all(&mut self, now: Micros) -> usize {
+        let mut fired = 0;
+        while let Some(&top) = self.heap.first() {
+            if self.slots[top as usize].deadline > now {
+                break;
+            }
+            self.unenroll(top);
+            fired += 1;
+        }
+        fired
+    }
+}
+
 /// A fixed pseudo-random permutation of `0..n` (xorshift + Fisher-Yates), so
 /// refresh and unenroll touch timers in no cache-friendly order.
 fn shuffled(n: usize) -> Vec<usize> {
@@ -362,6 +509,7 @@ fn enroll(c: &mut Criterion) {
         group.throughput(Throughput::Elements(n as u64));
         bench_enroll::<TimerLists<u64>>(&mut group, n);
         bench_enroll::<HeapTimers>(&mut group, n);
+        bench_enroll::<UvHeap>(&mut group, n);
         bench_enroll::<Delay>(&mut group, n);
     }
     group.finish();
@@ -375,6 +523,7 @@ fn refresh(c: &mut Criterion) {
         group.throughput(Throughput::Elements(1));
         bench_refresh::<TimerLists<u64>>(&mut group, n);
         bench_refresh::<HeapTimers>(&mut group, n);
+        bench_refresh::<UvHeap>(&mut group, n);
         bench_refresh::<Delay>(&mut group, n);
     }
     group.finish();
@@ -388,6 +537,7 @@ fn unenroll(c: &mut Criterion) {
         group.throughput(Throughput::Elements(n as u64));
         bench_unenroll::<TimerLists<u64>>(&mut group, n);
         bench_unenroll::<HeapTimers>(&mut group, n);
+        bench_unenroll::<UvHeap>(&mut group, n);
         bench_unenroll::<Delay>(&mut group, n);
     }
     group.finish();
@@ -402,6 +552,7 @@ fn expire_all(c: &mut Criterion) {
         group.throughput(Throughput::Elements(n as u64));
         bench_expire_all::<TimerLists<u64>>(&mut group, n, |_| {});
         bench_expire_all::<HeapTimers>(&mut group, n, |_| {});
+        bench_expire_all::<UvHeap>(&mut group, n, |_| {});
         bench_expire_all::<Delay>(&mut group, n, |d| d.wait_past(last_deadline));
     }
     group.finish();
