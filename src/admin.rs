@@ -52,7 +52,7 @@ fn serve(mut stream: TcpStream, remote: &Remote) -> io::Result<()> {
     stream.set_read_timeout(Some(READ_TIMEOUT))?;
     let mut request = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
-    let path = loop {
+    let (path, head) = loop {
         let n = stream.read(&mut chunk)?;
         if n == 0 {
             return Ok(());
@@ -65,15 +65,16 @@ fn serve(mut stream: TcpStream, remote: &Remote) -> io::Result<()> {
                 let method = parsed.method.unwrap_or_default();
                 let path = parsed.path.unwrap_or_default();
                 break if method == "GET" || method == "HEAD" {
-                    path.to_owned()
+                    (path.to_owned(), method == "HEAD")
                 } else {
-                    String::new()
+                    (String::new(), false)
                 };
             }
             Ok(httparse::Status::Partial) if request.len() < MAX_REQUEST => {}
             _ => {
                 return respond(
                     &mut stream,
+                    false,
                     "400 Bad Request",
                     "text/plain",
                     "bad request\n",
@@ -82,48 +83,47 @@ fn serve(mut stream: TcpStream, remote: &Remote) -> io::Result<()> {
         }
     };
     let path = path.split('?').next().unwrap_or_default();
-    match path {
-        "/metrics" => respond(
-            &mut stream,
+    let (status, content_type, body) = match path {
+        "/metrics" => (
             "200 OK",
             "text/plain; version=0.0.4",
-            &metrics(remote, &remote.snapshots(SNAPSHOT_TIMEOUT)),
+            metrics(remote, &remote.snapshots(SNAPSHOT_TIMEOUT)),
         ),
-        "/timers" => respond(
-            &mut stream,
+        "/timers" => (
             "200 OK",
             "application/json",
-            &timers_json(remote, &remote.snapshots(SNAPSHOT_TIMEOUT)),
+            timers_json(remote, &remote.snapshots(SNAPSHOT_TIMEOUT)),
         ),
-        "/healthz" if remote.is_stopping() => respond(
-            &mut stream,
-            "503 Service Unavailable",
-            "text/plain",
-            "stopping\n",
-        ),
-        "/healthz" => respond(&mut stream, "200 OK", "text/plain", "ok\n"),
-        "" => respond(
-            &mut stream,
-            "405 Method Not Allowed",
-            "text/plain",
-            "GET only\n",
-        ),
-        _ => respond(
-            &mut stream,
+        "/healthz" if remote.is_stopping() => {
+            ("503 Service Unavailable", "text/plain", "stopping\n".into())
+        }
+        "/healthz" => ("200 OK", "text/plain", "ok\n".into()),
+        "" => ("405 Method Not Allowed", "text/plain", "GET only\n".into()),
+        _ => (
             "404 Not Found",
             "text/plain",
-            "try /metrics, /timers or /healthz\n",
+            "try /metrics, /timers or /healthz\n".into(),
         ),
-    }
+    };
+    respond(&mut stream, head, status, content_type, &body)
 }
 
-fn respond(stream: &mut TcpStream, status: &str, content_type: &str, body: &str) -> io::Result<()> {
-    let head = format!(
+/// Writes one response and closes; a HEAD response carries the headers only.
+fn respond(
+    stream: &mut TcpStream,
+    head: bool,
+    status: &str,
+    content_type: &str,
+    body: &str,
+) -> io::Result<()> {
+    let head_text = format!(
         "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     );
-    stream.write_all(head.as_bytes())?;
-    stream.write_all(body.as_bytes())?;
+    stream.write_all(head_text.as_bytes())?;
+    if !head {
+        stream.write_all(body.as_bytes())?;
+    }
     stream.shutdown(std::net::Shutdown::Write)
 }
 

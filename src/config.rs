@@ -206,8 +206,27 @@ fn file_arguments(
                     extra.push(flag.into());
                 }
             }
-            toml::Value::String(text) if !is_switch => extra.push(format!("{flag}={text}").into()),
-            toml::Value::Integer(n) if !is_switch => extra.push(format!("{flag}={n}").into()),
+            toml::Value::String(_) | toml::Value::Integer(_) if !is_switch => {
+                let text = match &value {
+                    toml::Value::String(text) => text.clone(),
+                    other => other.to_string(),
+                };
+                // Checked here so a bad value is reported as the file's,
+                // not as a flag the user never passed.
+                let single = [
+                    OsString::from("keepalive-server"),
+                    format!("{flag}={text}").into(),
+                ];
+                command.clone().try_get_matches_from(single).map_err(|e| {
+                    let reason = std::error::Error::source(&e)
+                        .map_or_else(|| e.kind().to_string(), ToString::to_string);
+                    error(format!(
+                        "config file {}: invalid value {value} for `{key}`: {reason}",
+                        path.display()
+                    ))
+                })?;
+                extra.push(format!("{flag}={text}").into());
+            }
             other => {
                 let expected = if is_switch {
                     "true or false"
@@ -319,7 +338,10 @@ mod tests {
         let uncommented: String = sample
             .lines()
             .filter_map(|line| line.strip_prefix("# "))
-            .filter(|line| line.split_once(" = ").is_some_and(|(key, _)| !key.contains(' ')))
+            .filter(|line| {
+                line.split_once(" = ")
+                    .is_some_and(|(key, _)| !key.contains(' '))
+            })
             .map(|line| format!("{line}\n"))
             .collect();
         let table: toml::Table = uncommented.parse().expect("sample keys parse as TOML");

@@ -26,6 +26,10 @@ fn main() -> ExitCode {
 }
 
 fn run(config: &Config) -> Result<(), String> {
+    // Registered before anything is logged: a signal sent as soon as the
+    // "listening" line appears must drain, not kill by default action.
+    let signals = Signals::new([SIGINT, SIGTERM])
+        .map_err(|e| format!("cannot install signal handlers: {e}"))?;
     let settings = config.settings();
     let server = Server::bind(settings.clone())
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
@@ -57,15 +61,15 @@ fn run(config: &Config) -> Result<(), String> {
         shutdown_timeout = %duration(config.shutdown_timeout),
         "listening"
     );
-    watch_signals(handle.remote()).map_err(|e| format!("cannot install signal handlers: {e}"))?;
+    watch_signals(signals, handle.remote())
+        .map_err(|e| format!("cannot install signal handlers: {e}"))?;
     handle.join().map_err(|e| e.to_string())?;
     tracing::info!("stopped");
     Ok(())
 }
 
 /// First SIGINT/SIGTERM: graceful shutdown. Second: exit at once.
-fn watch_signals(remote: Remote) -> std::io::Result<()> {
-    let mut signals = Signals::new([SIGINT, SIGTERM])?;
+fn watch_signals(mut signals: Signals, remote: Remote) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {

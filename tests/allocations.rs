@@ -67,7 +67,9 @@ fn keep_alive_requests_allocate_nothing_in_steady_state() {
     config.workers = NonZeroUsize::new(1);
     let handle = Server::bind(config.settings()).unwrap().start().unwrap();
     let mut stream = TcpStream::connect(handle.local_addr()).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
     let mut buffer = [0u8; 1024];
 
     // Warm up for over a second, so the Date value has been re-formatted
@@ -83,5 +85,8 @@ fn keep_alive_requests_allocate_nothing_in_steady_state() {
         round_trip(&mut stream, &mut buffer);
     }
     let allocations = ALLOCATIONS.load(Ordering::Relaxed) - before;
-    assert_eq!(allocations, 0, "allocations across 10,000 keep-alive requests");
+    assert_eq!(
+        allocations, 0,
+        "allocations across 10,000 keep-alive requests"
+    );
 }

@@ -19,6 +19,14 @@ pub struct BodySink<'a> {
 }
 
 impl BodySink<'_> {
+    /// `size` more bytes are announced: refuse them now if they cannot fit.
+    fn announce(&self, size: u64) -> Result<(), RequestError> {
+        if self.received.saturating_add(size) > self.limit {
+            return Err(RequestError::BodyTooLarge);
+        }
+        Ok(())
+    }
+
     fn take(&mut self, bytes: &[u8]) -> Result<(), RequestError> {
         *self.received += bytes.len() as u64;
         if *self.received > self.limit {
@@ -57,7 +65,11 @@ pub enum Chunked {
         size: u64,
         digits: u32,
     },
-    /// After the size: optional whitespace and extensions, up to CR.
+    /// Whitespace after the size digits: `;` or CR must follow.
+    SizeBws {
+        size: u64,
+    },
+    /// Inside the chunk extensions, up to CR.
     Extension {
         size: u64,
     },
@@ -131,6 +143,11 @@ fn decode_chunked(
         }
         *state = step(*state, input[at])?;
         at += 1;
+        if let Chunked::Data { remaining } = *state {
+            // Refuse a chunk over the limit at its size line, not after
+            // waiting for (and reading) the bytes it announces.
+            sink.announce(remaining)?;
+        }
     }
     Ok(BodyProgress {
         consumed: at,
@@ -150,8 +167,9 @@ fn step(state: Chunked, byte: u8) -> Result<Chunked, RequestError> {
             }),
             Some(_) => bad("chunk size overflows"),
             None if digits == 0 => bad("chunk size missing"),
-            None => after_size(size, byte),
+            None => after_digits(size, byte),
         },
+        SizeBws { size } => after_digits(size, byte),
         Extension { size } => after_size(size, byte),
         SizeLf { size: 0 } if byte == b'\n' => Ok(TrailerStart),
         SizeLf { size } if byte == b'\n' => Ok(Data { remaining: size }),
@@ -169,7 +187,22 @@ fn step(state: Chunked, byte: u8) -> Result<Chunked, RequestError> {
     }
 }
 
-/// After the size digits: BWS, `;` extensions (ignored), then CRLF.
+/// Right after the size digits (RFC 9112 §7.1: `chunk-size [ chunk-ext ]
+/// CRLF`, `chunk-ext = *( BWS ";" ... )`): whitespace, then `;` or CRLF.
+/// Anything else (`0x5`, `5zz`) is not a chunk size: reading it as one
+/// (`0x5` as 0) would end the body where another parser would not.
+fn after_digits(size: u64, byte: u8) -> Result<Chunked, RequestError> {
+    match byte {
+        b' ' | b'\t' => Ok(Chunked::SizeBws { size }),
+        b';' => Ok(Chunked::Extension { size }),
+        b'\r' => Ok(Chunked::SizeLf { size }),
+        _ => Err(RequestError::Malformed(
+            "chunk size must end in `;` or CRLF",
+        )),
+    }
+}
+
+/// Inside the extensions (ignored), up to CRLF.
 fn after_size(size: u64, byte: u8) -> Result<Chunked, RequestError> {
     match byte {
         b'\r' => Ok(Chunked::SizeLf { size }),
@@ -248,12 +281,35 @@ mod tests {
             b"ffffffffffffffffff\r\n",
             b"0\r\nbad\x01trailer\r\n\r\n",
             b"5;\x00\r\n",
+            b"0x5\r\nhello\r\n0\r\n\r\n",
+            b"5zz\r\nhello\r\n0\r\n\r\n",
+            b"5 x\r\nhello\r\n0\r\n\r\n",
         ] {
             assert!(
                 decode_in_pieces(BodyDecoder::chunked(), bad, 64).is_err(),
                 "{bad:?}"
             );
         }
+    }
+
+    #[test]
+    fn whitespace_after_the_size_is_tolerated() {
+        let input = b"5 \r\nhello\r\n5\t ;x\r\nworld\r\n0\r\n\r\n";
+        let (body, rest) = decode_in_pieces(BodyDecoder::chunked(), input, 1).unwrap();
+        assert_eq!(body, b"helloworld");
+        assert_eq!(rest, 0);
+    }
+
+    #[test]
+    fn chunk_over_the_limit_is_413_at_its_size_line() {
+        let mut received = 0;
+        let mut sink = BodySink {
+            keep: None,
+            received: &mut received,
+            limit: 3,
+        };
+        let result = BodyDecoder::chunked().decode(b"5\r\n", &mut sink);
+        assert_eq!(result, Err(RequestError::BodyTooLarge));
     }
 
     #[test]

@@ -81,7 +81,7 @@ pub fn parse_head(
             return Err(RequestError::HeadTooLarge);
         }
         Ok(httparse::Status::Partial) => return Ok(None),
-        Err(error) => return Err(syntax_error(error)),
+        Err(error) => return Err(syntax_error(error, input)),
     };
     if head_len > max_header_size {
         return Err(RequestError::HeadTooLarge);
@@ -132,6 +132,9 @@ impl HeaderFields {
             let value = header.value;
             if name.eq_ignore_ascii_case("host") {
                 fields.hosts += 1;
+                if !is_host_value(trim(value)) {
+                    return Err(RequestError::Malformed("invalid Host"));
+                }
             } else if name.eq_ignore_ascii_case("content-length") {
                 fields.add_content_length(value)?;
             } else if name.eq_ignore_ascii_case("transfer-encoding") {
@@ -222,6 +225,37 @@ impl HeaderFields {
     }
 }
 
+/// RFC 9110 §7.2 / RFC 3986 §3.2.2: `uri-host [ ":" port ]`, by its bytes:
+/// unreserved, pct-encoded, sub-delims, `:` and the brackets of an IP
+/// literal. Empty is allowed (RFC 9112 §3.2: a target without authority).
+/// No whitespace, `/`, `@` (userinfo), `?`, `#` or controls.
+fn is_host_value(value: &[u8]) -> bool {
+    value.iter().all(|&b| {
+        b.is_ascii_alphanumeric()
+            || matches!(
+                b,
+                b'-' | b'.'
+                    | b'_'
+                    | b'~'
+                    | b'%'
+                    | b'!'
+                    | b'$'
+                    | b'&'
+                    | b'\''
+                    | b'('
+                    | b')'
+                    | b'*'
+                    | b'+'
+                    | b','
+                    | b';'
+                    | b'='
+                    | b':'
+                    | b'['
+                    | b']'
+            )
+    })
+}
+
 fn parse_length(item: &[u8]) -> Result<u64, RequestError> {
     if item.is_empty() || !item.iter().all(u8::is_ascii_digit) {
         return Err(RequestError::Malformed("Content-Length is not digits"));
@@ -254,9 +288,10 @@ fn trim(bytes: &[u8]) -> &[u8] {
     &bytes[start..end]
 }
 
-fn syntax_error(error: httparse::Error) -> RequestError {
+fn syntax_error(error: httparse::Error, input: &[u8]) -> RequestError {
     match error {
-        httparse::Error::Version => RequestError::UnsupportedVersion,
+        httparse::Error::Version if names_a_version(input) => RequestError::UnsupportedVersion,
+        httparse::Error::Version => RequestError::Malformed("invalid HTTP-version"),
         httparse::Error::TooManyHeaders => RequestError::TooManyHeaders,
         httparse::Error::HeaderName => RequestError::Malformed("invalid header name"),
         httparse::Error::HeaderValue => RequestError::Malformed("invalid header value"),
@@ -265,6 +300,24 @@ fn syntax_error(error: httparse::Error) -> RequestError {
             RequestError::Malformed("invalid request line")
         }
     }
+}
+
+/// Whether the third part of the request line (after `method SP target SP`)
+/// starts like an HTTP-version, `HTTP/` DIGIT (RFC 9112 §2.3): only then is a
+/// version httparse refuses one this server does not support (505); anything
+/// else there (`http/1.1`, a space inside the target) is an invalid
+/// request-line (400, RFC 9112 §3).
+fn names_a_version(input: &[u8]) -> bool {
+    let start = input
+        .iter()
+        .take_while(|b| matches!(b, b'\r' | b'\n'))
+        .count();
+    let line = input[start..]
+        .split(|&b| b == b'\n')
+        .next()
+        .unwrap_or_default();
+    let version = line.splitn(3, |&b| b == b' ').nth(2).unwrap_or_default();
+    version.len() > 5 && version.starts_with(b"HTTP/") && version[5].is_ascii_digit()
 }
 
 /// Rewrites `HTTP/1.x` (x > 1) in the request line to `HTTP/1.1`, so a
@@ -359,6 +412,23 @@ mod tests {
         assert!(parse("GET / HTTP/1.1\r\n\r\n").is_err());
         assert!(parse("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n").is_err());
         assert!(parse("GET / HTTP/1.0\r\n\r\n").is_ok());
+        for good in [
+            "a.example:8080",
+            "[::1]:80",
+            "",
+            "10.0.0.1",
+            "xn--d-1ga.example",
+        ] {
+            let text = format!("GET / HTTP/1.1\r\nHost: {good}\r\n\r\n");
+            assert!(parse(&text).is_ok(), "{good:?}");
+        }
+        for bad in ["a b", "a/b", "u@a", "a?b", "a#b", "a\"b"] {
+            let text = format!("GET / HTTP/1.1\r\nHost: {bad}\r\n\r\n");
+            assert!(
+                matches!(parse(&text), Err(RequestError::Malformed(_))),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]
@@ -412,6 +482,17 @@ mod tests {
             Err(RequestError::UnsupportedVersion)
         );
         assert!(parse("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").is_err());
+        // Not a version at all: an invalid request-line, 400 (RFC 9112 §3).
+        for text in [
+            "GET /a b HTTP/1.1\r\n",
+            "GET / http/1.1\r\n",
+            "GET / FOO\r\n",
+        ] {
+            assert!(
+                matches!(parse(text), Err(RequestError::Malformed(_))),
+                "{text:?}"
+            );
+        }
         let mut client_hello = b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03".to_vec();
         assert!(parse_head(&mut client_hello, 16384, 1024).is_err());
     }
@@ -428,7 +509,11 @@ mod tests {
         assert_eq!(head(text).minor_version, 1);
         // A longer version stays refused, cut or not.
         for text in ["GET / HTTP/1.77\r\n", "GET / HTTP/1.7x\r\n"] {
-            assert_eq!(parse(text), Err(RequestError::UnsupportedVersion), "{text:?}");
+            assert_eq!(
+                parse(text),
+                Err(RequestError::UnsupportedVersion),
+                "{text:?}"
+            );
         }
         let mut tiny = b"GET / HTTP/1.7".to_vec();
         assert_eq!(

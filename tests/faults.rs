@@ -1,0 +1,481 @@
+//! Faults and hostile clients over real sockets: resets mid-request and
+//! mid-response, half-close, a client vanishing during `/delay`, EPIPE on
+//! write; slowloris heads and trickled bodies against the receive timeouts;
+//! a pipelining client that never reads (write backpressure). After each,
+//! the open-connection count returns to 0 and the server still serves.
+//!
+//! Timing bounds are generous (the machine is shared and noisy): a timeout
+//! must never fire early; it may fire late by up to [`SLACK`]. Tests that
+//! load the machine or measure time run one at a time ([`serial`]).
+
+mod common;
+
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{Client, HELLO, SLACK, TestServer, find, ms, start};
+use keepalive_server::stats::CloseCause;
+
+/// Serialises the tests that load the machine or measure time.
+fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Closes with SO_LINGER 0: the kernel sends RST instead of FIN.
+fn reset(stream: TcpStream) {
+    socket2::SockRef::from(&stream)
+        .set_linger(Some(Duration::ZERO))
+        .expect("SO_LINGER 0");
+    drop(stream);
+}
+
+/// Open connections back to 0, and a fresh connection is served.
+fn assert_recovered(server: &TestServer) {
+    server.wait_for_open(0);
+    server.assert_serves_fresh_connection();
+    server.wait_for_open(0);
+}
+
+/// The test process's resident set (the server runs in-process), in KiB.
+fn vm_rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS in /proc/self/status")
+}
+
+fn echo_request(body_len: usize) -> Vec<u8> {
+    let mut request =
+        format!("POST / HTTP/1.1\r\nHost: t\r\nContent-Length: {body_len}\r\n\r\n").into_bytes();
+    request.resize(request.len() + body_len, b'x');
+    request
+}
+
+#[test]
+fn reset_mid_request() {
+    let server = start(|_| {});
+    for partial in [
+        &b"GET / HTTP/1.1\r\nHo"[..],
+        b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\nabc",
+        b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab",
+    ] {
+        let mut client = server.client();
+        client.send(partial);
+        server.wait_for_open(1);
+        thread::sleep(ms(50)); // let the server read the partial request
+        reset(client.stream);
+        assert_recovered(&server);
+    }
+    // The fresh connections of assert_recovered close with FIN.
+    assert_eq!(server.closed_by(CloseCause::Reset), 3);
+}
+
+#[test]
+fn reset_mid_response() {
+    let server = start(|_| {});
+    let mut client = server.client();
+    client.send(&echo_request(1 << 20));
+    let mut some = [0u8; 16 * 1024];
+    let n = client
+        .stream
+        .read(&mut some)
+        .expect("the start of the echo");
+    assert!(some[..n].starts_with(b"HTTP/1.1 200 "));
+    reset(client.stream);
+    assert_recovered(&server);
+    assert_eq!(server.closed_by(CloseCause::Reset), 1);
+}
+
+#[test]
+fn half_close_after_full_requests_is_still_answered() {
+    let server = start(|_| {});
+    let mut client = server.client();
+    client.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+    client.send(&echo_request(10));
+    client.send(b"GET /delay/50 HTTP/1.1\r\nHost: t\r\n\r\nGET /nope HTTP/1.1\r\nHost: t\r\n\r\n");
+    client.shutdown_write();
+    assert_eq!(client.read_response().body, HELLO);
+    assert_eq!(client.read_response().body, b"xxxxxxxxxx");
+    assert_eq!(client.read_response().body, b"delayed 50ms\n");
+    assert_eq!(client.read_response().status, 404);
+    client.read_until_closed(SLACK);
+    assert_recovered(&server);
+}
+
+#[test]
+fn client_closing_during_delay() {
+    let server = start(|_| {});
+    // FIN: the answer is still owed and written to a closed peer.
+    let mut client = server.client();
+    client.send(b"GET /delay/200 HTTP/1.1\r\nHost: t\r\n\r\n");
+    server.wait_for_open(1);
+    drop(client);
+    // RST while waiting.
+    let mut client = server.client();
+    client.send(b"GET /delay/200 HTTP/1.1\r\nHost: t\r\n\r\n");
+    thread::sleep(ms(50));
+    reset(client.stream);
+    // Both gone by the time the delay is long past.
+    assert_recovered(&server);
+}
+
+#[test]
+fn epipe_on_write() {
+    let _serial = serial();
+    let server = start(|config| config.max_body_size = 8 << 20);
+    // The whole request, then a close with nothing unread (a FIN): the echo
+    // (larger than the socket buffers) is written into a closed socket,
+    // which answers with RST; the next write fails with EPIPE/ECONNRESET.
+    let mut client = server.client();
+    client.send(&echo_request(6 << 20));
+    drop(client);
+    server.wait_for_open(0);
+    eprintln!(
+        "epipe: closed by reset {}, by client {}",
+        server.closed_by(CloseCause::Reset),
+        server.closed_by(CloseCause::Client)
+    );
+    assert_eq!(server.closed_by(CloseCause::Reset), 1, "the write failed");
+    assert_recovered(&server);
+}
+
+/// One slowloris connection's outcome.
+struct Trickler {
+    stream: TcpStream,
+    connected: Instant,
+    sent: usize,
+    got: Vec<u8>,
+    closed: Option<Instant>,
+}
+
+const SLOW_HEAD: &[u8] = b"GET / HTTP/1.1\r\nHost: t\r\nX-Slow: ";
+
+/// Sends each open trickler its next byte and collects what came back,
+/// every `every`, until all are closed or `until`.
+fn trickle(tricklers: &mut [Trickler], every: Duration, until: Instant) {
+    let mut chunk = [0u8; 1024];
+    while Instant::now() < until && tricklers.iter().any(|t| t.closed.is_none()) {
+        for t in tricklers.iter_mut().filter(|t| t.closed.is_none()) {
+            let byte = SLOW_HEAD.get(t.sent).copied().unwrap_or(b'a');
+            match t.stream.write(&[byte]) {
+                Ok(n) => t.sent += n,
+                Err(e) if common::is_timeout(&e) => {}
+                Err(_) => {} // reset after the 408: the read below sees it
+            }
+            loop {
+                match t.stream.read(&mut chunk) {
+                    Ok(0) => t.closed = Some(Instant::now()),
+                    Ok(n) => {
+                        t.got.extend_from_slice(&chunk[..n]);
+                        continue;
+                    }
+                    Err(e) if common::is_timeout(&e) => {}
+                    Err(_) => t.closed = Some(Instant::now()),
+                }
+                break;
+            }
+        }
+        thread::sleep(every);
+    }
+}
+
+#[test]
+fn slowloris_heads_are_cut_at_the_headers_timeout() {
+    const CONNECTIONS: usize = 200;
+    const HEADERS_TIMEOUT: Duration = Duration::from_secs(1);
+    let _serial = serial();
+    let server = start(|config| config.headers_timeout = HEADERS_TIMEOUT);
+    let started = Instant::now();
+    let mut tricklers: Vec<Trickler> = (0..CONNECTIONS)
+        .map(|_| {
+            let stream = TcpStream::connect(server.addr).expect("connect");
+            let connected = Instant::now();
+            stream.set_nonblocking(true).unwrap();
+            stream.set_nodelay(true).unwrap();
+            Trickler {
+                stream,
+                connected,
+                sent: 0,
+                got: Vec::new(),
+                closed: None,
+            }
+        })
+        .collect();
+    let done = Arc::new(AtomicBool::new(false));
+    // A normal client, meanwhile: requests in a loop, a new connection
+    // every 10 requests; every one must succeed.
+    let normal = {
+        let done = Arc::clone(&done);
+        let addr = server.addr;
+        thread::spawn(move || {
+            let (mut requests, mut worst) = (0u32, Duration::ZERO);
+            let mut client = Client::connect(addr);
+            while !done.load(Ordering::Relaxed) {
+                if requests % 10 == 9 {
+                    client = Client::connect(addr);
+                }
+                let sent = Instant::now();
+                client.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+                let response = client.read_response();
+                worst = worst.max(sent.elapsed());
+                assert_eq!(response.status, 200);
+                assert_eq!(response.body, HELLO);
+                requests += 1;
+                thread::sleep(ms(10));
+            }
+            (requests, worst)
+        })
+    };
+    trickle(&mut tricklers, ms(100), started + Duration::from_secs(4));
+    done.store(true, Ordering::Relaxed);
+    let (requests, worst) = normal
+        .join()
+        .expect("the normal client succeeded throughout");
+
+    let lifetimes: Vec<Option<Duration>> = tricklers
+        .iter()
+        .map(|t| t.closed.map(|closed| closed - t.connected))
+        .collect();
+    let by_deadline = lifetimes
+        .iter()
+        .filter(|l| l.is_some_and(|l| l <= HEADERS_TIMEOUT + ms(500)))
+        .count();
+    let closed = lifetimes.iter().filter(|l| l.is_some()).count();
+    let with_408 = tricklers
+        .iter()
+        .filter(|t| {
+            t.got.starts_with(b"HTTP/1.1 408 ") && find(&t.got, b"Connection: close").is_some()
+        })
+        .count();
+    let longest = lifetimes
+        .iter()
+        .flatten()
+        .max()
+        .copied()
+        .unwrap_or_default();
+    let shortest = lifetimes
+        .iter()
+        .flatten()
+        .min()
+        .copied()
+        .unwrap_or_default();
+    eprintln!(
+        "slowloris: {CONNECTIONS} trickling (a byte per 100 ms, headers timeout {HEADERS_TIMEOUT:?}): \
+         {closed} closed, {with_408} with a 408, {by_deadline} within timeout + 500 ms; \
+         lifetimes {shortest:?}..{longest:?}; normal client: {requests} requests, \
+         worst latency {worst:?}"
+    );
+    assert_eq!(closed, CONNECTIONS, "tricklers survived");
+    assert_eq!(with_408, CONNECTIONS, "tricklers closed without a 408");
+    assert!(
+        shortest >= HEADERS_TIMEOUT,
+        "a head was cut early: {shortest:?}"
+    );
+    assert!(
+        longest <= HEADERS_TIMEOUT + SLACK,
+        "a trickler lived {longest:?}"
+    );
+    assert!(
+        requests > 10,
+        "the normal client starved: {requests} requests"
+    );
+    assert!(worst < SLACK, "the normal client waited {worst:?}");
+    drop(tricklers);
+    server.wait_for_closed_by(CloseCause::HeadersTimeout, CONNECTIONS as u64);
+    assert_recovered(&server);
+}
+
+/// Sends a head, then `bytes` body bytes one every `every` (stopping early
+/// if the server has closed); returns when the last byte went out.
+fn trickle_body(client: &mut Client, body_len: usize, bytes: usize, every: Duration) -> Instant {
+    client.send(
+        format!("POST / HTTP/1.1\r\nHost: t\r\nContent-Length: {body_len}\r\n\r\n").as_bytes(),
+    );
+    let mut last = Instant::now();
+    for _ in 0..bytes {
+        thread::sleep(every);
+        if client.try_send(b"b").is_err() {
+            break;
+        }
+        last = Instant::now();
+    }
+    last
+}
+
+/// Reads a 408 with `Connection: close`, then EOF.
+fn read_408_then_close(client: &mut Client) -> Instant {
+    let response = client.read_response();
+    let at = Instant::now();
+    assert_eq!(response.status, 408, "{response:?}");
+    assert!(response.closes(), "{response:?}");
+    client.read_until_closed(SLACK);
+    at
+}
+
+#[test]
+fn trickled_body_is_cut_at_the_request_timeout() {
+    const REQUEST_TIMEOUT: Duration = Duration::from_secs(1);
+    let _serial = serial();
+    let server = start(|config| {
+        config.request_timeout = REQUEST_TIMEOUT;
+        config.timeout = Duration::from_secs(10);
+    });
+    let mut client = server.client();
+    let first_byte = Instant::now();
+    client.send(b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 1000\r\n\r\n");
+    // A byte every 100 ms keeps the inactivity timer from ever firing; the
+    // whole-request deadline does not move.
+    let mut stream = client.stream.try_clone().unwrap();
+    let trickler = thread::spawn(move || {
+        for _ in 0..40 {
+            thread::sleep(ms(100));
+            if stream.write_all(b"b").is_err() {
+                break;
+            }
+        }
+    });
+    let answered = read_408_then_close(&mut client);
+    let took = answered - first_byte;
+    eprintln!("trickled body: 408 after {took:?} (request timeout {REQUEST_TIMEOUT:?})");
+    assert!(took >= REQUEST_TIMEOUT, "cut early: {took:?}");
+    assert!(took <= REQUEST_TIMEOUT + SLACK, "cut late: {took:?}");
+    trickler.join().unwrap();
+    drop(client);
+    server.wait_for_closed_by(CloseCause::RequestTimeout, 1);
+    assert_recovered(&server);
+}
+
+#[test]
+fn stalled_body_is_cut_at_the_inactivity_timeout_but_a_trickle_is_not() {
+    const TIMEOUT: Duration = Duration::from_millis(600);
+    let _serial = serial();
+    let server = start(|config| config.timeout = TIMEOUT);
+    // Stalls after 5 of 100 bytes: 408 one timeout after the last byte.
+    let mut client = server.client();
+    let last = trickle_body(&mut client, 100, 5, ms(50));
+    let answered = read_408_then_close(&mut client);
+    let took = answered - last;
+    eprintln!("stalled body: 408 {took:?} after the last byte (timeout {TIMEOUT:?})");
+    assert!(took >= TIMEOUT, "cut early: {took:?}");
+    assert!(took <= TIMEOUT + SLACK, "cut late: {took:?}");
+    drop(client);
+    server.wait_for_closed_by(CloseCause::Inactivity, 1);
+    // A byte every 100 ms for 1.5 s: every byte refreshes the timer.
+    let mut client = server.client();
+    trickle_body(&mut client, 15, 15, ms(100));
+    let response = client.read_response();
+    assert_eq!(response.status, 200, "{response:?}");
+    assert_eq!(response.body, b"bbbbbbbbbbbbbbb");
+    drop(client);
+    assert_recovered(&server);
+}
+
+/// Writes `request` over and over from a thread until `total` bytes are
+/// sent, the socket fails, or `stop`; the count of bytes sent is shared.
+fn flood(
+    stream: TcpStream,
+    request: Vec<u8>,
+    total: u64,
+    stop: Arc<AtomicBool>,
+) -> (thread::JoinHandle<()>, Arc<AtomicU64>) {
+    let sent = Arc::new(AtomicU64::new(0));
+    let counter = Arc::clone(&sent);
+    let batch: Vec<u8> = request.repeat((64 * 1024 / request.len()).max(1));
+    let thread = thread::spawn(move || {
+        let mut stream = stream;
+        stream.set_write_timeout(Some(ms(100))).unwrap();
+        let mut at = 0;
+        while counter.load(Ordering::Relaxed) < total && !stop.load(Ordering::Relaxed) {
+            match stream.write(&batch[at..]) {
+                Ok(n) => {
+                    counter.fetch_add(n as u64, Ordering::Relaxed);
+                    at = (at + n) % batch.len();
+                }
+                Err(e) if common::is_timeout(&e) || e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return,
+            }
+        }
+    });
+    (thread, sent)
+}
+
+#[test]
+fn pipelining_client_that_never_reads_is_held_back() {
+    const FLOOD: u64 = 20 << 20;
+    const ECHOES: u64 = 40;
+    const ECHO_LEN: usize = 256 * 1024;
+    let _serial = serial();
+    let server = start(|_| {});
+    let rss_before = vm_rss_kib();
+
+    // A: 20 MB of pipelined GETs, never read.
+    let gets = server.client();
+    let stop_gets = Arc::new(AtomicBool::new(false));
+    let (gets_writer, gets_sent) = flood(
+        gets.stream.try_clone().unwrap(),
+        b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(),
+        FLOOD,
+        Arc::clone(&stop_gets),
+    );
+    // B: 40 pipelined 256 KiB echo POSTs, not read until later.
+    let mut echoes = server.client();
+    let echo = echo_request(ECHO_LEN);
+    let (echo_writer, echo_sent) = flood(
+        echoes.stream.try_clone().unwrap(),
+        echo.clone(),
+        ECHOES * echo.len() as u64,
+        Arc::new(AtomicBool::new(false)),
+    );
+
+    // Meanwhile, other clients are served promptly.
+    let mut worst = Duration::ZERO;
+    let flooding = Instant::now();
+    while flooding.elapsed() < Duration::from_millis(1500) {
+        let sent = Instant::now();
+        let mut other = server.client();
+        other.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+        assert_eq!(other.read_response().body, HELLO);
+        worst = worst.max(sent.elapsed());
+        thread::sleep(ms(50));
+    }
+    let rss_during = vm_rss_kib();
+    let (a, b) = (
+        gets_sent.load(Ordering::Relaxed),
+        echo_sent.load(Ordering::Relaxed),
+    );
+    eprintln!(
+        "backpressure: GET flood sent {} KiB of {} KiB, echo flood {} KiB of {} KiB; \
+         RSS {rss_before} -> {rss_during} KiB; other clients' worst latency {worst:?}",
+        a >> 10,
+        FLOOD >> 10,
+        b >> 10,
+        (ECHOES * echo.len() as u64) >> 10,
+    );
+    assert!(
+        rss_during.saturating_sub(rss_before) < 64 * 1024,
+        "RSS grew by {} KiB",
+        rss_during.saturating_sub(rss_before)
+    );
+    assert!(worst < SLACK, "other clients waited {worst:?}");
+
+    // A gives up: closes with its responses unread.
+    stop_gets.store(true, Ordering::Relaxed);
+    gets_writer.join().unwrap();
+    drop(gets);
+    // B reads every echo it is owed, in order, while its writer finishes.
+    for i in 0..ECHOES {
+        let response = echoes.read_response();
+        assert_eq!(response.status, 200, "echo {i}");
+        assert_eq!(response.body.len(), ECHO_LEN, "echo {i}");
+    }
+    echo_writer.join().unwrap();
+    drop(echoes);
+    assert_recovered(&server);
+}
