@@ -10,7 +10,16 @@
 //! 3. optionally draws the lateness distribution as an SVG histogram, and
 //!    counts the server threads' context switches while it sits idle.
 //!
-//! One thread, one mio `Poll`; timestamps are taken when poll returns.
+//! One thread, one mio `Poll`, few events per poll so the loop stays
+//! responsive. EOFs are timed when poll returns. Responses are timed by the
+//! kernel (SO_TIMESTAMPNS on each socket, read with `recvmsg`): a user-space
+//! stamp trails the true arrival by however long this loop was busy writing
+//! other requests (several ms with batches of 200), which would report closes
+//! as early that are not. The report also counts closes that were early even
+//! against the request's send time (proof of a server bug) and those that a
+//! poll-time stamp would have called early. `--csv` dumps every connection.
+//!
+//! Linux only (/proc, SO_TIMESTAMPNS).
 //!
 //! ```text
 //! kas-soak -n 2000 --expect-timeout 1s --svg target/soak.svg \
@@ -21,15 +30,17 @@
 use std::fmt::Write as _;
 use std::fs;
 use std::io::{self, Read, Write};
+use std::mem::MaybeUninit;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitCode, Stdio};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use clap::Parser;
 use keepalive_server::config::parse_duration;
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
+use socket2::{MaybeUninitSlice, MsgHdrMut, SockRef};
 
 const REQUEST: &[u8] = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
 const EXPECTED_BODY: &[u8] = b"Hello, World!";
@@ -84,6 +95,11 @@ struct Args {
     /// Write the lateness histogram here as SVG.
     #[arg(long)]
     svg: Option<PathBuf>,
+
+    /// Write one CSV row per connection here: its timestamps in ms since the
+    /// first connect, and its lateness.
+    #[arg(long)]
+    csv: Option<PathBuf>,
 
     /// Print the report as JSON instead of plain text.
     #[arg(long)]
@@ -171,6 +187,10 @@ fn run(args: &Args) -> Result<Report, String> {
     let rss_before = pid.map(rss_bytes).transpose()?;
 
     let soak = soak(args, pid)?;
+    if let Some(path) = &args.csv {
+        fs::write(path, per_connection_csv(&soak, args.expect_timeout))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
 
     let idle_after = match (args.idle_check, pid) {
         // Past the one-second Date timer armed by the last response.
@@ -181,9 +201,18 @@ fn run(args: &Args) -> Result<Report, String> {
         _ => None,
     };
 
-    let report = Report::new(args, pid, spawned.as_ref().map(|s| s.command.clone()), rss_before, soak, idle_before, idle_after);
+    let report = Report::new(
+        args,
+        pid,
+        spawned.as_ref().map(|s| s.command.clone()),
+        rss_before,
+        soak,
+        idle_before,
+        idle_after,
+    );
     if let Some(path) = &args.svg {
-        fs::write(path, report.svg()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        fs::write(path, report.svg())
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     drop(spawned);
     Ok(report)
@@ -202,21 +231,32 @@ fn check_fd_limit(connections: usize) -> Result<(), String> {
             "open-file limit is {soft}, need {} for {connections} connections: run `ulimit -n {}` first \
              (a server started by this tool inherits it too)",
             connections + 32,
-            (connections + 32).max(20000).min(1 << 20)
+            (connections + 32).clamp(20000, 1 << 20)
         )),
         _ => Ok(()),
     }
 }
 
 fn spawn_server(bin: &PathBuf, args: &Args) -> Result<Spawned, String> {
+    // Someone else listening there would answer instead of our server.
+    if let Err(e) = std::net::TcpListener::bind(args.addr) {
+        return Err(format!(
+            "cannot use {} for the server: {e} (pick another with --addr)",
+            args.addr
+        ));
+    }
     let mut server_args = args.server_args.clone();
-    if !server_args.iter().any(|a| a == "--listen" || a.starts_with("--listen=")) {
+    if !server_args
+        .iter()
+        .any(|a| a == "--listen" || a.starts_with("--listen="))
+    {
         server_args.push("--listen".into());
         server_args.push(args.addr.to_string());
     }
     let (stdout, stderr) = match &args.server_log {
         Some(path) => {
-            let file = fs::File::create(path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+            let file = fs::File::create(path)
+                .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
             let clone = file.try_clone().map_err(|e| e.to_string())?;
             (Stdio::from(file), Stdio::from(clone))
         }
@@ -229,7 +269,10 @@ fn spawn_server(bin: &PathBuf, args: &Args) -> Result<Spawned, String> {
         .stderr(stderr)
         .spawn()
         .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
-    let command = std::iter::once(bin.display().to_string()).chain(server_args).collect::<Vec<_>>().join(" ");
+    let command = std::iter::once(bin.display().to_string())
+        .chain(server_args)
+        .collect::<Vec<_>>()
+        .join(" ");
     Ok(Spawned { child, command })
 }
 
@@ -241,24 +284,40 @@ fn wait_ready(addr: SocketAddr, mut spawned: Option<&mut Spawned>) -> Result<(),
         if let Some(s) = spawned.as_deref_mut()
             && let Ok(Some(status)) = s.child.try_wait()
         {
-            return Err(format!("server exited at startup ({status}); see --server-log"));
+            return Err(format!(
+                "server exited at startup ({status}); see --server-log"
+            ));
         }
         match std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
             Ok(_) => {
                 // Let the server see the close before anything is sampled.
-                std::thread::sleep(Duration::from_millis(50));
+                std::thread::sleep(Duration::from_millis(300));
+                if let Some(s) = spawned.as_deref_mut()
+                    && let Ok(Some(status)) = s.child.try_wait()
+                {
+                    return Err(format!(
+                        "server exited at startup ({status}); see --server-log"
+                    ));
+                }
                 return Ok(());
             }
-            Err(e) if Instant::now() >= deadline => return Err(format!("server at {addr} not reachable: {e}")),
+            Err(e) if Instant::now() >= deadline => {
+                return Err(format!("server at {addr} not reachable: {e}"));
+            }
             Err(_) => std::thread::sleep(Duration::from_millis(20)),
         }
     }
 }
 
 fn warm_up(addr: SocketAddr) -> Result<(), String> {
-    let mut stream = std::net::TcpStream::connect(addr).map_err(|e| format!("warm-up connect: {e}"))?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
-    stream.write_all(REQUEST).map_err(|e| format!("warm-up write: {e}"))?;
+    let mut stream =
+        std::net::TcpStream::connect(addr).map_err(|e| format!("warm-up connect: {e}"))?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .map_err(|e| e.to_string())?;
+    stream
+        .write_all(REQUEST)
+        .map_err(|e| format!("warm-up write: {e}"))?;
     let mut buf = Vec::new();
     let mut chunk = [0u8; 1024];
     loop {
@@ -277,7 +336,8 @@ fn warm_up(addr: SocketAddr) -> Result<(), String> {
 
 /// VmRSS of `pid`, in bytes.
 fn rss_bytes(pid: u32) -> Result<u64, String> {
-    let status = fs::read_to_string(format!("/proc/{pid}/status")).map_err(|e| format!("/proc/{pid}/status: {e}"))?;
+    let status = fs::read_to_string(format!("/proc/{pid}/status"))
+        .map_err(|e| format!("/proc/{pid}/status: {e}"))?;
     status_field(&status, "VmRSS:")
         .map(|kb| kb * 1024)
         .ok_or_else(|| format!("no VmRSS in /proc/{pid}/status"))
@@ -354,14 +414,20 @@ struct IdleCheck {
 
 impl IdleCheck {
     fn total(&self) -> u64 {
-        self.threads.iter().map(|t| t.voluntary + t.involuntary).sum()
+        self.threads
+            .iter()
+            .map(|t| t.voluntary + t.involuntary)
+            .sum()
     }
 }
 
 enum Parsed {
     Partial,
     /// A whole, well-formed `200 Hello, World!` response of `len` bytes.
-    Done { len: usize, close: bool },
+    Done {
+        len: usize,
+        close: bool,
+    },
     Bad(String),
 }
 
@@ -380,7 +446,9 @@ fn parse_response(buf: &[u8]) -> Parsed {
     let mut close = false;
     for h in response.headers.iter() {
         if h.name.eq_ignore_ascii_case("content-length") {
-            content_length = std::str::from_utf8(h.value).ok().and_then(|v| v.trim().parse::<usize>().ok());
+            content_length = std::str::from_utf8(h.value)
+                .ok()
+                .and_then(|v| v.trim().parse::<usize>().ok());
         } else if h.name.eq_ignore_ascii_case("connection") {
             close |= h.value.eq_ignore_ascii_case(b"close");
         }
@@ -394,7 +462,10 @@ fn parse_response(buf: &[u8]) -> Parsed {
     if &buf[head_len..head_len + body_len] != EXPECTED_BODY {
         return Parsed::Bad("unexpected body".into());
     }
-    Parsed::Done { len: head_len + body_len, close }
+    Parsed::Done {
+        len: head_len + body_len,
+        close,
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -417,6 +488,10 @@ struct Client {
     /// The poll wake-up that led to writing the request: a lower bound on
     /// when the response can have arrived.
     written_at: Option<Instant>,
+    /// Kernel receive time of the response's last segment (SO_TIMESTAMPNS),
+    /// moved onto the `Instant` timeline.
+    rx_at: Option<Instant>,
+    /// The poll wake-up that delivered the response's last bytes.
     responded_at: Option<Instant>,
     closed_at: Option<Instant>,
     reset: bool,
@@ -435,6 +510,44 @@ struct Soak {
     /// Bytes received after a complete response (should never happen).
     stray_bytes: usize,
     close_headers: usize,
+    /// Every connection got SO_TIMESTAMPNS.
+    kernel_stamps: bool,
+    /// When the first connection was opened: the CSV's zero.
+    started: Instant,
+}
+
+fn per_connection_csv(soak: &Soak, expect: Duration) -> String {
+    let ms = |t: Option<Instant>| {
+        t.map_or_else(String::new, |t| {
+            format!(
+                "{:.3}",
+                t.saturating_duration_since(soak.started).as_secs_f64() * 1e3
+            )
+        })
+    };
+    let mut out = String::from(
+        "conn,request_written_ms,response_rx_ms,response_seen_ms,eof_seen_ms,reset,lateness_ms\n",
+    );
+    for (i, c) in soak.clients.iter().enumerate() {
+        let base = c.rx_at.filter(|_| soak.kernel_stamps).or(c.responded_at);
+        let late = match (base, c.closed_at) {
+            (Some(from), Some(to)) => format!(
+                "{:.3}",
+                (to - from).as_secs_f64() * 1e3 - expect.as_secs_f64() * 1e3
+            ),
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            out,
+            "{i},{},{},{},{},{},{late}",
+            ms(c.written_at),
+            ms(c.rx_at),
+            ms(c.responded_at),
+            ms(c.closed_at),
+            u8::from(c.reset)
+        );
+    }
+    out
 }
 
 fn soak(args: &Args, pid: Option<u32>) -> Result<Soak, String> {
@@ -448,7 +561,6 @@ fn soak(args: &Args, pid: Option<u32>) -> Result<Soak, String> {
     let mut idle = 0usize; // responded, not yet closed
     let mut last_response: Option<Instant> = None;
     let mut progress_at = Instant::now();
-    let started = Instant::now();
     let mut open_time = Duration::ZERO;
     let mut rss_after = None;
     let mut sampled = false;
@@ -456,7 +568,9 @@ fn soak(args: &Args, pid: Option<u32>) -> Result<Soak, String> {
     let mut closed = 0usize;
     let mut stray_bytes = 0usize;
     let mut close_headers = 0usize;
-    let mut chunk = [0u8; 4096];
+    let mut kernel_stamps = true;
+    let mut scratch = Scratch::new();
+    let started = Instant::now();
 
     loop {
         // Start the next batch once the current one has all its answers;
@@ -468,9 +582,17 @@ fn soak(args: &Args, pid: Option<u32>) -> Result<Soak, String> {
         if clients.len() < batch_end {
             let end = (clients.len() + CONNECTS_PER_TURN).min(batch_end);
             for i in clients.len()..end {
-                let mut stream = TcpStream::connect(args.addr).map_err(|e| format!("connect #{i}: {e}"))?;
+                let mut stream =
+                    TcpStream::connect(args.addr).map_err(|e| format!("connect #{i}: {e}"))?;
+                if rx_stamps::enable(&stream).is_err() {
+                    kernel_stamps = false;
+                }
                 poll.registry()
-                    .register(&mut stream, Token(i), Interest::READABLE | Interest::WRITABLE)
+                    .register(
+                        &mut stream,
+                        Token(i),
+                        Interest::READABLE | Interest::WRITABLE,
+                    )
                     .map_err(|e| format!("register: {e}"))?;
                 clients.push(Client {
                     stream: Some(stream),
@@ -478,6 +600,7 @@ fn soak(args: &Args, pid: Option<u32>) -> Result<Soak, String> {
                     sent: 0,
                     buf: Vec::new(),
                     written_at: None,
+                    rx_at: None,
                     responded_at: None,
                     closed_at: None,
                     reset: false,
@@ -529,12 +652,20 @@ fn soak(args: &Args, pid: Option<u32>) -> Result<Soak, String> {
             Err(e) => return Err(format!("poll: {e}")),
         }
         // One reading per wake-up: when the events were observed.
-        let seen = Instant::now();
+        let seen = Seen::now();
         for event in events.iter() {
             let i = event.token().0;
             let client = &mut clients[i];
             let before = client.state;
-            drive(client, seen, &mut chunk, &mut errors, &mut stray_bytes, &mut close_headers, i);
+            drive(
+                client,
+                seen,
+                &mut scratch,
+                &mut errors,
+                &mut stray_bytes,
+                &mut close_headers,
+                i,
+            );
             let after = client.state;
             if before == after {
                 continue;
@@ -542,10 +673,10 @@ fn soak(args: &Args, pid: Option<u32>) -> Result<Soak, String> {
             let was_pending = matches!(before, State::Sending | State::Receiving);
             if was_pending && !matches!(after, State::Sending | State::Receiving) {
                 outstanding -= 1;
-                progress_at = seen;
+                progress_at = seen.at;
                 if after == State::Idle {
                     idle += 1;
-                    last_response = Some(seen);
+                    last_response = Some(seen.at);
                 }
             }
             if before == State::Idle {
@@ -579,15 +710,153 @@ fn soak(args: &Args, pid: Option<u32>) -> Result<Soak, String> {
         errors,
         stray_bytes,
         close_headers,
+        kernel_stamps,
+        started,
     })
+}
+
+/// When poll returned, on both clocks: kernel receive stamps are wall-clock
+/// times, and are moved onto the monotonic timeline through this pair.
+#[derive(Clone, Copy)]
+struct Seen {
+    at: Instant,
+    wall: SystemTime,
+}
+
+impl Seen {
+    fn now() -> Seen {
+        Seen {
+            at: Instant::now(),
+            wall: SystemTime::now(),
+        }
+    }
+
+    /// The `Instant` at which the wall clock read `wall`.
+    fn instant_of(&self, wall: SystemTime) -> Instant {
+        match self.wall.duration_since(wall) {
+            Ok(ago) => self.at.checked_sub(ago).unwrap_or(self.at),
+            // Received after this wake-up (read later in the same pass).
+            Err(after) => self.at + after.duration(),
+        }
+    }
+}
+
+/// Receive buffers for `recvmsg`: data, and control for the timestamp.
+struct Scratch {
+    data: Vec<MaybeUninit<u8>>,
+    control: Vec<MaybeUninit<u8>>,
+}
+
+impl Scratch {
+    fn new() -> Scratch {
+        // Zero-filled, so every byte is initialized from the start.
+        Scratch {
+            data: vec![MaybeUninit::new(0); 4096],
+            control: vec![MaybeUninit::new(0); 256],
+        }
+    }
+
+    /// One `recvmsg`: bytes read and the kernel receive time, if stamped.
+    fn recv(&mut self, stream: &TcpStream) -> io::Result<(usize, Option<SystemTime>)> {
+        let socket = SockRef::from(stream);
+        let mut bufs = [MaybeUninitSlice::new(&mut self.data)];
+        let mut msg = MsgHdrMut::new()
+            .with_buffers(&mut bufs)
+            .with_control(&mut self.control);
+        let n = socket.recvmsg(&mut msg, 0)?;
+        let control_len = msg.control_len();
+        let stamp = rx_stamps::parse(init(&self.control[..control_len]));
+        Ok((n, stamp))
+    }
+
+    fn data(&self, n: usize) -> &[u8] {
+        init(&self.data[..n])
+    }
+}
+
+/// Views bytes that are known to be initialized.
+fn init(bytes: &[MaybeUninit<u8>]) -> &[u8] {
+    // SAFETY: Scratch buffers are zero-filled at creation and only ever
+    // written with initialized bytes (by the kernel), so every element is
+    // initialized; MaybeUninit<u8> has u8's layout.
+    unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<u8>(), bytes.len()) }
+}
+
+/// Kernel receive timestamps (Linux SO_TIMESTAMPNS): the time the segment
+/// reached the socket, independent of when this loop got round to it.
+mod rx_stamps {
+    use std::io;
+    use std::os::fd::AsRawFd;
+    use std::time::{Duration, SystemTime};
+
+    const SOL_SOCKET: i32 = 1;
+    /// SO_TIMESTAMPNS (SO_TIMESTAMPNS_OLD: 64-bit timespec on 64-bit
+    /// targets); the control message type SCM_TIMESTAMPNS is the same number.
+    const SO_TIMESTAMPNS: i32 = 35;
+
+    unsafe extern "C" {
+        fn setsockopt(
+            fd: i32,
+            level: i32,
+            name: i32,
+            value: *const std::ffi::c_void,
+            len: u32,
+        ) -> i32;
+    }
+
+    pub fn enable(socket: &impl AsRawFd) -> io::Result<()> {
+        let on: i32 = 1;
+        // SAFETY: a valid descriptor, and a pointer to a live i32 with its size.
+        let rc = unsafe {
+            setsockopt(
+                socket.as_raw_fd(),
+                SOL_SOCKET,
+                SO_TIMESTAMPNS,
+                (&raw const on).cast(),
+                size_of::<i32>() as u32,
+            )
+        };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+
+    /// Finds SCM_TIMESTAMPNS in a control buffer (struct cmsghdr: usize
+    /// length, i32 level, i32 type, then the data, all native-endian).
+    pub fn parse(control: &[u8]) -> Option<SystemTime> {
+        const WORD: usize = size_of::<usize>();
+        let header = WORD + 8;
+        let align = |n: usize| n.div_ceil(WORD) * WORD;
+        let mut at = 0;
+        while at + header <= control.len() {
+            let len = usize::from_ne_bytes(control[at..at + WORD].try_into().ok()?);
+            let level = i32::from_ne_bytes(control[at + WORD..at + WORD + 4].try_into().ok()?);
+            let kind = i32::from_ne_bytes(control[at + WORD + 4..at + WORD + 8].try_into().ok()?);
+            if len < header || at + len > control.len() {
+                return None;
+            }
+            let data = &control[at + align(header)..at + len];
+            if level == SOL_SOCKET && kind == SO_TIMESTAMPNS && data.len() >= 16 {
+                let secs = i64::from_ne_bytes(data[..8].try_into().ok()?);
+                let nanos = i64::from_ne_bytes(data[8..16].try_into().ok()?);
+                let since_epoch =
+                    Duration::new(u64::try_from(secs).ok()?, u32::try_from(nanos).ok()?);
+                return SystemTime::UNIX_EPOCH.checked_add(since_epoch);
+            }
+            at += align(len);
+        }
+        None
+    }
 }
 
 /// Advances one connection on readiness: write the request, read the
 /// response, then wait for EOF. `seen` is when poll reported the event.
 fn drive(
     client: &mut Client,
-    seen: Instant,
-    chunk: &mut [u8],
+    seen: Seen,
+    scratch: &mut Scratch,
     errors: &mut Vec<String>,
     stray_bytes: &mut usize,
     close_headers: &mut usize,
@@ -606,36 +875,44 @@ fn drive(
         while client.sent < REQUEST.len() {
             match stream.write(&REQUEST[client.sent..]) {
                 Ok(n) => client.sent += n,
-                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::NotConnected) => return,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::NotConnected
+                    ) =>
+                {
+                    return;
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return fail(&mut client.state, format!("write: {e}")),
             }
         }
-        client.written_at = Some(seen);
+        client.written_at = Some(seen.at);
         client.state = State::Receiving;
     }
     loop {
-        match stream.read(chunk) {
-            Ok(0) => {
+        match scratch.recv(stream) {
+            Ok((0, _)) => {
                 match client.state {
                     State::Idle => {
-                        client.closed_at = Some(seen);
+                        client.closed_at = Some(seen.at);
                         client.state = State::Closed;
                     }
                     _ => fail(&mut client.state, "EOF before a full response".into()),
                 }
                 return;
             }
-            Ok(n) => match client.state {
+            Ok((n, stamp)) => match client.state {
                 State::Receiving => {
-                    client.buf.extend_from_slice(&chunk[..n]);
+                    client.buf.extend_from_slice(scratch.data(n));
+                    client.rx_at = stamp.map(|wall| seen.instant_of(wall));
                     match parse_response(&client.buf) {
                         Parsed::Partial => {}
                         Parsed::Done { len, close } => {
                             *stray_bytes += client.buf.len() - len;
                             *close_headers += usize::from(close);
                             client.buf = Vec::new();
-                            client.responded_at = Some(seen);
+                            client.responded_at = Some(seen.at);
                             client.state = State::Idle;
                         }
                         Parsed::Bad(why) => return fail(&mut client.state, why),
@@ -646,12 +923,14 @@ fn drive(
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) if client.state == State::Idle && e.kind() == io::ErrorKind::ConnectionReset => {
-                client.closed_at = Some(seen);
+                client.closed_at = Some(seen.at);
                 client.reset = true;
                 client.state = State::Closed;
                 return;
             }
-            Err(e) if e.kind() == io::ErrorKind::NotConnected && client.state == State::Sending => return,
+            Err(e) if e.kind() == io::ErrorKind::NotConnected && client.state == State::Sending => {
+                return;
+            }
             Err(e) => return fail(&mut client.state, format!("read: {e}")),
         }
     }
@@ -676,6 +955,13 @@ struct Report {
     /// Longest request-written -> response-seen span, ms: how far a response
     /// timestamp can trail its true arrival.
     request_to_response_max: Option<f64>,
+    /// Closed before (poll wake-up that delivered the response + timeout):
+    /// what a user-space stamp alone would call early.
+    early_vs_wakeup: usize,
+    /// Longest kernel-receive -> poll-wake-up delay, ms: this loop's lag.
+    receive_lag_max: Option<f64>,
+    /// Lateness is measured from kernel receive stamps (else poll wake-ups).
+    kernel_stamps: bool,
     not_closed: usize,
     /// Sorted, in ms; closed connections only.
     lateness: Vec<f64>,
@@ -707,14 +993,29 @@ impl Report {
         let mut resets = 0;
         let mut responded = 0;
         let mut early_vs_request = 0;
+        let mut early_vs_wakeup = 0;
         let mut request_to_response = Vec::new();
+        let mut receive_lag = Vec::new();
         for c in &soak.clients {
-            let Some(responded_at) = c.responded_at else {
+            let Some(seen_at) = c.responded_at else {
                 continue;
             };
             responded += 1;
-            let written_at = c.written_at.unwrap_or(responded_at);
-            request_to_response.push((responded_at - written_at).as_secs_f64() * 1e3);
+            let written_at = c.written_at.unwrap_or(seen_at);
+            request_to_response.push((seen_at - written_at).as_secs_f64() * 1e3);
+            // The kernel's receive time when stamped; else the poll wake-up.
+            let responded_at = match c.rx_at {
+                Some(rx_at) if soak.kernel_stamps => {
+                    receive_lag.push((seen_at - rx_at).as_secs_f64() * 1e3);
+                    rx_at
+                }
+                _ => seen_at,
+            };
+            if c.closed_at
+                .is_some_and(|closed_at| closed_at < seen_at + args.expect_timeout)
+            {
+                early_vs_wakeup += 1;
+            }
             match c.closed_at {
                 Some(closed_at) => {
                     // Closed before the request was even sent + timeout: early
@@ -735,7 +1036,13 @@ impl Report {
         }
         lateness.sort_by(f64::total_cmp);
         let request_to_response_max = request_to_response.iter().copied().reduce(f64::max);
-        let failed = soak.clients.iter().filter(|c| c.responded_at.is_none()).count();
+        let receive_lag_max = receive_lag.iter().copied().reduce(f64::max);
+        let kernel_stamps = soak.kernel_stamps && receive_lag.len() == responded;
+        let failed = soak
+            .clients
+            .iter()
+            .filter(|c| c.responded_at.is_none())
+            .count();
         Report {
             n: args.connections,
             addr: args.addr,
@@ -751,7 +1058,10 @@ impl Report {
             resets,
             early: lateness.iter().filter(|&&l| l < 0.0).count(),
             early_vs_request,
+            early_vs_wakeup,
             request_to_response_max,
+            receive_lag_max,
+            kernel_stamps,
             not_closed,
             lateness,
             rss_before,
@@ -806,7 +1116,11 @@ impl Report {
             humantime::format_duration(self.grace)
         );
         if let Some(cmd) = &self.command {
-            let _ = writeln!(s, "server:    pid {} started as: {cmd}", self.pid.unwrap_or(0));
+            let _ = writeln!(
+                s,
+                "server:    pid {} started as: {cmd}",
+                self.pid.unwrap_or(0)
+            );
         } else if let Some(pid) = self.pid {
             let _ = writeln!(s, "server:    pid {pid}");
         }
@@ -829,7 +1143,11 @@ impl Report {
                     self.rss_per_conn().unwrap_or(0.0)
                 );
                 if let Some(closed) = self.rss_closed {
-                    let _ = writeln!(s, "           RSS after all closed {closed} B ({:.2} MiB)", mib(closed));
+                    let _ = writeln!(
+                        s,
+                        "           RSS after all closed {closed} B ({:.2} MiB)",
+                        mib(closed)
+                    );
                 }
                 if self.closed_before_sample > 0 {
                     let _ = writeln!(
@@ -850,15 +1168,27 @@ impl Report {
         );
         let _ = writeln!(
             s,
-            "           closed before request-sent + timeout (early for certain): {}; request->response max {} ms",
+            "           response stamps: {}; client lag (kernel receive -> poll wake-up) max {} ms; \
+             closed before wake-up + timeout {}; closed before request-sent + timeout {}; request->response max {} ms",
+            if self.kernel_stamps {
+                "kernel (SO_TIMESTAMPNS)"
+            } else {
+                "poll wake-up (no kernel stamps)"
+            },
+            ms(self.receive_lag_max),
+            self.early_vs_wakeup,
             self.early_vs_request,
             ms(self.request_to_response_max)
         );
         let stats = self.stats();
         let _ = writeln!(
             s,
-            "lateness:  ms past the expected timeout: {}",
-            stats.iter().map(|(name, v)| format!("{name} {}", ms(*v))).collect::<Vec<_>>().join("  ")
+            "lateness:  ms from response received to EOF seen, minus the timeout: {}",
+            stats
+                .iter()
+                .map(|(name, v)| format!("{name} {}", ms(*v)))
+                .collect::<Vec<_>>()
+                .join("  ")
         );
         if self.stray_bytes > 0 || self.close_headers > 0 {
             let _ = writeln!(
@@ -867,7 +1197,10 @@ impl Report {
                 self.stray_bytes, self.close_headers
             );
         }
-        for (label, check) in [("before soak", &self.idle_before), ("after soak", &self.idle_after)] {
+        for (label, check) in [
+            ("before soak", &self.idle_before),
+            ("after soak", &self.idle_after),
+        ] {
             if let Some(check) = check {
                 let _ = writeln!(
                     s,
@@ -877,7 +1210,10 @@ impl Report {
                     check
                         .threads
                         .iter()
-                        .map(|t| format!("{}[{}] vol {} invol {}", t.name, t.tid, t.voluntary, t.involuntary))
+                        .map(|t| format!(
+                            "{}[{}] vol {} invol {}",
+                            t.name, t.tid, t.voluntary, t.involuntary
+                        ))
                         .collect::<Vec<_>>()
                         .join(", ")
                 );
@@ -915,14 +1251,23 @@ impl Report {
             )
         };
         let stats = self.stats();
-        let lateness =
-            stats.iter().map(|(name, v)| format!("\"{name}\":{}", num(*v))).collect::<Vec<_>>().join(",");
-        let errors = self.errors.iter().map(|e| format!("\"{}\"", json_escape(e))).collect::<Vec<_>>().join(",");
+        let lateness = stats
+            .iter()
+            .map(|(name, v)| format!("\"{name}\":{}", num(*v)))
+            .collect::<Vec<_>>()
+            .join(",");
+        let errors = self
+            .errors
+            .iter()
+            .map(|e| format!("\"{}\"", json_escape(e)))
+            .collect::<Vec<_>>()
+            .join(",");
         format!(
             concat!(
                 "{{\"connections\":{},\"addr\":\"{}\",\"batch\":{},\"expect_timeout_ms\":{:.3},\"grace_ms\":{:.3},",
                 "\"server_pid\":{},\"server_command\":{},\"open_ms\":{:.3},\"answered\":{},\"failed\":{},",
                 "\"closed\":{},\"resets\":{},\"early\":{},\"early_vs_request\":{},\"request_to_response_max_ms\":{},",
+                "\"kernel_stamps\":{},\"early_vs_wakeup\":{},\"receive_lag_max_ms\":{},",
                 "\"not_closed\":{},\"lateness_ms\":{{{}}},",
                 "\"rss_before\":{},\"rss_idle\":{},\"rss_closed\":{},\"rss_bytes_per_idle_connection\":{},",
                 "\"closed_before_rss_sample\":{},\"stray_bytes\":{},\"connection_close_headers\":{},",
@@ -934,7 +1279,9 @@ impl Report {
             self.expect.as_secs_f64() * 1e3,
             self.grace.as_secs_f64() * 1e3,
             int(self.pid.map(u64::from)),
-            self.command.as_ref().map_or_else(|| "null".to_string(), |c| format!("\"{}\"", json_escape(c))),
+            self.command
+                .as_ref()
+                .map_or_else(|| "null".to_string(), |c| format!("\"{}\"", json_escape(c))),
             self.open_ms,
             self.responded,
             self.failed,
@@ -943,6 +1290,9 @@ impl Report {
             self.early,
             self.early_vs_request,
             num(self.request_to_response_max),
+            self.kernel_stamps,
+            self.early_vs_wakeup,
+            num(self.receive_lag_max),
             self.not_closed,
             lateness,
             int(self.rss_before),
@@ -992,16 +1342,25 @@ impl Report {
             self.responded,
             self.early,
             self.not_closed,
-            stats.iter().map(|(name, v)| format!("{name} {}", ms(*v))).collect::<Vec<_>>().join(", ")
+            stats
+                .iter()
+                .map(|(name, v)| format!("{name} {}", ms(*v)))
+                .collect::<Vec<_>>()
+                .join(", ")
         );
         let (Some(&min), Some(&max)) = (self.lateness.first(), self.lateness.last()) else {
-            let _ = writeln!(s, r#"<text x="{}" y="{}" font-size="16" text-anchor="middle">no connection closed</text>"#, W / 2.0, H / 2.0);
+            let _ = writeln!(
+                s,
+                r#"<text x="{}" y="{}" font-size="16" text-anchor="middle">no connection closed</text>"#,
+                W / 2.0,
+                H / 2.0
+            );
             s.push_str("</svg>\n");
             return s;
         };
-        // Bins: a 1-2-5 width giving about 40 bins over [min(min, 0), max].
+        // Bins: a 1-2-5 width giving about 60 bins over [min(min, 0), max].
         let lo_raw = min.min(0.0);
-        let width = nice_step((max - lo_raw).max(0.001) / 40.0);
+        let width = nice_step((max - lo_raw).max(0.001) / 60.0);
         let lo = (lo_raw / width).floor() * width;
         let bins = (((max - lo) / width).floor() as usize + 1).max(1);
         let hi = lo + bins as f64 * width;
@@ -1037,7 +1396,11 @@ impl Report {
             let x0 = x_of(lo + i as f64 * width);
             let x1 = x_of(lo + (i + 1) as f64 * width);
             let y = y_of(count as f64);
-            let fill = if lo + (i + 1) as f64 * width <= 0.0 { "#d62728" } else { "#1f77b4" };
+            let fill = if lo + (i + 1) as f64 * width <= 0.0 {
+                "#d62728"
+            } else {
+                "#1f77b4"
+            };
             let _ = writeln!(
                 s,
                 r##"<rect x="{x0:.2}" y="{y:.2}" width="{:.2}" height="{:.2}" fill="{fill}" stroke="#ffffff" stroke-width="0.5"><title>[{:.3}, {:.3}) ms: {count}</title></rect>"##,
@@ -1088,7 +1451,10 @@ impl Report {
             TOP + plot_h / 2.0
         );
         // Markers.
-        let mut markers = vec![("p50", stats[1].1, "#2ca02c"), ("p99", stats[2].1, "#ff7f0e")];
+        let mut markers = vec![
+            ("p50", stats[1].1, "#2ca02c"),
+            ("p99", stats[2].1, "#ff7f0e"),
+        ];
         if lo < 0.0 {
             markers.push(("timeout", Some(0.0), "#d62728"));
         }
@@ -1116,7 +1482,11 @@ fn mib(bytes: u64) -> f64 {
 fn nice_step(raw: f64) -> f64 {
     let raw = raw.max(1e-6);
     let base = 10f64.powf(raw.log10().floor());
-    [1.0, 2.0, 5.0, 10.0].into_iter().map(|m| m * base).find(|&s| s >= raw * (1.0 - 1e-9)).unwrap_or(10.0 * base)
+    [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * base)
+        .find(|&s| s >= raw * (1.0 - 1e-9))
+        .unwrap_or(10.0 * base)
 }
 
 /// Decimals needed to print multiples of `step` exactly.

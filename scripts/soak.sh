@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Idle keep-alive soak: opens N keep-alive connections to a freshly started
+# keepalive-server (one `GET /` each), then reports the server's RSS growth
+# per idle connection and how late past the idle timeout each one was closed
+# (never early), and draws the lateness histogram to target/soak.svg.
+#
+# Usage: scripts/soak.sh [N] [KEEP_ALIVE_TIMEOUT] [-- EXTRA_SERVER_ARGS...]
+#   N                   connections (default 2000)
+#   KEEP_ALIVE_TIMEOUT  server --keep-alive-timeout (default 1s); the server
+#                       runs with --keep-alive-buffer $BUFFER (default 0s) and
+#                       the close is expected at TIMEOUT + BUFFER
+#   EXTRA_SERVER_ARGS   appended to the server's args (default: --workers 1)
+# Environment: ADDR (127.0.0.1:18099), BUFFER (0s), BATCH (200), GRACE (5s),
+#   SVG (target/soak.svg), JSON=1 for a JSON report, IDLE_CHECK (e.g. 10s:
+#   also count server context switches while idle, before and after),
+#   SERVER_LOG (server output file; default discarded), NOFILE (20000).
+# Examples:
+#   scripts/soak.sh                                  # 2000 conns, 1s timeout
+#   scripts/soak.sh 10000 2s                         # 10k conns, 2s timeout
+#   IDLE_CHECK=10s scripts/soak.sh 2000 1s -- --workers 2
+# Exit status: 0 ok, 2 when a connection closed early, failed or never closed.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+N="${1:-2000}"
+TIMEOUT="${2:-1s}"
+shift $(( $# < 2 ? $# : 2 ))
+if [[ "${1:-}" == "--" ]]; then shift; fi
+if [[ $# -gt 0 ]]; then EXTRA=("$@"); else EXTRA=(--workers 1); fi
+ADDR="${ADDR:-127.0.0.1:18099}"
+BUFFER="${BUFFER:-0s}"
+BATCH="${BATCH:-200}"
+GRACE="${GRACE:-5s}"
+TARGET_DIR="${CARGO_TARGET_DIR:-target}"
+SVG="${SVG:-$TARGET_DIR/soak.svg}"
+
+cargo build --release --bins --quiet
+
+# Client and server (a child of the tool) each hold N descriptors.
+ulimit -n "${NOFILE:-20000}" 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+
+TOOL_ARGS=(--addr "$ADDR" -n "$N" --batch "$BATCH" --expect-timeout "$TIMEOUT $BUFFER"
+  --grace "$GRACE" --svg "$SVG")
+[[ "${JSON:-0}" == 1 ]] && TOOL_ARGS+=(--json)
+[[ -n "${IDLE_CHECK:-}" ]] && TOOL_ARGS+=(--idle-check "$IDLE_CHECK")
+[[ -n "${SERVER_LOG:-}" ]] && TOOL_ARGS+=(--server-log "$SERVER_LOG")
+
+status=0
+"$TARGET_DIR/release/kas-soak" "${TOOL_ARGS[@]}" \
+  --server-bin "$TARGET_DIR/release/keepalive-server" -- \
+  --keep-alive-timeout "$TIMEOUT" --keep-alive-buffer "$BUFFER" "${EXTRA[@]}" || status=$?
+[[ "${JSON:-0}" == 1 || $status == 1 ]] || echo "histogram: $SVG"
+exit "$status"
