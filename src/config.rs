@@ -63,7 +63,7 @@ pub struct Config {
     #[arg(long, env = "KAS_MAX_BODY_SIZE", default_value = "1MiB", value_parser = parse_size)]
     pub max_body_size: usize,
 
-    /// Open connections per worker before the oldest idle one is evicted (or, with none idle, new ones refused); 0 is unlimited.
+    /// Open connections per worker; at the limit the longest-idle (or a silent new) connection is evicted, else new ones are refused; 0 is unlimited.
     #[arg(long, env = "KAS_MAX_CONNECTIONS", default_value_t = 0)]
     pub max_connections: usize,
 

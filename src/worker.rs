@@ -282,12 +282,31 @@ impl Worker {
         self.shared.stats.accepted();
     }
 
-    /// Closes the connection idle the longest: the head of the keep-alive
-    /// list, found in O(1) (skipping any non-idle timer of the same duration).
+    /// Makes room by closing a connection that has nothing in flight: the
+    /// one idle the longest between requests (the head of the keep-alive
+    /// list), else the oldest that was accepted but has sent nothing yet
+    /// (the head of the headers list), as nginx reuses both kinds. Each is
+    /// found at or near its list's head (skipping timers of other kinds that
+    /// share the duration).
     fn evict_oldest_idle(&mut self, now: Micros) -> bool {
-        let oldest = self
-            .timers
-            .iter_list(self.settings.keep_alive_ms)
+        let candidate = self
+            .oldest_in_list(self.settings.keep_alive_ms, Phase::Idle)
+            .or_else(|| {
+                let headers_ms = self.settings.headers_ms?;
+                self.oldest_in_list(headers_ms, Phase::Fresh)
+            });
+        let Some(key) = candidate else {
+            return false;
+        };
+        self.with_conn(key, now, |_, _| Flow::Close(CloseCause::Evicted));
+        true
+    }
+
+    /// The oldest connection in `phase` whose activity timer is in the list
+    /// for `duration_ms`.
+    fn oldest_in_list(&self, duration_ms: u64, phase: Phase) -> Option<usize> {
+        self.timers
+            .iter_list(duration_ms)
             .find_map(|(_, event)| match *event {
                 TimerEvent::Conn {
                     key,
@@ -295,17 +314,12 @@ impl Worker {
                 } if self
                     .conns
                     .get(key as usize)
-                    .is_some_and(|c| c.phase() == Phase::Idle) =>
+                    .is_some_and(|c| c.phase() == phase) =>
                 {
                     Some(key as usize)
                 }
                 _ => None,
-            });
-        let Some(key) = oldest else {
-            return false;
-        };
-        self.with_conn(key, now, |_, _| Flow::Close(CloseCause::Evicted));
-        true
+            })
     }
 
     /// Shutdown: stop accepting and close idle connections at once (they

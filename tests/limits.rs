@@ -78,6 +78,24 @@ fn at_the_limit_the_oldest_idle_connection_is_evicted() {
 }
 
 #[test]
+fn with_none_idle_the_oldest_silent_connection_is_evicted() {
+    // Accepted connections that have sent nothing hold no request either;
+    // like nginx, the server reuses them rather than refuse newcomers.
+    let server = start(|config| config.max_connections = 3);
+    let mut silent: Vec<Client> = (0..3).map(|_| server.client()).collect();
+    settle(&server, 3);
+
+    let mut newcomer = server.client();
+    assert_ok(&mut newcomer);
+    silent[0].read_until_closed(SLACK);
+    assert_eq!(server.closed_by(CloseCause::Evicted), 1);
+    assert_eq!(refused(&server), 0);
+    for client in &mut silent[1..] {
+        assert_ok(client); // the younger silent ones were left alone
+    }
+}
+
+#[test]
 fn at_the_limit_with_every_connection_mid_request_new_ones_are_refused() {
     let server = start(|config| config.max_connections = 3);
     let mut clients: Vec<Client> = (0..3).map(|_| mid_request_client(&server)).collect();
