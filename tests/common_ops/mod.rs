@@ -1,0 +1,368 @@
+//! Helpers for the operational tests (admin listener, signals, config file):
+//! a raw-socket HTTP/1.1 client, the built binary run as a child process
+//! (its bound address read from the startup log line), and polling with
+//! generous deadlines: the test machine is shared and noisy, so upper bounds
+//! on timing are loose and lower bounds strict.
+
+#![allow(dead_code)]
+
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::time::{Duration, Instant};
+
+/// How long any single read may block before a test gives up.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the binary may take to print its startup line.
+pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The built server binary.
+pub const BIN: &str = env!("CARGO_BIN_EXE_keepalive-server");
+
+/// One parsed response.
+#[derive(Debug, Clone)]
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Whether the `Connection` field holds `close`.
+    pub fn closes(&self) -> bool {
+        self.headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case("connection"))
+            .flat_map(|(_, v)| v.split(','))
+            .any(|t| t.trim().eq_ignore_ascii_case("close"))
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// A client connection that reads one response at a time.
+pub struct Client {
+    pub stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Client {
+    pub fn connect(addr: SocketAddr) -> Client {
+        let stream = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+        stream.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+        stream.set_nodelay(true).unwrap();
+        Client {
+            stream,
+            buf: Vec::new(),
+        }
+    }
+
+    pub fn send(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).expect("send");
+    }
+
+    /// Sends `GET path` (persistent HTTP/1.1).
+    pub fn get(&mut self, path: &str) {
+        self.send(format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
+    }
+
+    /// `get` then `read_response`.
+    pub fn request(&mut self, path: &str) -> Response {
+        self.get(path);
+        self.read_response()
+    }
+
+    /// Reads one response framed by Content-Length (panics on EOF first).
+    pub fn read_response(&mut self) -> Response {
+        self.try_read_response()
+            .unwrap_or_else(|e| panic!("reading a response: {e}"))
+    }
+
+    /// Reads one response, or the error (EOF is `UnexpectedEof`).
+    pub fn try_read_response(&mut self) -> io::Result<Response> {
+        loop {
+            let mut headers = [httparse::EMPTY_HEADER; 32];
+            let mut parsed = httparse::Response::new(&mut headers);
+            if let httparse::Status::Complete(head_len) = parsed
+                .parse(&self.buf)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?
+            {
+                let status = parsed.code.unwrap_or_default();
+                let headers: Vec<(String, String)> = parsed
+                    .headers
+                    .iter()
+                    .map(|h| {
+                        (
+                            h.name.to_owned(),
+                            String::from_utf8_lossy(h.value).into_owned(),
+                        )
+                    })
+                    .collect();
+                let length: usize = headers
+                    .iter()
+                    .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
+                    .map_or(0, |(_, v)| v.trim().parse().expect("Content-Length"));
+                while self.buf.len() < head_len + length {
+                    self.fill()?;
+                }
+                let body = self.buf[head_len..head_len + length].to_vec();
+                self.buf.drain(..head_len + length);
+                return Ok(Response {
+                    status,
+                    headers,
+                    body,
+                });
+            }
+            self.fill()?;
+        }
+    }
+
+    fn fill(&mut self) -> io::Result<()> {
+        let mut chunk = [0u8; 4096];
+        let n = self.stream.read(&mut chunk)?;
+        if n == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        self.buf.extend_from_slice(&chunk[..n]);
+        Ok(())
+    }
+
+    /// Waits up to `within` for the server to close: EOF or a reset, with
+    /// no bytes first. Returns how long it took.
+    pub fn expect_closed(&mut self, within: Duration) -> Duration {
+        let start = Instant::now();
+        self.stream.set_read_timeout(Some(within)).unwrap();
+        let mut chunk = [0u8; 256];
+        let outcome = self.stream.read(&mut chunk);
+        self.stream.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+        match outcome {
+            Ok(0) => {}
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {}
+            Ok(n) => panic!(
+                "expected a close, got {:?}",
+                String::from_utf8_lossy(&chunk[..n])
+            ),
+            Err(e) => panic!("expected a close within {within:?}, got {e}"),
+        }
+        assert!(self.buf.is_empty(), "unread bytes before the close");
+        start.elapsed()
+    }
+}
+
+/// One request on a fresh connection (`Connection: close`).
+pub fn get(addr: SocketAddr, path: &str) -> Response {
+    let mut client = Client::connect(addr);
+    client.send(format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").as_bytes());
+    client.read_response()
+}
+
+/// Polls `probe` every 20 ms until it returns `Some`, panicking with the
+/// last `describe`d state after `within`.
+pub fn eventually<T>(within: Duration, mut probe: impl FnMut() -> Result<T, String>) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        match probe() {
+            Ok(value) => return value,
+            Err(why) if Instant::now() >= deadline => panic!("gave up after {within:?}: {why}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+/// Removes ANSI escape sequences (`ESC [ ... letter`).
+pub fn strip_ansi(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            if chars.next() == Some('[') {
+                for c in chars.by_ref() {
+                    if c.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The repository root (for `config/server.toml`).
+pub fn repo_path(relative: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
+}
+
+/// A `Command` for the binary with logging on, colour off and no `KAS_*`
+/// variables inherited from the test environment.
+pub fn command(args: &[&str]) -> Command {
+    let mut command = Command::new(BIN);
+    command
+        .args(args)
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1");
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("KAS_") {
+            command.env_remove(name);
+        }
+    }
+    command
+}
+
+/// Runs the binary to completion (it is expected to exit by itself, e.g.
+/// on a configuration error), killing it after `within`.
+pub fn run_to_exit(mut command: Command, within: Duration) -> (ExitStatus, String, String) {
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the server binary");
+    let status = wait_timeout(&mut child, within).unwrap_or_else(|| {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("the binary was still running after {within:?}");
+    });
+    let mut stdout = String::new();
+    let mut stderr = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .ok();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .ok();
+    (status, stdout, stderr)
+}
+
+/// Polls `child` until it exits or `within` passes.
+pub fn wait_timeout(child: &mut Child, within: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return Some(status);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The server binary running as a child process (killed when dropped).
+pub struct Running {
+    pub child: Child,
+    pub addr: SocketAddr,
+    /// Log lines after the startup line, ANSI stripped.
+    pub lines: Receiver<String>,
+    stderr: Receiver<String>,
+}
+
+impl Running {
+    /// Starts the binary and waits for its `listening` line.
+    pub fn start(mut command: Command) -> Running {
+        let mut child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn the server binary");
+        let lines = forward_lines(child.stdout.take().unwrap());
+        let stderr = forward_lines(child.stderr.take().unwrap());
+        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        let mut seen = Vec::new();
+        let addr = loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match lines.recv_timeout(left) {
+                Ok(line) => {
+                    if let Some(addr) = field(&line, "listen") {
+                        break addr.parse().expect("listen=ADDR in the startup line");
+                    }
+                    seen.push(line);
+                }
+                Err(_) => {
+                    let _ = child.kill();
+                    let errors: Vec<String> = stderr.try_iter().collect();
+                    panic!("no startup line; stdout: {seen:?}; stderr: {errors:?}");
+                }
+            }
+        };
+        Running {
+            child,
+            addr,
+            lines,
+            stderr,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends `signal` (e.g. `TERM`, `INT`) with kill(1).
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.pid().to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{signal} failed");
+    }
+
+    /// Waits up to `within` for the process to exit.
+    pub fn wait_exit(&mut self, within: Duration) -> Option<ExitStatus> {
+        wait_timeout(&mut self.child, within)
+    }
+
+    /// Everything logged so far (stdout then stderr).
+    pub fn output(&self) -> String {
+        let mut out: Vec<String> = self.lines.try_iter().collect();
+        out.extend(self.stderr.try_iter());
+        out.join("\n")
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn forward_lines(pipe: impl Read + Send + 'static) -> Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(pipe).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(strip_ansi(&line)).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// The value of `name=VALUE` in a tracing line.
+fn field<'a>(line: &'a str, name: &str) -> Option<&'a str> {
+    line.split_whitespace()
+        .find_map(|word| word.strip_prefix(name)?.strip_prefix('='))
+}

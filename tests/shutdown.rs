@@ -1,0 +1,186 @@
+//! Signals against the built binary: SIGTERM drains (idle sockets closed at
+//! once, in-flight requests finished with `Connection: close`, exit 0), a
+//! second signal exits at once, and `--shutdown-timeout` cuts a drain short.
+
+mod common_ops;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use common_ops::{Client, Running, command};
+
+/// Generous: the machine is shared.
+const EXIT_WITHIN: Duration = Duration::from_secs(10);
+
+fn start(extra: &[&str]) -> Running {
+    let mut args = vec!["--listen", "127.0.0.1:0", "--workers", "2"];
+    args.extend_from_slice(extra);
+    Running::start(command(&args))
+}
+
+/// A persistent connection with one request answered.
+fn idle_client(server: &Running) -> Client {
+    let mut client = Client::connect(server.addr);
+    let response = client.request("/");
+    assert_eq!(response.status, 200);
+    assert!(!response.closes());
+    client
+}
+
+/// Sends `GET path` on a new connection and gives the server a moment to
+/// read it, so the request is in flight before a signal.
+fn in_flight(server: &Running, path: &str) -> Client {
+    let mut client = Client::connect(server.addr);
+    client.get(path);
+    std::thread::sleep(Duration::from_millis(200));
+    client
+}
+
+/// After the listener is gone: a connect is refused, or the connection is
+/// closed without an answer.
+fn assert_not_served(server: &Running) {
+    let Ok(mut stream) = TcpStream::connect(server.addr) else {
+        return; // refused
+    };
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let _ = stream.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+    let mut got = Vec::new();
+    match stream.read_to_end(&mut got) {
+        Ok(_) => assert!(
+            got.is_empty(),
+            "a connection after SIGTERM was served: {:?}",
+            String::from_utf8_lossy(&got)
+        ),
+        Err(e) => assert_eq!(
+            e.kind(),
+            std::io::ErrorKind::ConnectionReset,
+            "a connection after SIGTERM neither refused nor closed: {e}"
+        ),
+    }
+}
+
+#[test]
+fn sigterm_closes_idle_finishes_in_flight_and_exits_zero() {
+    let mut server = start(&[]);
+    let mut idle = idle_client(&server);
+    let mut delayed = in_flight(&server, "/delay/800");
+
+    let signalled = Instant::now();
+    server.signal("TERM");
+
+    let waited = idle.expect_closed(Duration::from_secs(5));
+    assert!(
+        waited < Duration::from_secs(1),
+        "idle socket closed {waited:?} after SIGTERM"
+    );
+
+    std::thread::sleep(Duration::from_millis(50));
+    assert_not_served(&server);
+
+    let response = delayed.read_response();
+    assert_eq!(response.status, 200, "{response:?}");
+    assert!(
+        response.closes(),
+        "in-flight response during drain: {response:?}"
+    );
+    assert!(response.header("keep-alive").is_none(), "{response:?}");
+    delayed.expect_closed(Duration::from_secs(5));
+
+    let status = server
+        .wait_exit(EXIT_WITHIN)
+        .unwrap_or_else(|| panic!("still running; log:\n{}", server.output()));
+    let took = signalled.elapsed();
+    assert!(
+        status.success(),
+        "exit status {status}; log:\n{}",
+        server.output()
+    );
+    assert!(
+        took < Duration::from_secs(3),
+        "exited {took:?} after SIGTERM"
+    );
+    assert!(server.output().contains("stopped"));
+}
+
+#[test]
+fn sigint_on_an_idle_server_exits_zero_at_once() {
+    let mut server = start(&[]);
+    let idle = idle_client(&server);
+    let signalled = Instant::now();
+    server.signal("INT");
+    let status = server.wait_exit(EXIT_WITHIN).expect("exited");
+    assert!(status.success(), "exit status {status}");
+    // Nothing ref'd: no waiting for the idle socket's 65 s keep-alive.
+    assert!(signalled.elapsed() < Duration::from_secs(3));
+    drop(idle);
+}
+
+#[test]
+fn sigterm_right_after_the_startup_line_is_graceful() {
+    // The startup line promises a server that handles signals.
+    for _ in 0..5 {
+        let mut server = start(&[]);
+        server.signal("TERM");
+        let status = server.wait_exit(EXIT_WITHIN).expect("exited");
+        assert!(
+            status.success(),
+            "exit status {status}; log:\n{}",
+            server.output()
+        );
+    }
+}
+
+#[test]
+fn second_sigterm_exits_at_once() {
+    let mut server = start(&[]);
+    let mut delayed = in_flight(&server, "/delay/5000");
+    let first = Instant::now();
+    server.signal("TERM");
+    // The first signal drains: the 5 s request keeps the process alive.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        server.child.try_wait().unwrap().is_none(),
+        "exited before the in-flight request finished"
+    );
+    server.signal("TERM");
+    let status = server.wait_exit(EXIT_WITHIN).expect("exited");
+    let took = first.elapsed();
+    assert!(!status.success(), "exit status {status}");
+    assert!(
+        took < Duration::from_millis(3000),
+        "exited {took:?} after the first signal (delay 5 s)"
+    );
+    // The in-flight request was cut, not answered.
+    assert!(delayed.try_read_response().is_err());
+}
+
+#[test]
+fn shutdown_timeout_cuts_a_long_drain() {
+    let mut server = start(&["--shutdown-timeout", "300ms"]);
+    let mut delayed = in_flight(&server, "/delay/3000");
+    let signalled = Instant::now();
+    server.signal("TERM");
+    let status = server.wait_exit(EXIT_WITHIN).expect("exited");
+    let took = signalled.elapsed();
+    assert!(
+        took >= Duration::from_millis(300),
+        "exited {took:?} after SIGTERM, before --shutdown-timeout 300ms"
+    );
+    assert!(
+        took < Duration::from_millis(1500),
+        "exited {took:?} after SIGTERM (--shutdown-timeout 300ms)"
+    );
+    assert!(status.success(), "exit status {status}");
+    assert!(
+        server.output().contains("shutdown cut connections"),
+        "{}",
+        server.output()
+    );
+    assert!(
+        delayed.try_read_response().is_err(),
+        "the cut request was answered"
+    );
+}
