@@ -10,15 +10,15 @@
 //! It reads workers only through [`Remote`]: counters directly, everything
 //! else by asking each worker for a snapshot at its next loop turn.
 
-use std::fmt::Write as _;
+use std::fmt::{Display, Write as _};
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::introspect::Snapshot;
+use crate::introspect::{ConnCounts, Snapshot};
 use crate::server::Remote;
-use crate::stats::CloseCause;
+use crate::stats::{CloseCause, Stats};
 
 const READ_TIMEOUT: Duration = Duration::from_secs(2);
 const SNAPSHOT_TIMEOUT: Duration = Duration::from_millis(500);
@@ -127,154 +127,132 @@ fn respond(
     stream.shutdown(std::net::Shutdown::Write)
 }
 
-/// The Prometheus text exposition.
+/// The Prometheus text exposition: counters summed over workers, gauges
+/// over their snapshots.
 pub fn metrics(remote: &Remote, snapshots: &[Snapshot]) -> String {
-    let mut out = String::new();
-    let sum = |read: &dyn Fn(&crate::stats::Stats) -> u64| remote.stats().map(read).sum::<u64>();
     let relaxed = std::sync::atomic::Ordering::Relaxed;
+    let sum = |read: &dyn Fn(&Stats) -> u64| remote.stats().map(read).sum::<u64>();
+    let state =
+        |pick: fn(&ConnCounts) -> u64| snapshots.iter().map(|s| pick(&s.connections)).sum::<u64>();
+    let accepted = sum(&|s| s.accepted.load(relaxed));
+    let by_class: Vec<(String, u64)> = (1..=5)
+        .map(|class| {
+            (
+                format!("class=\"{class}xx\""),
+                sum(&|s| s.responses_in_class(class)),
+            )
+        })
+        .collect();
+    let requests: u64 = by_class.iter().map(|(_, count)| count).sum();
+    let per_connection = if accepted == 0 {
+        0.0
+    } else {
+        requests as f64 / accepted as f64
+    };
 
+    let mut out = String::new();
     family(
         &mut out,
         "kas_connections",
         "gauge",
         "Open connections by state.",
+        [
+            ("state=\"reading\"", state(|c| c.reading)),
+            ("state=\"writing\"", state(|c| c.writing)),
+            ("state=\"idle\"", state(|c| c.idle)),
+            ("state=\"closing\"", state(|c| c.closing)),
+        ],
     );
-    let state = |pick: fn(&crate::introspect::ConnCounts) -> u64| {
-        snapshots.iter().map(|s| pick(&s.connections)).sum::<u64>()
-    };
-    let _ = writeln!(
-        out,
-        "kas_connections{{state=\"reading\"}} {}",
-        state(|c| c.reading)
-    );
-    let _ = writeln!(
-        out,
-        "kas_connections{{state=\"writing\"}} {}",
-        state(|c| c.writing)
-    );
-    let _ = writeln!(
-        out,
-        "kas_connections{{state=\"idle\"}} {}",
-        state(|c| c.idle)
-    );
-    let _ = writeln!(
-        out,
-        "kas_connections{{state=\"closing\"}} {}",
-        state(|c| c.closing)
-    );
-
     family(
         &mut out,
         "kas_connections_accepted_total",
         "counter",
         "Connections accepted.",
-    );
-    let _ = writeln!(
-        out,
-        "kas_connections_accepted_total {}",
-        sum(&|s| s.accepted.load(relaxed))
+        [("", accepted)],
     );
     family(
         &mut out,
         "kas_connections_refused_total",
         "counter",
         "Connections refused at --max-connections with none idle to evict.",
-    );
-    let _ = writeln!(
-        out,
-        "kas_connections_refused_total {}",
-        sum(&|s| s.refused.load(relaxed))
+        [("", sum(&|s| s.refused.load(relaxed)))],
     );
     family(
         &mut out,
         "kas_connections_closed_total",
         "counter",
         "Connections closed, by cause.",
+        CloseCause::ALL.map(|cause| {
+            (
+                format!("cause=\"{}\"", cause.label()),
+                sum(&|s| s.closed_by(cause)),
+            )
+        }),
     );
-    for cause in CloseCause::ALL {
-        let _ = writeln!(
-            out,
-            "kas_connections_closed_total{{cause=\"{}\"}} {}",
-            cause.label(),
-            sum(&|s| s.closed_by(cause))
-        );
-    }
-
     family(
         &mut out,
         "kas_requests_total",
         "counter",
         "Responses sent, by status class.",
+        by_class,
     );
-    let mut requests = 0;
-    for class in 1..=5 {
-        let count = sum(&|s| s.responses_in_class(class));
-        requests += count;
-        let _ = writeln!(out, "kas_requests_total{{class=\"{class}xx\"}} {count}");
-    }
     family(
         &mut out,
         "kas_keepalive_reused_requests_total",
         "counter",
         "Requests served on a connection that had served one before.",
-    );
-    let _ = writeln!(
-        out,
-        "kas_keepalive_reused_requests_total {}",
-        sum(&|s| s.reused.load(relaxed))
+        [("", sum(&|s| s.reused.load(relaxed)))],
     );
     family(
         &mut out,
         "kas_requests_per_connection",
         "gauge",
         "Requests served per accepted connection (keep-alive reuse).",
+        [("", format!("{per_connection:.3}"))],
     );
-    let accepted = sum(&|s| s.accepted.load(relaxed));
-    let per_connection = if accepted == 0 {
-        0.0
-    } else {
-        requests as f64 / accepted as f64
-    };
-    let _ = writeln!(out, "kas_requests_per_connection {per_connection:.3}");
-
+    let total = |pick: fn(&Snapshot) -> usize| snapshots.iter().map(pick).sum::<usize>();
     family(
         &mut out,
         "kas_timer_lists",
         "gauge",
         "Timer lists (one per distinct duration).",
-    );
-    let _ = writeln!(
-        out,
-        "kas_timer_lists {}",
-        snapshots.iter().map(|s| s.lists.len()).sum::<usize>()
+        [("", total(|s| s.lists.len()))],
     );
     family(
         &mut out,
         "kas_timers",
         "gauge",
         "Timers enrolled in all lists.",
-    );
-    let _ = writeln!(
-        out,
-        "kas_timers {}",
-        snapshots.iter().map(|s| s.timers).sum::<usize>()
+        [("", total(|s| s.timers))],
     );
     family(
         &mut out,
         "kas_timers_refed",
         "gauge",
         "Ref'd timers: what keeps a draining server alive.",
-    );
-    let _ = writeln!(
-        out,
-        "kas_timers_refed {}",
-        snapshots.iter().map(|s| s.ref_count).sum::<usize>()
+        [("", total(|s| s.ref_count))],
     );
     out
 }
 
-fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+/// One metric family: its `# HELP` and `# TYPE` lines, then a sample per
+/// `(labels, value)` (labels as `key="value"`, empty for none).
+fn family<L: Display, V: Display>(
+    out: &mut String,
+    name: &str,
+    kind: &str,
+    help: &str,
+    samples: impl IntoIterator<Item = (L, V)>,
+) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    for (labels, value) in samples {
+        let labels = labels.to_string();
+        if labels.is_empty() {
+            let _ = writeln!(out, "{name} {value}");
+        } else {
+            let _ = writeln!(out, "{name}{{{labels}}} {value}");
+        }
+    }
 }
 
 /// The `/timers` JSON document.
