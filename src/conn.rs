@@ -138,6 +138,7 @@ impl Conn {
 
     /// One of this connection's timers fired (and is gone from the lists).
     pub fn on_timer(&mut self, slot: Slot, ctx: &mut Ctx<'_>) -> Flow {
+        tracing::debug!(?slot, watch = ?self.watch, phase = ?self.phase(), "timer expired");
         let cause = match slot {
             Slot::Deadline => {
                 self.deadline = None;
@@ -160,7 +161,6 @@ impl Conn {
                 }
             }
         };
-        tracing::debug!(?cause, phase = ?self.phase(), "connection timed out");
         let buffers = self.buffers.get_or_insert_with(|| ctx.pool.take());
         if self.session.time_out(cause, buffers, ctx) {
             self.drive(true, ctx)

@@ -40,6 +40,8 @@ const ACCEPT_BUDGET: usize = 128;
 /// Pause before retrying accept() when out of descriptors or memory.
 const ACCEPT_PAUSE_MS: u64 = 100;
 const EVENTS_CAPACITY: usize = 1024;
+/// At most one eviction warning per this many milliseconds.
+const EVICTION_WARNING_EVERY_MS: u64 = 10_000;
 
 /// One event loop and everything it owns.
 pub struct Worker {
@@ -52,6 +54,9 @@ pub struct Worker {
     accept_pending: bool,
     /// The current resource shortage has been logged.
     accept_warned: bool,
+    /// Evictions since the last warning, and when that was (rate limit).
+    evictions_unreported: u64,
+    eviction_warned_at: Option<Micros>,
     conns: Slab<Conn>,
     timers: TimerLists<TimerEvent>,
     pool: BufferPool,
@@ -86,6 +91,8 @@ impl Worker {
             accept_paused: false,
             accept_pending: false,
             accept_warned: false,
+            evictions_unreported: 0,
+            eviction_warned_at: None,
             conns: Slab::with_capacity(1024),
             timers: TimerLists::with_capacity(2048),
             pool: BufferPool::new(),
@@ -299,6 +306,19 @@ impl Worker {
             return false;
         };
         self.with_conn(key, now, |_, _| Flow::Close(CloseCause::Evicted));
+        self.evictions_unreported += 1;
+        let quiet = self
+            .eviction_warned_at
+            .is_some_and(|at| now < at + EVICTION_WARNING_EVERY_MS * 1000);
+        if !quiet {
+            tracing::warn!(
+                evicted = self.evictions_unreported,
+                max_connections = self.settings.max_connections,
+                "at --max-connections: evicting idle connections"
+            );
+            self.evictions_unreported = 0;
+            self.eviction_warned_at = Some(now);
+        }
         true
     }
 
