@@ -2,34 +2,14 @@
 //! `--help`, a port already in use, and a real start on port 0.
 
 mod common;
+mod common_ops;
 
-use std::io::{BufRead, BufReader, Read};
-use std::net::{SocketAddr, TcpListener};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::net::TcpListener;
+use std::process::{Command, ExitStatus};
+use std::time::Duration;
 
 use common::{Client, HELLO};
-
-const BIN: &str = env!("CARGO_BIN_EXE_keepalive-server");
-
-/// A command for the binary with no `KAS_*` or `RUST_LOG` from the outside.
-fn command(args: &[&str]) -> Command {
-    let mut command = Command::new(BIN);
-    command.args(args);
-    for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("KAS_") {
-            command.env_remove(key);
-        }
-    }
-    command
-        .env_remove("RUST_LOG")
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    command
-}
+use common_ops::{Running, command, run_to_exit, strip_ansi};
 
 struct Finished {
     status: ExitStatus,
@@ -37,41 +17,13 @@ struct Finished {
     stderr: String,
 }
 
-/// Runs to completion; kills the process (and fails) if it outlives `limit`
-/// (a bad flag that was accepted would start a server that never exits).
-fn run(mut command: Command, limit: Duration) -> Finished {
-    let mut child = command.spawn().expect("spawn the binary");
-    let mut stdout = child.stdout.take().unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let out = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = stdout.read_to_string(&mut s);
-        s
-    });
-    let err = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = stderr.read_to_string(&mut s);
-        s
-    });
-    let deadline = Instant::now() + limit;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "the binary still ran after {limit:?}; stderr: {}",
-                err.join().unwrap()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
+/// Runs to completion; fails if the process outlives `limit`.
+fn run(command: Command, limit: Duration) -> Finished {
+    let (status, stdout, stderr) = run_to_exit(command, limit);
     Finished {
         status,
-        stdout: out.join().unwrap(),
-        stderr: err.join().unwrap(),
+        stdout,
+        stderr,
     }
 }
 
@@ -184,44 +136,19 @@ fn port_in_use_fails_cleanly() {
     drop(taken);
 }
 
-/// A running child, killed when dropped.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Removes ANSI escape sequences (in case colours are on anyway).
-fn strip_ansi(line: &str) -> String {
-    let mut out = String::new();
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        if c == '\x1b' {
-            for c in chars.by_ref() {
-                if c.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-fn listen_field(line: &str) -> Option<SocketAddr> {
-    let line = strip_ansi(line);
-    let at = line.find("listen=")?;
-    let value = line[at + "listen=".len()..].split_whitespace().next()?;
-    value.trim_matches('"').parse().ok()
+#[test]
+fn strip_ansi_removes_csi_and_other_escapes() {
+    assert_eq!(
+        strip_ansi("\x1b[2m2024\x1b[0m \x1b[32m INFO\x1b[0m listen=127.0.0.1:80"),
+        "2024  INFO listen=127.0.0.1:80"
+    );
+    // CSI final bytes other than letters, charset and two-byte escapes.
+    assert_eq!(strip_ansi("a\x1b[2~b\x1b(Bc\x1b7d\x1b"), "abcd");
 }
 
 #[test]
 fn good_flags_start_a_server_that_answers() {
-    let mut cmd = command(&[
+    let mut running = Running::start(command(&[
         "--listen",
         "127.0.0.1:0",
         "--workers",
@@ -230,37 +157,8 @@ fn good_flags_start_a_server_that_answers() {
         "7s",
         "--max-requests-per-socket",
         "9",
-    ]);
-    cmd.env("RUST_LOG", "info");
-    let mut running = Running(cmd.spawn().expect("spawn the binary"));
-    let (lines, seen) = mpsc::channel::<String>();
-    let stdout = running.0.stdout.take().unwrap();
-    let stderr = running.0.stderr.take().unwrap();
-    let to_out = lines.clone();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = to_out.send(line);
-        }
-    });
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = lines.send(line);
-        }
-    });
-    let deadline = Instant::now() + LIMIT;
-    let mut log = Vec::new();
-    let addr = loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match seen.recv_timeout(left) {
-            Ok(line) => {
-                if let Some(addr) = listen_field(&line) {
-                    break addr;
-                }
-                log.push(line);
-            }
-            Err(_) => panic!("no listen= log line within {LIMIT:?}; saw {log:#?}"),
-        }
-    };
+    ]));
+    let addr = running.addr;
     assert_ne!(addr.port(), 0, "the log shows the bound port, not 0");
     let mut client = Client::connect(addr);
     client.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
@@ -269,7 +167,7 @@ fn good_flags_start_a_server_that_answers() {
     assert_eq!(response.body, HELLO);
     assert_eq!(response.header("keep-alive"), Some("timeout=7, max=9"));
     assert!(
-        running.0.try_wait().unwrap().is_none(),
+        running.child.try_wait().unwrap().is_none(),
         "the server exited while serving"
     );
 }

@@ -6,10 +6,22 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{HELLO, SLACK, ms, start};
+use common::{Client, HELLO, SLACK, ms, start};
 use keepalive_server::stats::CloseCause;
 
 const GET: &[u8] = b"GET / HTTP/1.1\r\nHost: t\r\n\r\n";
+
+/// Reads a `200 Hello` that ends the connection (`Connection: close`, no
+/// `Keep-Alive`), then waits for the server to close it.
+#[track_caller]
+fn assert_last_hello(client: &mut Client) {
+    let response = client.read_response();
+    assert_eq!(response.status, 200);
+    assert_eq!(response.body, HELLO);
+    assert!(response.closes(), "{response:?}");
+    assert!(response.header("keep-alive").is_none(), "{response:?}");
+    client.read_until_closed(SLACK);
+}
 
 #[test]
 fn http11_reuses_one_connection_for_many_requests() {
@@ -79,12 +91,7 @@ fn http11_connection_close_closes_after_the_response() {
     client.send(GET);
     assert_eq!(client.read_response().status, 200);
     client.send(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
-    let response = client.read_response();
-    assert_eq!(response.status, 200);
-    assert_eq!(response.body, HELLO);
-    assert!(response.closes(), "{response:?}");
-    assert!(response.header("keep-alive").is_none(), "{response:?}");
-    client.read_until_closed(SLACK);
+    assert_last_hello(&mut client);
     server.wait_for_open(0);
     assert_eq!(server.closed_by(CloseCause::Done), 1);
 }
@@ -210,12 +217,7 @@ fn zero_keep_alive_timeout_disables_persistence() {
     let server = start(|c| c.keep_alive_timeout = Duration::ZERO);
     let mut client = server.client();
     client.send(GET);
-    let response = client.read_response();
-    assert_eq!(response.status, 200);
-    assert_eq!(response.body, HELLO);
-    assert!(response.closes(), "{response:?}");
-    assert!(response.header("keep-alive").is_none(), "{response:?}");
-    client.read_until_closed(SLACK);
+    assert_last_hello(&mut client);
 
     let mut client = server.client();
     client.send(b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");

@@ -3,16 +3,16 @@
 //! accept() (pause and log once, no busy loop, resume when descriptors free).
 
 mod common;
+mod common_ops;
 
-use std::io::{BufRead, BufReader, Read};
-use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::io::Read;
+use std::net::TcpStream;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{Client, HELLO, SLACK, TestServer, ms, start};
+use common_ops::{Running, command_with_fd_limit};
 use keepalive_server::stats::CloseCause;
 
 const GET: &[u8] = b"GET / HTTP/1.1\r\nHost: t\r\n\r\n";
@@ -144,108 +144,20 @@ fn eviction_skips_connections_in_progress_and_refuses_when_none_is_idle() {
     assert_eq!(b.read_response().status, 200);
 }
 
-/// The server binary, killed when dropped.
-struct ServerProcess {
-    child: Child,
-    lines: Arc<Mutex<Vec<String>>>,
-}
-
-impl Drop for ServerProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl ServerProcess {
-    fn log(&self) -> Vec<String> {
-        self.lines.lock().unwrap().clone()
-    }
-
-    /// utime + stime, in clock ticks.
-    fn cpu_ticks(&self) -> u64 {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))
-            .expect("/proc/<pid>/stat");
-        // Fields after the `(comm)`: state is field 3, utime 14, stime 15.
-        let after = &stat[stat.rfind(')').expect("(comm)") + 2..];
-        let fields: Vec<&str> = after.split_whitespace().collect();
-        fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
-    }
-}
-
-/// Removes ANSI escape sequences (`ESC [ ... letter`).
-fn strip_ansi(line: &str) -> String {
-    let mut out = String::with_capacity(line.len());
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            for c in chars.by_ref() {
-                if c.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-/// Starts the built binary through `sh -c "ulimit -n LIMIT && exec ..."`
-/// and reads its address from the `listen=` field of its startup line.
-fn start_binary_with_fd_limit(limit: u32) -> (ServerProcess, SocketAddr) {
-    let bin = env!("CARGO_BIN_EXE_keepalive-server");
-    let script = format!("ulimit -n {limit} && exec \"$0\" --listen 127.0.0.1:0 --workers 1");
-    let mut child = Command::new("sh")
-        .args(["-c", &script, bin])
-        .env("NO_COLOR", "1")
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn the server");
-    let lines = Arc::new(Mutex::new(Vec::new()));
-    let (addr_tx, addr_rx) = mpsc::channel();
-    let readers: [Box<dyn Read + Send>; 2] = [
-        Box::new(child.stdout.take().unwrap()),
-        Box::new(child.stderr.take().unwrap()),
-    ];
-    for reader in readers {
-        let lines = Arc::clone(&lines);
-        let addr_tx = addr_tx.clone();
-        thread::spawn(move || {
-            for line in BufReader::new(reader).lines() {
-                let Ok(line) = line else { break };
-                let line = strip_ansi(&line);
-                let addr = line
-                    .split_whitespace()
-                    .find_map(|field| field.strip_prefix("listen="))
-                    .and_then(|addr| addr.parse::<SocketAddr>().ok());
-                if let Some(addr) = addr {
-                    let _ = addr_tx.send(addr);
-                }
-                lines.lock().unwrap().push(line);
-            }
-        });
-    }
-    let server = ServerProcess { child, lines };
-    let addr = addr_rx
-        .recv_timeout(Duration::from_secs(20))
-        .unwrap_or_else(|_| panic!("no listen= line; log: {:?}", server.log()));
-    (server, addr)
-}
-
 #[test]
 fn out_of_descriptors_at_accept_pauses_without_spinning_and_logs_once() {
     const CONNECTIONS: usize = 100;
-    let (server, addr) = start_binary_with_fd_limit(64);
+    let server = Running::start(command_with_fd_limit(
+        64,
+        &["--listen", "127.0.0.1:0", "--workers", "1"],
+    ));
+    let addr = server.addr;
     // More connections than descriptors: the kernel completes them all (the
     // backlog is long); the server runs out while accepting them.
     let clients: Vec<TcpStream> = (0..CONNECTIONS)
         .map(|_| TcpStream::connect(addr).expect("connect"))
         .collect();
-    let warnings = |server: &ServerProcess| -> Vec<String> {
+    let warnings = |server: &Running| -> Vec<String> {
         server
             .log()
             .into_iter()

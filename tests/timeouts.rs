@@ -56,6 +56,20 @@ impl Drop for Trickle {
     }
 }
 
+/// Reads the 408 that `timeout`, counted from `since`, brings: no earlier
+/// than `timeout` and within SLACK of it, with `Connection: close`; then
+/// waits for the server to close.
+#[track_caller]
+fn assert_408_and_close(client: &mut Client, since: Instant, timeout: Duration) {
+    let response = client.read_response();
+    let answered = since.elapsed();
+    assert_eq!(response.status, 408, "{response:?}");
+    assert!(response.closes(), "{response:?}");
+    assert!(answered >= timeout, "408 after {answered:?}");
+    assert!(answered < timeout + SLACK, "408 after {answered:?}");
+    client.read_until_closed(SLACK);
+}
+
 #[test]
 fn trickled_head_gets_408_at_the_headers_timeout() {
     let server = start(|c| {
@@ -95,13 +109,7 @@ fn silent_fresh_connection_gets_408_at_the_headers_timeout() {
     let server = start(|c| c.headers_timeout = ms(300));
     let begin = Instant::now();
     let mut client = server.client();
-    let response = client.read_response();
-    let answered = begin.elapsed();
-    assert_eq!(response.status, 408, "{response:?}");
-    assert!(response.closes(), "{response:?}");
-    assert!(answered >= ms(300), "408 after {answered:?}");
-    assert!(answered < ms(300) + SLACK, "408 after {answered:?}");
-    client.read_until_closed(SLACK);
+    assert_408_and_close(&mut client, begin, ms(300));
     server.wait_for_open(0);
     assert_eq!(server.closed_by(CloseCause::HeadersTimeout), 1);
 }
@@ -139,13 +147,7 @@ fn stalled_body_gets_408_after_the_inactivity_timeout() {
     let mut client = server.client();
     client.send(b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n0123456789");
     let stalled = Instant::now();
-    let response = client.read_response();
-    let answered = stalled.elapsed();
-    assert_eq!(response.status, 408, "{response:?}");
-    assert!(response.closes(), "{response:?}");
-    assert!(answered >= ms(300), "408 after {answered:?}");
-    assert!(answered < ms(300) + SLACK, "408 after {answered:?}");
-    client.read_until_closed(SLACK);
+    assert_408_and_close(&mut client, stalled, ms(300));
     server.wait_for_open(0);
     assert_eq!(server.closed_by(CloseCause::Inactivity), 1);
 }

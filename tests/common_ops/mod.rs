@@ -11,6 +11,8 @@ use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// How long any single read may block before a test gives up.
@@ -180,21 +182,35 @@ pub fn eventually<T>(within: Duration, mut probe: impl FnMut() -> Result<T, Stri
     }
 }
 
-/// Removes ANSI escape sequences (`ESC [ ... letter`).
+/// Removes ANSI escape sequences: CSI (`ESC [`, parameter and intermediate
+/// bytes, then a final byte in `@`..=`~`, e.g. `ESC[1;32m`, `ESC[2~`), and
+/// the other escapes (`ESC`, any intermediate bytes in ` `..=`/`, then one
+/// final byte, e.g. `ESC(B`, `ESC7`). Text after a sequence is kept.
 pub fn strip_ansi(line: &str) -> String {
     let mut out = String::with_capacity(line.len());
     let mut chars = line.chars();
     while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            if chars.next() == Some('[') {
+        if c != '\u{1b}' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('[') => {
                 for c in chars.by_ref() {
-                    if c.is_ascii_alphabetic() {
+                    if ('@'..='~').contains(&c) {
                         break;
                     }
                 }
             }
-        } else {
-            out.push(c);
+            Some(' '..='/') => {
+                for c in chars.by_ref() {
+                    if !(' '..='/').contains(&c) {
+                        break;
+                    }
+                }
+            }
+            // A two-byte escape, or a lone ESC at the end of the line.
+            _ => {}
         }
     }
     out
@@ -209,10 +225,25 @@ pub fn repo_path(relative: &str) -> PathBuf {
 /// variables inherited from the test environment.
 pub fn command(args: &[&str]) -> Command {
     let mut command = Command::new(BIN);
+    command.args(args);
+    hermetic(command)
+}
+
+/// Like `command`, with the binary run under `ulimit -n limit`, through
+/// `sh -c 'ulimit -n LIMIT && exec "$0" "$@"' BIN ARGS...`: `exec` keeps the
+/// shell's pid, so the child's pid is the server's.
+pub fn command_with_fd_limit(limit: u32, args: &[&str]) -> Command {
+    let mut command = Command::new("sh");
     command
-        .args(args)
-        .env("RUST_LOG", "info")
-        .env("NO_COLOR", "1");
+        .arg("-c")
+        .arg(format!("ulimit -n {limit} && exec \"$0\" \"$@\""))
+        .arg(BIN)
+        .args(args);
+    hermetic(command)
+}
+
+fn hermetic(mut command: Command) -> Command {
+    command.env("RUST_LOG", "info").env("NO_COLOR", "1");
     for (name, _) in std::env::vars_os() {
         if name.to_string_lossy().starts_with("KAS_") {
             command.env_remove(name);
@@ -221,35 +252,43 @@ pub fn command(args: &[&str]) -> Command {
     command
 }
 
-/// Runs the binary to completion (it is expected to exit by itself, e.g.
-/// on a configuration error), killing it after `within`.
-pub fn run_to_exit(mut command: Command, within: Duration) -> (ExitStatus, String, String) {
-    let mut child = command
+/// Spawns `command` with stdin closed and stdout and stderr piped.
+fn spawn_piped(mut command: Command) -> Child {
+    command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("spawn the server binary");
-    let status = wait_timeout(&mut child, within).unwrap_or_else(|| {
+        .expect("spawn the server binary")
+}
+
+/// Runs the binary to completion (it is expected to exit by itself, e.g.
+/// on a configuration error), killing it (and failing, with its stderr)
+/// after `within`: a bad flag that was accepted would start a server that
+/// never exits.
+pub fn run_to_exit(command: Command, within: Duration) -> (ExitStatus, String, String) {
+    let mut child = spawn_piped(command);
+    // Both pipes are drained while waiting: a child blocked writing to a
+    // full pipe would never exit.
+    let stdout = read_to_end(child.stdout.take().unwrap());
+    let stderr = read_to_end(child.stderr.take().unwrap());
+    let Some(status) = wait_timeout(&mut child, within) else {
         let _ = child.kill();
         let _ = child.wait();
-        panic!("the binary was still running after {within:?}");
-    });
-    let mut stdout = String::new();
-    let mut stderr = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut stdout)
-        .ok();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .ok();
-    (status, stdout, stderr)
+        panic!(
+            "the binary was still running after {within:?}; stderr: {}",
+            stderr.join().unwrap()
+        );
+    };
+    (status, stdout.join().unwrap(), stderr.join().unwrap())
+}
+
+fn read_to_end(mut pipe: impl Read + Send + 'static) -> JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = pipe.read_to_string(&mut text);
+        text
+    })
 }
 
 /// Polls `child` until it exits or `within` passes.
@@ -273,19 +312,17 @@ pub struct Running {
     /// Log lines after the startup line, ANSI stripped.
     pub lines: Receiver<String>,
     stderr: Receiver<String>,
+    /// Every line from stdout and stderr, in the order they arrived.
+    log: Arc<Mutex<Vec<String>>>,
 }
 
 impl Running {
     /// Starts the binary and waits for its `listening` line.
-    pub fn start(mut command: Command) -> Running {
-        let mut child = command
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn the server binary");
-        let lines = forward_lines(child.stdout.take().unwrap());
-        let stderr = forward_lines(child.stderr.take().unwrap());
+    pub fn start(command: Command) -> Running {
+        let mut child = spawn_piped(command);
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let lines = forward_lines(child.stdout.take().unwrap(), Arc::clone(&log));
+        let stderr = forward_lines(child.stderr.take().unwrap(), Arc::clone(&log));
         let deadline = Instant::now() + STARTUP_TIMEOUT;
         let mut seen = Vec::new();
         let addr = loop {
@@ -309,6 +346,7 @@ impl Running {
             addr,
             lines,
             stderr,
+            log,
         }
     }
 
@@ -331,7 +369,25 @@ impl Running {
         wait_timeout(&mut self.child, within)
     }
 
-    /// Everything logged so far (stdout then stderr).
+    /// Every line logged so far, the startup line included: stdout and
+    /// stderr in the order they arrived, ANSI stripped. Unlike `lines` and
+    /// `output`, it consumes nothing, so it can be read again and again.
+    pub fn log(&self) -> Vec<String> {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// CPU time used so far (utime + stime), in clock ticks.
+    pub fn cpu_ticks(&self) -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid()))
+            .expect("/proc/<pid>/stat");
+        // Fields after the `(comm)`: state is field 3, utime 14, stime 15.
+        let after = &stat[stat.rfind(')').expect("(comm)") + 2..];
+        let fields: Vec<&str> = after.split_whitespace().collect();
+        fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+    }
+
+    /// Everything logged so far (stdout then stderr) and not yet taken
+    /// from `lines`.
     pub fn output(&self) -> String {
         let mut out: Vec<String> = self.lines.try_iter().collect();
         out.extend(self.stderr.try_iter());
@@ -348,12 +404,19 @@ impl Drop for Running {
     }
 }
 
-fn forward_lines(pipe: impl Read + Send + 'static) -> Receiver<String> {
+/// Sends each line of `pipe`, ANSI stripped, to the receiver it returns,
+/// after appending it to `log`.
+fn forward_lines(
+    pipe: impl Read + Send + 'static,
+    log: Arc<Mutex<Vec<String>>>,
+) -> Receiver<String> {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(pipe).lines() {
             let Ok(line) = line else { break };
-            if tx.send(strip_ansi(&line)).is_err() {
+            let line = strip_ansi(&line);
+            log.lock().unwrap().push(line.clone());
+            if tx.send(line).is_err() {
                 break;
             }
         }
