@@ -1,0 +1,450 @@
+//! Drives one socket-free [`Session`] the way a connection does: bytes
+//! arrive in arbitrary pieces, output drains at arbitrary rates, `/delay`
+//! timers and receive timeouts fire at arbitrary points. Checks that the
+//! session never panics, never hangs, never outgrows its input limit, and
+//! that what it writes is a well-formed sequence of HTTP/1.1 responses.
+//!
+//! Input layout:
+//! - byte 0: settings (see [`settings`]);
+//! - byte 1: number of steps (mod 32; bit 6: the server is draining; bit 7:
+//!   the stream is sent 16 times over), then two bytes per step: how many
+//!   stream bytes to offer, and what else happens in that step (see
+//!   [`Action`]);
+//! - the rest: the byte stream the client sends. Whatever the steps did not
+//!   offer is offered at the end, as fast as the input buffer takes it.
+
+#![no_main]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use keepalive_server::Config;
+use keepalive_server::Settings;
+use keepalive_server::ctx::{Ctx, TimerEvent};
+use keepalive_server::date::DateCache;
+use keepalive_server::pool::{BufferPool, Buffers};
+use keepalive_server::session::{Phase, Session};
+use keepalive_server::stats::{CloseCause, Stats};
+use keepalive_server::timers::{Micros, TimerLists};
+use libfuzzer_sys::fuzz_target;
+
+/// Bits of a step's action byte.
+struct Action;
+impl Action {
+    /// Leave the output unsent this step (a stalled client).
+    const STALL: u8 = 0x01;
+    /// Send only half of the output.
+    const HALF: u8 = 0x02;
+    /// The `/delay` timer fires.
+    const DELAY: u8 = 0x04;
+    /// A receive timer fires (headers/request deadline by 0x10).
+    const TIME_OUT: u8 = 0x08;
+    const DEADLINE: u8 = 0x10;
+    /// The Date cache's second ends.
+    const DATE: u8 = 0x20;
+}
+
+/// Byte 0: bits 0-1 max header size, 2-3 max body size, 4 keep-alive off,
+/// 5-6 requests per socket, 7 access log. Draining comes from bit 6 of byte 1.
+fn settings(byte: u8) -> Settings {
+    let mut config = Config::with_listen("127.0.0.1:0".parse().unwrap());
+    config.max_header_size = [16 * 1024, 64, 300, 2048][usize::from(byte & 3)];
+    config.max_body_size = [1 << 20, 0, 10, 200][usize::from(byte >> 2 & 3)];
+    if byte & 0x10 != 0 {
+        config.keep_alive_timeout = Duration::ZERO;
+    }
+    config.max_requests_per_socket = [0, 1, 2, 5][usize::from(byte >> 5 & 3)];
+    config.access_log = byte & 0x80 != 0;
+    config.settings()
+}
+
+/// The harness's side of one connection.
+struct Harness {
+    settings: Settings,
+    draining: bool,
+    timers: TimerLists<TimerEvent>,
+    pool: BufferPool,
+    date: DateCache,
+    stats: Stats,
+    now: Micros,
+    session: Session,
+    buffers: Box<Buffers>,
+    /// Everything the session sent, in order.
+    wire: Vec<u8>,
+    /// Every byte the session was given.
+    fed: Vec<u8>,
+    /// Output produced (sent or not) when the session started closing.
+    closed_at: Option<usize>,
+}
+
+impl Harness {
+    fn new(settings: Settings, draining: bool) -> Self {
+        let mut pool = BufferPool::new();
+        let buffers = pool.take();
+        Harness {
+            settings,
+            draining,
+            timers: TimerLists::new(),
+            pool,
+            date: DateCache::new(),
+            stats: Stats::default(),
+            now: 0,
+            session: Session::new(),
+            buffers,
+            wire: Vec::new(),
+            fed: Vec::new(),
+            closed_at: None,
+        }
+    }
+
+    fn limit(&self) -> usize {
+        Session::input_limit(&self.settings)
+    }
+
+    /// Runs `f` with a context, then checks the invariants that hold after
+    /// every session call.
+    fn with_ctx(&mut self, f: impl FnOnce(&mut Session, &mut Buffers, &mut Ctx<'_>)) {
+        self.now += 1000;
+        let mut ctx = Ctx {
+            now: self.now,
+            timers: &mut self.timers,
+            pool: &mut self.pool,
+            date: &mut self.date,
+            settings: &self.settings,
+            stats: &self.stats,
+            draining: self.draining,
+            conn_id: 7,
+            peer: None,
+        };
+        f(&mut self.session, &mut self.buffers, &mut ctx);
+        self.check();
+    }
+
+    fn produced(&self) -> usize {
+        self.wire.len() + self.buffers.output.pending()
+    }
+
+    fn check(&mut self) {
+        let buffers = Some(&*self.buffers);
+        assert!(
+            self.buffers.input.len() <= self.limit(),
+            "input {} over its limit {}",
+            self.buffers.input.len(),
+            self.limit()
+        );
+        // Exercise the condensed views; they must not panic.
+        let phase = self.session.phase(buffers);
+        let _ = self.session.is_idle(buffers);
+        let _ = self.session.is_receiving(buffers);
+        match (self.session.closing(), self.closed_at) {
+            (Some(_), None) => self.closed_at = Some(self.produced()),
+            (Some(_), Some(at)) => assert_eq!(
+                self.produced(),
+                at,
+                "output after the session started closing"
+            ),
+            (None, Some(_)) => panic!("the session stopped closing"),
+            (None, None) => {}
+        }
+        if self.closed_at.is_some() {
+            assert_eq!(phase, Phase::Closing);
+        }
+    }
+
+    /// Offers up to `n` bytes of `stream`; returns how many were taken.
+    fn feed(&mut self, stream: &[u8], n: usize) -> usize {
+        let limit = self.limit();
+        let spare = self.buffers.input.spare(limit);
+        let take = spare.len().min(n).min(stream.len());
+        spare[..take].copy_from_slice(&stream[..take]);
+        self.buffers.input.filled(take);
+        self.fed.extend_from_slice(&stream[..take]);
+        take
+    }
+
+    fn process(&mut self) {
+        self.with_ctx(|session, buffers, ctx| session.process(buffers, ctx));
+    }
+
+    fn drain(&mut self, n: usize) {
+        let n = n.min(self.buffers.output.pending());
+        self.wire
+            .extend_from_slice(&self.buffers.output.unsent()[..n]);
+        self.buffers.output.advance(n);
+    }
+
+    fn act(&mut self, action: u8) {
+        if action & Action::DATE != 0 {
+            self.date.invalidate();
+        }
+        if action & Action::DELAY != 0 {
+            self.with_ctx(|session, buffers, ctx| session.delay_elapsed(buffers, ctx));
+        }
+        if action & Action::TIME_OUT != 0 {
+            let cause = if action & Action::DEADLINE != 0 {
+                CloseCause::RequestTimeout
+            } else {
+                CloseCause::HeadersTimeout
+            };
+            self.with_ctx(|session, buffers, ctx| {
+                session.time_out(cause, buffers, ctx);
+            });
+        }
+        if action & Action::STALL == 0 {
+            let pending = self.buffers.output.pending();
+            let n = if action & Action::HALF != 0 {
+                pending / 2
+            } else {
+                pending
+            };
+            self.drain(n);
+        }
+        self.process();
+    }
+
+    /// Offers the rest of the stream as fast as it is taken, answering
+    /// delays at once, until nothing moves.
+    fn finish(&mut self, mut stream: &[u8]) {
+        loop {
+            let before = (stream.len(), self.produced(), self.session.received());
+            let taken = self.feed(stream, usize::MAX);
+            stream = &stream[taken..];
+            self.process();
+            self.drain(usize::MAX);
+            if self.session.is_delayed() {
+                self.with_ctx(|session, buffers, ctx| session.delay_elapsed(buffers, ctx));
+            }
+            self.process();
+            self.drain(usize::MAX);
+            let after = (stream.len(), self.produced(), self.session.received());
+            if before == after {
+                break;
+            }
+        }
+        // Nothing moves: the stream must be exhausted, or the session done.
+        assert!(
+            stream.is_empty() || self.session.closing().is_some(),
+            "stalled with {} bytes unoffered, {} buffered, phase {:?}",
+            stream.len(),
+            self.buffers.input.len(),
+            self.session.phase(Some(&*self.buffers))
+        );
+        assert_eq!(self.buffers.output.pending(), 0);
+    }
+}
+
+/// Upper bound on the request heads in `bytes`: each ends at a distinct
+/// LF followed by an empty line (LF or CRLF).
+fn possible_heads(bytes: &[u8]) -> usize {
+    (0..bytes.len())
+        .filter(|&i| {
+            bytes[i] == b'\n'
+                && (bytes.get(i + 1) == Some(&b'\n') || bytes.get(i + 1..i + 3) == Some(b"\r\n"))
+        })
+        .count()
+}
+
+/// The body an error status is sent with.
+fn reason_body(code: u16) -> Option<&'static [u8]> {
+    Some(match code {
+        400 => b"Bad Request\n",
+        404 => b"Not Found\n",
+        408 => b"Request Timeout\n",
+        413 => b"Content Too Large\n",
+        417 => b"Expectation Failed\n",
+        431 => b"Request Header Fields Too Large\n",
+        501 => b"Not Implemented\n",
+        503 => b"Service Unavailable\n",
+        505 => b"HTTP Version Not Supported\n",
+        _ => return None,
+    })
+}
+
+/// One response head at the start of `bytes`, checked on its own.
+struct Head {
+    len: usize,
+    code: u16,
+    content_length: usize,
+    close: bool,
+    content_type: Vec<u8>,
+}
+
+fn parse_response(bytes: &[u8], settings: &Settings) -> Result<Head, String> {
+    let mut headers = [httparse::EMPTY_HEADER; 16];
+    let mut response = httparse::Response::new(&mut headers);
+    let len = match response.parse(bytes) {
+        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Partial) => return Err("truncated response head".into()),
+        Err(e) => return Err(format!("bad response head: {e}")),
+    };
+    if response.version != Some(1) {
+        return Err("not HTTP/1.1".into());
+    }
+    let code = response.code.unwrap_or(0);
+    if code == 100 {
+        if !response.headers.is_empty() {
+            return Err("100 Continue with header fields".into());
+        }
+        return Ok(Head {
+            len,
+            code,
+            content_length: 0,
+            close: false,
+            content_type: Vec::new(),
+        });
+    }
+    let field = |name: &str| -> Result<Option<&[u8]>, String> {
+        let mut found = response
+            .headers
+            .iter()
+            .filter(|h| h.name.eq_ignore_ascii_case(name));
+        let first = found.next().map(|h| h.value);
+        if found.next().is_some() {
+            return Err(format!("{name} repeated"));
+        }
+        Ok(first)
+    };
+    let date = field("Date")?.ok_or("no Date")?;
+    if date.len() != 29 || !date.ends_with(b" GMT") {
+        return Err("bad Date".into());
+    }
+    let content_type = field("Content-Type")?.ok_or("no Content-Type")?.to_vec();
+    let content_length = field("Content-Length")?.ok_or("no Content-Length")?;
+    let content_length = std::str::from_utf8(content_length)
+        .ok()
+        .filter(|s| s.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|s| s.parse::<usize>().ok())
+        .ok_or("bad Content-Length")?;
+    let connection = field("Connection")?;
+    let close = match connection {
+        Some(b"close") => true,
+        None | Some(b"keep-alive") => false,
+        Some(other) => return Err(format!("Connection: {:?}", String::from_utf8_lossy(other))),
+    };
+    let keep_alive = field("Keep-Alive")?;
+    if close == keep_alive.is_some() {
+        return Err("Keep-Alive parameters must come exactly with persistence".into());
+    }
+    if let Some(value) = keep_alive {
+        let expected = &settings.keep_alive_header;
+        if expected.len() < 14 || value != &expected[12..expected.len() - 2] {
+            return Err("Keep-Alive parameters differ from the settings".into());
+        }
+    }
+    if code >= 400 && code != 404 && !close {
+        return Err(format!("{code} without Connection: close"));
+    }
+    if reason_body(code).is_none() && code != 200 {
+        return Err(format!("unexpected status {code}"));
+    }
+    Ok(Head {
+        len,
+        code,
+        content_length,
+        close,
+        content_type,
+    })
+}
+
+/// Whether `body` is what a response with this head carries.
+fn body_fits(head: &Head, body: &[u8]) -> bool {
+    match reason_body(head.code) {
+        Some(reason) => body == reason,
+        None if head.content_type == b"text/plain" => {
+            body == b"Hello, World!"
+                || body.is_empty()
+                || body
+                    .strip_prefix(b"delayed ")
+                    .and_then(|rest| rest.strip_suffix(b"ms\n"))
+                    .is_some_and(|ms| !ms.is_empty() && ms.iter().all(u8::is_ascii_digit))
+        }
+        None => head.content_type == b"application/octet-stream" && !body.is_empty(),
+    }
+}
+
+/// Reads `wire` as a sequence of responses. A response to HEAD carries no
+/// body, and which ones answer HEAD is not known here, so every reading is
+/// followed; the wire is well-formed if one reads to the end. Returns the
+/// fewest final (non-1xx) responses over such readings.
+fn check_wire(wire: &[u8], settings: &Settings) -> Result<usize, String> {
+    // offset -> fewest final responses to reach it
+    let mut frontier = BTreeMap::from([(0usize, 0usize)]);
+    let mut last_error = String::new();
+    while let Some((at, count)) = frontier.pop_first() {
+        if at == wire.len() {
+            return Ok(count);
+        }
+        let head = match parse_response(&wire[at..], settings) {
+            Ok(head) => head,
+            Err(e) => {
+                last_error = format!("at byte {at}: {e}");
+                continue;
+            }
+        };
+        let body_at = at + head.len;
+        let mut next = Vec::with_capacity(2);
+        if head.code == 100 {
+            next.push((body_at, count));
+        } else {
+            let end = body_at + head.content_length;
+            if end <= wire.len() && body_fits(&head, &wire[body_at..end]) {
+                next.push((end, count + 1));
+            }
+            if head.content_length > 0 {
+                next.push((body_at, count + 1)); // answering HEAD
+            }
+        }
+        for (offset, count) in next {
+            if head.close && offset != wire.len() {
+                last_error = format!("at byte {offset}: output after Connection: close");
+                continue;
+            }
+            let best = frontier.entry(offset).or_insert(count);
+            *best = (*best).min(count);
+        }
+    }
+    Err(last_error)
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&settings_byte, rest)) = data.split_first() else {
+        return;
+    };
+    let Some((&steps_byte, rest)) = rest.split_first() else {
+        return;
+    };
+    let steps = usize::from(steps_byte % 32).min(rest.len() / 2);
+    let (plan, stream) = rest.split_at(steps * 2);
+    // Bit 7: the stream sixteen times over, so pipelined answers can pass
+    // the output high-water mark (64 KiB) while the output stalls.
+    let repeated = stream.repeat(if steps_byte & 0x80 != 0 { 16 } else { 1 });
+    let mut stream = &repeated[..];
+    let settings = settings(settings_byte);
+    let mut harness = Harness::new(settings, steps_byte & 0x40 != 0);
+
+    for step in plan.chunks_exact(2) {
+        let taken = harness.feed(stream, usize::from(step[0]));
+        stream = &stream[taken..];
+        harness.process();
+        harness.act(step[1]);
+    }
+    harness.finish(stream);
+
+    let finals = match check_wire(&harness.wire, &harness.settings) {
+        Ok(finals) => finals,
+        Err(e) => panic!(
+            "malformed output: {e}\n--- wire ---\n{}",
+            String::from_utf8_lossy(&harness.wire)
+        ),
+    };
+    let heads = possible_heads(&harness.fed);
+    assert!(
+        (harness.session.received() as usize) <= heads,
+        "received {} requests from {heads} possible heads",
+        harness.session.received()
+    );
+    assert!(
+        finals <= heads + 1,
+        "{finals} responses to at most {heads} requests"
+    );
+});
