@@ -163,7 +163,10 @@ impl Session {
                             buffers.head_scanned = 0;
                             self.begin(head, buffers, ctx);
                         }
-                        Ok(None) => buffers.head_scanned = buffers.input.len(),
+                        Ok(None) => {
+                            buffers.head_scanned = buffers.input.len();
+                            return;
+                        }
                         Err(error) => {
                             buffers.head_scanned = 0;
                             return self.refuse(error, buffers, ctx);
@@ -376,14 +379,19 @@ fn persistence(
     }
 }
 
-/// Whether parsing the buffered head again could tell anything new: on its
-/// first bytes (so garbage is refused at once), when a line has ended since
-/// the last try, or when the buffer is full. A head trickled byte by byte is
-/// thus parsed once per line, and the header-count limit bounds the lines.
+/// Heads are parsed on every arrival up to this size, so garbage in a
+/// request line is refused at once however the bytes are split.
+const EAGER_PARSE_BYTES: usize = 256;
+
+/// Whether parsing the buffered head again could tell anything new: while
+/// it is short, whenever bytes arrive; past that, when a line has ended
+/// since the last try, or when the buffer is full. A head trickled byte by
+/// byte thus costs at most a few hundred short parses plus one per line,
+/// and the header-count limit bounds the lines.
 fn worth_parsing(buffers: &Buffers, limit: usize) -> bool {
     let input = buffers.input.bytes();
     let scanned = buffers.head_scanned.min(input.len());
-    scanned == 0 || input[scanned..].contains(&b'\n') || input.len() >= limit
+    input.len() <= EAGER_PARSE_BYTES || input[scanned..].contains(&b'\n') || input.len() >= limit
 }
 
 /// Keeps the request line for the access log (only when it is on).

@@ -71,3 +71,18 @@ fn later_minor_version_cut_after_the_digit_is_served() {
         assert_eq!(driver.session.closing(), None);
     }
 }
+
+/// Noted while fuzzing: garbage arriving after the first read of a head,
+/// with no newline, waited for a line end (or the headers timeout) because a
+/// partial head was parsed again only per line. Short heads are now parsed
+/// on every arrival, so the split does not change the answer.
+#[test]
+fn garbage_after_the_first_read_is_refused_at_once() {
+    let mut driver = driver();
+    driver.feed(b"GET");
+    driver.feed(b" /\x01x");
+    driver.drain();
+    let text = driver.wire_text();
+    assert!(text.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{text:?}");
+    assert_eq!(driver.session.closing(), Some(CloseCause::BadRequest));
+}
