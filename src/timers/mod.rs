@@ -140,6 +140,29 @@ pub struct ListInfo {
 
 /// All timers of an event loop: per-duration lists ordered by a heap of their
 /// heads. See the module documentation for the design and its invariants.
+///
+/// ```
+/// use keepalive_server::timers::TimerLists;
+///
+/// let mut timers = TimerLists::new();
+/// // Two idle sockets with a 5 s timeout, enrolled at t = 0 and t = 1 ms.
+/// let first = timers.enroll(0, 5_000, false, "socket 1");
+/// timers.enroll(1_000, 5_000, false, "socket 2");
+/// // Activity on socket 1 at t = 2 ms: a relink to the tail, O(1).
+/// timers.refresh(first, 2_000);
+/// assert_eq!(timers.lists().count(), 1, "one list per duration");
+///
+/// // The poll timeout comes from the earliest expiry (here still the
+/// // stale, earlier key: lazy, never late).
+/// assert!(timers.next_expiry().unwrap() <= 5_001_000);
+/// // Nothing fires a microsecond early...
+/// assert_eq!(timers.expire(5_000_999), None);
+/// // ...then socket 2 (idle longest) fires, and socket 1 only at 5.002 s.
+/// assert_eq!(timers.expire(5_001_000).map(|(_, what)| what), Some("socket 2"));
+/// assert_eq!(timers.expire(5_001_999), None);
+/// assert_eq!(timers.expire(5_002_000).map(|(_, what)| what), Some("socket 1"));
+/// assert!(timers.is_empty());
+/// ```
 pub struct TimerLists<T> {
     /// Every live timer. Keys are `TimerId`s and link values; all < `NIL`.
     nodes: Slab<Node<T>>,
