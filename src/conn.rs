@@ -101,6 +101,8 @@ pub struct Conn {
     /// The client shut its write side (read returned 0).
     peer_closed: bool,
     write_shut: bool,
+    /// TCP_NODELAY is on (set lazily, see [`Conn::disable_nagle`]).
+    nodelay: bool,
 }
 
 impl Conn {
@@ -119,6 +121,7 @@ impl Conn {
             wants_more: false,
             peer_closed: false,
             write_shut: false,
+            nodelay: false,
         }
     }
 
@@ -341,11 +344,24 @@ impl Conn {
             if let Some(buffers) = self.buffers.take() {
                 ctx.pool.give(buffers);
             }
+            self.disable_nagle();
             if ctx.draining {
                 return Flow::Close(CloseCause::Shutdown);
             }
         }
         Flow::Open
+    }
+
+    /// Turns Nagle's algorithm off, once, when it could first matter: as the
+    /// connection goes idle between requests (the next response may follow
+    /// a segment still unacknowledged) or when a write backs up. A response
+    /// on a fresh connection has nothing in flight for Nagle to wait on, so
+    /// one-request connections never pay the syscall (nginx does the same).
+    fn disable_nagle(&mut self) {
+        if !self.nodelay {
+            self.nodelay = true;
+            let _ = self.stream.set_nodelay(true);
+        }
     }
 
     /// Shuts the write side once; false if the socket is already gone.
@@ -390,7 +406,10 @@ impl Conn {
                     buffers.output.advance(n);
                     self.moved = true;
                 }
-                Err(e) if would_block(&e) => return Ok(false),
+                Err(e) if would_block(&e) => {
+                    self.disable_nagle();
+                    return Ok(false);
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }

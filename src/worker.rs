@@ -270,7 +270,6 @@ impl Worker {
             self.shared.stats.refused.fetch_add(1, Ordering::Relaxed);
             return; // dropping the stream closes it
         }
-        let _ = stream.set_nodelay(true);
         let entry = self.conns.vacant_entry();
         let key = entry.key();
         let registered = self.poll.registry().register(
