@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Load test: wrk against keepalive-server, and against nginx side by side
 # when nginx is installed, for keep-alive, Connection: close, pipelined and
-# HTTP/1.0 keep-alive traffic. Runs alternate between the two servers;
-# the table shows medians over the rounds: requests/s, latency p50/p99, and
-# server CPU time (user+sys, all threads) per request.
+# HTTP/1.0 keep-alive traffic. Runs alternate between the servers; the table
+# shows medians over the rounds: requests/s, latency p50/p99, and server CPU
+# time (user+sys, all threads) per request. "floor" is examples/floor.rs, a
+# bare mio loop answering each read with a canned response (no parsing, no
+# timers): what the kernel and an event loop cost alone on this machine. It
+# never closes, so it sits out the Connection: close scenario.
 #
 # Usage: scripts/loadtest.sh [rounds] [duration] [connections]
 #   defaults: 3 rounds, 5s, 100 connections, one worker each (--workers 1,
@@ -18,11 +21,12 @@ connections=${3:-100}
 scenarios=${SCENARIOS:-keepalive close pipeline http10}
 kas_port=18480
 nginx_port=18490
+floor_port=18470
 
 command -v wrk >/dev/null || { echo "wrk not found: apt-get install wrk" >&2; exit 1; }
 ulimit -n 20000 2>/dev/null || true
 
-cargo build --release --quiet
+cargo build --release --quiet --bin keepalive-server --example floor
 work=$(mktemp -d)
 pids=()
 cleanup() {
@@ -37,7 +41,11 @@ trap cleanup EXIT
 pids+=($!)
 kas_pid=$!
 
-servers="kas"
+./target/release/examples/floor "127.0.0.1:$floor_port" >/dev/null 2>&1 &
+pids+=($!)
+floor_pid=$!
+
+servers="kas floor"
 if command -v nginx >/dev/null; then
   mkdir -p "$work/logs"
   cat >"$work/nginx.conf" <<CONF
@@ -56,7 +64,7 @@ http {
 }
 CONF
   nginx -p "$work" -c "$work/nginx.conf"
-  servers="kas nginx"
+  servers="kas nginx floor"
 else
   echo "(nginx not installed: measuring keepalive-server alone)" >&2
 fi
@@ -83,7 +91,11 @@ to_ms() {
 
 run() { # server scenario -> "rps p50 p99 cpu_us_per_req errors"
   local server=$1 scenario=$2 port pid args=()
-  if [ "$server" = kas ]; then port=$kas_port; pid=$kas_pid; else port=$nginx_port; pid=$(nginx_worker); fi
+  case $server in
+    kas) port=$kas_port; pid=$kas_pid ;;
+    floor) port=$floor_port; pid=$floor_pid ;;
+    nginx) port=$nginx_port; pid=$(nginx_worker) ;;
+  esac
   case $scenario in
     keepalive) ;;
     close) args=(-s scripts/wrk/close.lua) ;;
@@ -112,10 +124,12 @@ for scenario in $scenarios; do
   declare -A results=()
   for round in $(seq "$rounds"); do
     for server in $servers; do
+      [ "$server/$scenario" = floor/close ] && continue
       results[$server]+="$(run "$server" "$scenario")"$'\n'
     done
   done
   for server in $servers; do
+    [ "$server/$scenario" = floor/close ] && continue
     rows=${results[$server]}
     printf "%-10s %-6s %10s %9s %9s %12s %7s\n" "$scenario" "$server" \
       "$(awk '{print $1}' <<<"$rows" | median)" "$(awk '{print $2}' <<<"$rows" | median)" \
