@@ -111,6 +111,8 @@ run() { # server scenario -> "rps p50 p99 cpu_us_per_req errors"
   rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
   p50=$(to_ms "$(awk '$1 == "50%" {print $2}' <<<"$out")")
   p99=$(to_ms "$(awk '$1 == "99%" {print $2}' <<<"$out")")
+  # wrk's percentiles break under pipelining (they print 0.00us): say so.
+  awk -v v="$p99" 'BEGIN { exit !(v + 0 == 0) }' && p99=n/a
   errors=$(awk '/Socket errors/ {gsub(",", ""); print $4 + $6 + $8 + $10; found=1} END {if (!found) print 0}' <<<"$out")
   awk -v r="$requests" -v b="$before" -v a="$after" -v rps="$rps" -v p50="$p50" -v p99="$p99" -v e="$errors" \
     'BEGIN { printf "%s %s %s %.3f %s\n", rps, p50, p99, (a - b) / 1000 / r, e }'

@@ -150,7 +150,7 @@ impl Conn {
             Slot::Activity => {
                 self.activity = None;
                 match self.watch {
-                    Watch::KeepAlive => return Flow::Close(CloseCause::KeepAliveTimeout),
+                    Watch::KeepAlive => return self.expire_idle(ctx),
                     Watch::Linger => {
                         return Flow::Close(self.session.closing().unwrap_or(CloseCause::Error));
                     }
@@ -169,6 +169,18 @@ impl Conn {
             self.drive(true, ctx)
         } else {
             Flow::Close(cause)
+        }
+    }
+
+    /// The keep-alive timer ran out. A request may have arrived in the same
+    /// instant and not been read yet (its event is still in the poll queue):
+    /// closing now would reset it, the close-versus-new-request race. So read
+    /// first: a request that made it is served (and the timer re-armed);
+    /// only a connection with nothing to read is closed.
+    fn expire_idle(&mut self, ctx: &mut Ctx<'_>) -> Flow {
+        match self.drive(true, ctx) {
+            Flow::Open if !self.moved => Flow::Close(CloseCause::KeepAliveTimeout),
+            flow => flow,
         }
     }
 
@@ -420,4 +432,118 @@ impl Conn {
 
 pub fn would_block(error: &io::Error) -> bool {
     error.kind() == io::ErrorKind::WouldBlock
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::config::Config;
+    use crate::date::DateCache;
+    use crate::pool::BufferPool;
+    use crate::stats::Stats;
+
+    const GET: &[u8] = b"GET / HTTP/1.1\r\nHost: t\r\n\r\n";
+
+    /// What a worker would lend the connection.
+    struct Worker {
+        timers: TimerLists<TimerEvent>,
+        pool: BufferPool,
+        date: DateCache,
+        settings: Settings,
+        stats: Stats,
+    }
+
+    impl Worker {
+        fn new() -> Self {
+            Worker {
+                timers: TimerLists::new(),
+                pool: BufferPool::new(),
+                date: DateCache::new(),
+                settings: Config::with_listen("127.0.0.1:0".parse().unwrap()).settings(),
+                stats: Stats::default(),
+            }
+        }
+
+        fn ctx(&mut self) -> Ctx<'_> {
+            Ctx {
+                now: 0,
+                timers: &mut self.timers,
+                pool: &mut self.pool,
+                date: &mut self.date,
+                settings: &self.settings,
+                stats: &self.stats,
+                draining: false,
+                conn_id: 0,
+                peer: None,
+            }
+        }
+
+        /// Fires the connection's activity timer the way the loop does:
+        /// sync it, pop due timers (the Date tick among them), hand it over.
+        fn fire_activity(&mut self, conn: &mut Conn) -> Flow {
+            conn.sync_timers(0, &mut self.timers, 0, &self.settings);
+            loop {
+                match self.timers.expire(Micros::MAX).expect("a timer is due") {
+                    (_, TimerEvent::DateExpired) => self.date.invalidate(),
+                    (_, event) => {
+                        let activity = TimerEvent::Conn {
+                            key: 0,
+                            slot: Slot::Activity,
+                        };
+                        assert_eq!(event, activity);
+                        return conn.on_timer(Slot::Activity, &mut self.ctx());
+                    }
+                }
+            }
+        }
+    }
+
+    /// A connected client and the server side of it, non-blocking.
+    fn pair() -> (std::net::TcpStream, Conn) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        client
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let (server, _) = listener.accept().unwrap();
+        server.set_nonblocking(true).unwrap();
+        (client, Conn::new(TcpStream::from_std(server)))
+    }
+
+    /// Sends a request and lets it land in the server's socket.
+    fn send(client: &mut std::net::TcpStream, bytes: &[u8]) {
+        client.write_all(bytes).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    fn read_response(client: &mut std::net::TcpStream) -> String {
+        let mut buffer = [0u8; 1024];
+        let n = client.read(&mut buffer).unwrap();
+        String::from_utf8_lossy(&buffer[..n]).into_owned()
+    }
+
+    #[test]
+    fn a_request_racing_the_keep_alive_timer_is_served_not_reset() {
+        let mut worker = Worker::new();
+        let (mut client, mut conn) = pair();
+        send(&mut client, GET);
+        assert_eq!(conn.on_ready(false, &mut worker.ctx()), Flow::Open);
+        assert!(read_response(&mut client).starts_with("HTTP/1.1 200 OK"));
+        assert_eq!(conn.phase(), Phase::Idle);
+
+        // The next request is in the socket, unread, when the timer runs out.
+        send(&mut client, GET);
+        assert_eq!(worker.fire_activity(&mut conn), Flow::Open);
+        assert!(read_response(&mut client).starts_with("HTTP/1.1 200 OK"));
+
+        // With nothing to read, the expiry closes the connection.
+        assert_eq!(
+            worker.fire_activity(&mut conn),
+            Flow::Close(CloseCause::KeepAliveTimeout)
+        );
+    }
 }
