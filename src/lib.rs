@@ -12,7 +12,8 @@
 //! - [`session`]: one connection's HTTP exchange, without the socket.
 //! - [`pool`], [`ctx`], [`stats`]: buffers, what a worker lends a
 //!   connection, counters.
-//! - `worker` / `conn`: the event loop, and one connection's I/O and timers.
+//! - `worker` / `conn` / `clock`: the event loop, one connection's I/O and
+//!   timers, and the loop clock with its one kernel timer (a timerfd).
 
 pub mod admin;
 pub mod config;
@@ -26,6 +27,7 @@ pub mod session;
 pub mod stats;
 pub mod timers;
 
+mod clock;
 mod conn;
 mod worker;
 

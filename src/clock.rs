@@ -1,0 +1,127 @@
+//! A worker's loop clock and its one real timer.
+//!
+//! The clock is CLOCK_MONOTONIC in microseconds since the worker started,
+//! read once per loop turn. The alarm is a timerfd on the same clock, armed
+//! at the earliest expiry of the worker's timer lists and registered in its
+//! poll, so one kernel timer stands for every timeout, as in Node.
+//!
+//! Why not simply the poll timeout: epoll_wait counts whole milliseconds
+//! (mio rounds up), and Linux lets a wait of T oversleep by T/1000 (the
+//! timer slack select, poll and epoll get: 2 ms on a 2 s wait, 65 ms on a
+//! 65 s one). A timerfd fires at its absolute deadline without that slack.
+//! It is re-armed only when the earliest expiry changes (lazy list keys make
+//! that rare: refreshes never move it) and disarmed when no timer is left,
+//! so an idle server never wakes up.
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use mio::unix::SourceFd;
+use mio::{Interest, Registry, Token};
+use rustix::time::{
+    ClockId, Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags, Timespec, clock_gettime,
+    timerfd_create, timerfd_settime,
+};
+
+use crate::timers::Micros;
+
+/// The loop clock and its alarm.
+pub struct LoopClock {
+    /// CLOCK_MONOTONIC when the worker started: time zero.
+    origin: Timespec,
+    alarm: OwnedFd,
+    /// Where the alarm is set, in loop time; `None` when disarmed.
+    armed_at: Option<Micros>,
+}
+
+impl LoopClock {
+    pub fn new() -> io::Result<Self> {
+        let alarm = timerfd_create(
+            TimerfdClockId::Monotonic,
+            TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC,
+        )?;
+        Ok(LoopClock {
+            origin: clock_gettime(ClockId::Monotonic),
+            alarm,
+            armed_at: None,
+        })
+    }
+
+    /// Registers the alarm in the worker's poll under `token`.
+    pub fn register(&self, registry: &Registry, token: Token) -> io::Result<()> {
+        registry.register(
+            &mut SourceFd(&self.alarm.as_raw_fd()),
+            token,
+            Interest::READABLE,
+        )
+    }
+
+    /// Microseconds since the worker started (rounded down, so a deadline
+    /// reads as reached only once it truly has).
+    pub fn now(&self) -> Micros {
+        let now = clock_gettime(ClockId::Monotonic);
+        let seconds = (now.tv_sec - self.origin.tv_sec) as i128;
+        let nanos = seconds * 1_000_000_000 + (now.tv_nsec - self.origin.tv_nsec) as i128;
+        (nanos / 1000).max(0) as Micros
+    }
+
+    /// Sets the alarm to fire at loop time `at`, or disarms it (`None`).
+    /// Costs a syscall only when `at` changes. Re-arming also resets the
+    /// timerfd's expiry count, so it need never be read.
+    pub fn arm(&mut self, at: Option<Micros>) -> io::Result<()> {
+        if at == self.armed_at {
+            return Ok(());
+        }
+        let value = match at {
+            // A zero it_value disarms; the absolute deadline is never zero
+            // because origin is a real CLOCK_MONOTONIC reading.
+            None => Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            Some(at) => {
+                let nanos = self.origin.tv_nsec as i128 + i128::from(at) * 1000;
+                Timespec {
+                    tv_sec: self.origin.tv_sec + (nanos / 1_000_000_000) as i64,
+                    tv_nsec: (nanos % 1_000_000_000) as i64,
+                }
+            }
+        };
+        let spec = Itimerspec {
+            it_interval: Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: value,
+        };
+        timerfd_settime(&self.alarm, TimerfdTimerFlags::ABSTIME, &spec)?;
+        self.armed_at = at;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn the_alarm_fires_at_its_deadline_not_before() {
+        let mut clock = LoopClock::new().unwrap();
+        let mut poll = mio::Poll::new().unwrap();
+        clock.register(poll.registry(), Token(0)).unwrap();
+        let mut events = mio::Events::with_capacity(4);
+        let deadline = clock.now() + 30_000;
+        clock.arm(Some(deadline)).unwrap();
+        poll.poll(&mut events, Some(Duration::from_secs(5)))
+            .unwrap();
+        assert!(events.iter().any(|e| e.token() == Token(0)), "alarm fired");
+        assert!(clock.now() >= deadline, "never before its deadline");
+
+        // Disarmed, it stays quiet.
+        clock.arm(None).unwrap();
+        poll.poll(&mut events, Some(Duration::from_millis(100)))
+            .unwrap();
+        assert!(events.is_empty());
+    }
+}
