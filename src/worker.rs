@@ -153,8 +153,12 @@ impl Worker {
             if self.accept_pending {
                 self.accept(now);
             }
-            for key in std::mem::take(&mut self.ready) {
+            let mut ready = std::mem::take(&mut self.ready);
+            for key in ready.drain(..) {
                 self.with_conn(key as usize, now, |conn, ctx| conn.on_ready(false, ctx));
+            }
+            if self.ready.is_empty() {
+                self.ready = ready; // keep its capacity for the next turn
             }
         }
     }
