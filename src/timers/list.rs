@@ -139,8 +139,32 @@ impl List {
             node.start = now;
             return;
         }
-        self.unlink(nodes, key);
-        nodes[key as usize].start = now;
-        self.push_back(nodes, key);
+        self.move_to_tail(nodes, key, now);
+    }
+
+    /// Moves node `key`, which is in this list but not its tail, to the tail
+    /// with start `now`: one pass over the three nodes involved, and the
+    /// list's counts stay as they are. The hot path of every refresh.
+    fn move_to_tail<T>(&mut self, nodes: &mut Slab<Node<T>>, key: u32, now: Micros) {
+        let old_tail = self.tail;
+        debug_assert!(
+            now >= nodes[old_tail as usize].start,
+            "clock went backwards: {now} < tail start {}",
+            nodes[old_tail as usize].start
+        );
+        let node = &mut nodes[key as usize];
+        let (prev, next) = (node.prev, node.next);
+        debug_assert_ne!(next, NIL, "the tail moves nowhere");
+        node.prev = old_tail;
+        node.next = NIL;
+        node.start = now;
+        if prev == NIL {
+            self.head = next;
+        } else {
+            nodes[prev as usize].next = next;
+        }
+        nodes[next as usize].prev = prev;
+        nodes[old_tail as usize].next = key;
+        self.tail = key;
     }
 }
