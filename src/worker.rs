@@ -379,16 +379,7 @@ impl Worker {
 
     /// The admin view of this worker, at this turn.
     fn snapshot(&self, now: Micros) -> Snapshot {
-        let mut connections = ConnCounts::default();
-        for (_, conn) in &self.conns {
-            let count = match conn.phase() {
-                Phase::Fresh | Phase::Head | Phase::Body => &mut connections.reading,
-                Phase::Writing | Phase::Delayed { .. } => &mut connections.writing,
-                Phase::Idle => &mut connections.idle,
-                Phase::Closing => &mut connections.closing,
-            };
-            *count += 1;
-        }
+        let connections = self.connection_counts();
         let mut lists: Vec<ListView> = self
             .timers
             .lists()
@@ -411,13 +402,34 @@ impl Worker {
         }
     }
 
+    /// Open connections by what they are doing.
+    fn connection_counts(&self) -> ConnCounts {
+        let mut counts = ConnCounts::default();
+        for (_, conn) in &self.conns {
+            let count = match conn.phase() {
+                Phase::Fresh | Phase::Head | Phase::Body => &mut counts.reading,
+                Phase::Writing | Phase::Delayed { .. } => &mut counts.writing,
+                Phase::Idle => &mut counts.idle,
+                Phase::Closing => &mut counts.closing,
+            };
+            *count += 1;
+        }
+        counts
+    }
+
+    /// The end of a shutdown: whatever is still open is cut, and the log
+    /// says what that was.
     fn close_all(&mut self, now: Micros) {
         let keys: Vec<usize> = self.conns.iter().map(|(key, _)| key).collect();
         if !keys.is_empty() {
+            let cut = self.connection_counts();
             tracing::warn!(
                 connections = keys.len(),
-                refed = self.timers.ref_count(),
-                "shutdown cut connections"
+                reading_requests = cut.reading,
+                writing_or_delayed_responses = cut.writing,
+                closing = cut.closing,
+                refed_timers = self.timers.ref_count(),
+                "shutdown timeout: cutting connections still in flight"
             );
         }
         for key in keys {
