@@ -1,0 +1,133 @@
+//! Kernel receive timestamps (Linux SO_TIMESTAMPNS): the time the segment
+//! reached the socket, independent of when this loop got round to it.
+//! Enabling them, reading data with its stamp (`recvmsg`), and moving the
+//! stamp onto the `Instant` timeline.
+
+use std::io;
+use std::mem::MaybeUninit;
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant, SystemTime};
+
+use mio::net::TcpStream;
+use socket2::{MaybeUninitSlice, MsgHdrMut, SockRef};
+
+const SOL_SOCKET: i32 = 1;
+/// SO_TIMESTAMPNS (SO_TIMESTAMPNS_OLD: 64-bit timespec on 64-bit
+/// targets); the control message type SCM_TIMESTAMPNS is the same number.
+const SO_TIMESTAMPNS: i32 = 35;
+
+unsafe extern "C" {
+    fn setsockopt(fd: i32, level: i32, name: i32, value: *const std::ffi::c_void, len: u32) -> i32;
+}
+
+pub fn enable(socket: &impl AsRawFd) -> io::Result<()> {
+    let on: i32 = 1;
+    // SAFETY: a valid descriptor, and a pointer to a live i32 with its size.
+    let rc = unsafe {
+        setsockopt(
+            socket.as_raw_fd(),
+            SOL_SOCKET,
+            SO_TIMESTAMPNS,
+            (&raw const on).cast(),
+            size_of::<i32>() as u32,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Finds SCM_TIMESTAMPNS in a control buffer (struct cmsghdr: usize
+/// length, i32 level, i32 type, then the data, all native-endian).
+pub fn parse(control: &[u8]) -> Option<SystemTime> {
+    const WORD: usize = size_of::<usize>();
+    let header = WORD + 8;
+    let align = |n: usize| n.div_ceil(WORD) * WORD;
+    let mut at = 0;
+    while at + header <= control.len() {
+        let len = usize::from_ne_bytes(control[at..at + WORD].try_into().ok()?);
+        let level = i32::from_ne_bytes(control[at + WORD..at + WORD + 4].try_into().ok()?);
+        let kind = i32::from_ne_bytes(control[at + WORD + 4..at + WORD + 8].try_into().ok()?);
+        if len < header || at + len > control.len() {
+            return None;
+        }
+        let data = &control[at + align(header)..at + len];
+        if level == SOL_SOCKET && kind == SO_TIMESTAMPNS && data.len() >= 16 {
+            let secs = i64::from_ne_bytes(data[..8].try_into().ok()?);
+            let nanos = i64::from_ne_bytes(data[8..16].try_into().ok()?);
+            let since_epoch = Duration::new(u64::try_from(secs).ok()?, u32::try_from(nanos).ok()?);
+            return SystemTime::UNIX_EPOCH.checked_add(since_epoch);
+        }
+        at += align(len);
+    }
+    None
+}
+
+/// When poll returned, on both clocks: kernel receive stamps are wall-clock
+/// times, and are moved onto the monotonic timeline through this pair.
+#[derive(Clone, Copy)]
+pub struct Seen {
+    pub at: Instant,
+    wall: SystemTime,
+}
+
+impl Seen {
+    pub fn now() -> Seen {
+        Seen {
+            at: Instant::now(),
+            wall: SystemTime::now(),
+        }
+    }
+
+    /// The `Instant` at which the wall clock read `wall`.
+    pub fn instant_of(&self, wall: SystemTime) -> Instant {
+        match self.wall.duration_since(wall) {
+            Ok(ago) => self.at.checked_sub(ago).unwrap_or(self.at),
+            // Received after this wake-up (read later in the same pass).
+            Err(after) => self.at + after.duration(),
+        }
+    }
+}
+
+/// Receive buffers for `recvmsg`: data, and control for the timestamp.
+pub struct Scratch {
+    data: Vec<MaybeUninit<u8>>,
+    control: Vec<MaybeUninit<u8>>,
+}
+
+impl Scratch {
+    pub fn new() -> Scratch {
+        // Zero-filled, so every byte is initialized from the start.
+        Scratch {
+            data: vec![MaybeUninit::new(0); 4096],
+            control: vec![MaybeUninit::new(0); 256],
+        }
+    }
+
+    /// One `recvmsg`: bytes read and the kernel receive time, if stamped.
+    pub fn recv(&mut self, stream: &TcpStream) -> io::Result<(usize, Option<SystemTime>)> {
+        let socket = SockRef::from(stream);
+        let mut bufs = [MaybeUninitSlice::new(&mut self.data)];
+        let mut msg = MsgHdrMut::new()
+            .with_buffers(&mut bufs)
+            .with_control(&mut self.control);
+        let n = socket.recvmsg(&mut msg, 0)?;
+        let control_len = msg.control_len();
+        let stamp = parse(init(&self.control[..control_len]));
+        Ok((n, stamp))
+    }
+
+    pub fn data(&self, n: usize) -> &[u8] {
+        init(&self.data[..n])
+    }
+}
+
+/// Views bytes that are known to be initialized.
+fn init(bytes: &[MaybeUninit<u8>]) -> &[u8] {
+    // SAFETY: Scratch buffers are zero-filled at creation and only ever
+    // written with initialized bytes (by the kernel), so every element is
+    // initialized; MaybeUninit<u8> has u8's layout.
+    unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<u8>(), bytes.len()) }
+}
