@@ -442,17 +442,14 @@ mod tests {
 
     use super::*;
     use crate::config::Config;
-    use crate::date::DateCache;
-    use crate::pool::BufferPool;
+    use crate::ctx::Resources;
     use crate::stats::Stats;
 
     const GET: &[u8] = b"GET / HTTP/1.1\r\nHost: t\r\n\r\n";
 
     /// What a worker would lend the connection.
     struct Worker {
-        timers: TimerLists<TimerEvent>,
-        pool: BufferPool,
-        date: DateCache,
+        resources: Resources,
         settings: Settings,
         stats: Stats,
     }
@@ -460,35 +457,28 @@ mod tests {
     impl Worker {
         fn new() -> Self {
             Worker {
-                timers: TimerLists::new(),
-                pool: BufferPool::new(),
-                date: DateCache::new(),
+                resources: Resources::default(),
                 settings: Config::with_listen("127.0.0.1:0".parse().unwrap()).settings(),
                 stats: Stats::default(),
             }
         }
 
         fn ctx(&mut self) -> Ctx<'_> {
-            Ctx {
-                now: 0,
-                timers: &mut self.timers,
-                pool: &mut self.pool,
-                date: &mut self.date,
-                settings: &self.settings,
-                stats: &self.stats,
-                draining: false,
-                conn_id: 0,
-                peer: None,
-            }
+            self.resources.lend(0, &self.settings, &self.stats)
         }
 
         /// Fires the connection's activity timer the way the loop does:
         /// sync it, pop due timers (the Date tick among them), hand it over.
         fn fire_activity(&mut self, conn: &mut Conn) -> Flow {
-            conn.sync_timers(0, &mut self.timers, 0, &self.settings);
+            conn.sync_timers(0, &mut self.resources.timers, 0, &self.settings);
             loop {
-                match self.timers.expire(Micros::MAX).expect("a timer is due") {
-                    (_, TimerEvent::DateExpired) => self.date.invalidate(),
+                match self
+                    .resources
+                    .timers
+                    .expire(Micros::MAX)
+                    .expect("a timer is due")
+                {
+                    (_, TimerEvent::DateExpired) => self.resources.date.invalidate(),
                     (_, event) => {
                         let activity = TimerEvent::Conn {
                             key: 0,

@@ -1,6 +1,7 @@
 //! What a worker lends a connection while it handles one event (the turn's
 //! clock reading, the timer lists, the buffer pool, the Date cache, the
-//! settings and counters), and what a timer in those lists stands for.
+//! settings and counters), the [`Resources`] it lends them from, and what a
+//! timer in those lists stands for.
 
 use crate::config::Settings;
 use crate::date::DateCache;
@@ -44,4 +45,43 @@ pub struct Ctx<'a> {
     pub conn_id: u32,
     /// The peer's address, looked up only when the access log is on.
     pub peer: Option<std::net::SocketAddr>,
+}
+
+/// What a worker owns and lends its connections, one event at a time.
+#[derive(Default)]
+pub struct Resources {
+    pub timers: TimerLists<TimerEvent>,
+    pub pool: BufferPool,
+    pub date: DateCache,
+}
+
+impl Resources {
+    /// Room for `timers` timers before the lists allocate.
+    pub fn with_capacity(timers: usize) -> Self {
+        Resources {
+            timers: TimerLists::with_capacity(timers),
+            ..Resources::default()
+        }
+    }
+
+    /// A context at loop time `now`, not draining, for connection 0 with no
+    /// peer address; the worker sets those three per event.
+    pub fn lend<'a>(
+        &'a mut self,
+        now: Micros,
+        settings: &'a Settings,
+        stats: &'a Stats,
+    ) -> Ctx<'a> {
+        Ctx {
+            now,
+            timers: &mut self.timers,
+            pool: &mut self.pool,
+            date: &mut self.date,
+            settings,
+            stats,
+            draining: false,
+            conn_id: 0,
+            peer: None,
+        }
+    }
 }

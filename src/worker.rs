@@ -26,14 +26,12 @@ use slab::Slab;
 use crate::clock::LoopClock;
 use crate::config::Settings;
 use crate::conn::{Conn, Flow, would_block};
-use crate::ctx::{Ctx, Slot, TimerEvent};
-use crate::date::DateCache;
+use crate::ctx::{Ctx, Resources, Slot, TimerEvent};
 use crate::introspect::{ConnCounts, ListView, Snapshot, WorkerShared};
-use crate::pool::BufferPool;
 use crate::server::Control;
 use crate::session::Phase;
 use crate::stats::CloseCause;
-use crate::timers::{Micros, TimerLists};
+use crate::timers::Micros;
 
 pub const LISTENER: Token = Token(usize::MAX - 1);
 pub const WAKER: Token = Token(usize::MAX - 2);
@@ -64,9 +62,8 @@ pub struct Worker {
     evictions_unreported: u64,
     eviction_warned_at: Option<Micros>,
     conns: Slab<Conn>,
-    timers: TimerLists<TimerEvent>,
-    pool: BufferPool,
-    date: DateCache,
+    /// Timer lists, buffer pool and Date cache, lent to connections.
+    resources: Resources,
     settings: Arc<Settings>,
     shared: Arc<WorkerShared>,
     control: Arc<Control>,
@@ -103,9 +100,7 @@ impl Worker {
             evictions_unreported: 0,
             eviction_warned_at: None,
             conns: Slab::with_capacity(1024),
-            timers: TimerLists::with_capacity(2048),
-            pool: BufferPool::new(),
-            date: DateCache::new(),
+            resources: Resources::with_capacity(2048),
             settings,
             shared,
             control,
@@ -171,7 +166,7 @@ impl Worker {
     /// When the alarm must wake the loop: the earliest timer, or the end of
     /// a shutdown's grace; `None` (sleep until an event) when neither.
     fn next_deadline(&self) -> Option<Micros> {
-        match (self.timers.next_expiry(), self.drain_deadline) {
+        match (self.resources.timers.next_expiry(), self.drain_deadline) {
             (Some(timer), Some(drain)) => Some(timer.min(drain)),
             (timer, drain) => timer.or(drain),
         }
@@ -187,17 +182,11 @@ impl Worker {
         let Some(conn) = self.conns.get_mut(key) else {
             return; // closed earlier this turn
         };
-        let mut ctx = Ctx {
-            now,
-            timers: &mut self.timers,
-            pool: &mut self.pool,
-            date: &mut self.date,
-            settings: &self.settings,
-            stats: &self.shared.stats,
-            draining: self.drain_deadline.is_some(),
-            conn_id: key as u32,
-            peer: self.settings.access_log.then(|| conn.peer_addr()).flatten(),
-        };
+        let peer = self.settings.access_log.then(|| conn.peer_addr()).flatten();
+        let mut ctx = self.resources.lend(now, &self.settings, &self.shared.stats);
+        ctx.draining = self.drain_deadline.is_some();
+        ctx.conn_id = key as u32;
+        ctx.peer = peer;
         match handle(conn, &mut ctx) {
             Flow::Open => {
                 if !conn.touched {
@@ -221,18 +210,18 @@ impl Worker {
         for key in self.touched.drain(..) {
             if let Some(conn) = self.conns.get_mut(key as usize) {
                 conn.touched = false;
-                conn.sync_timers(key, &mut self.timers, now, &self.settings);
+                conn.sync_timers(key, &mut self.resources.timers, now, &self.settings);
             }
         }
     }
 
     fn fire_due_timers(&mut self, now: Micros) {
-        while let Some((_, event)) = self.timers.expire(now) {
+        while let Some((_, event)) = self.resources.timers.expire(now) {
             match event {
                 TimerEvent::Conn { key, slot } => {
                     self.with_conn(key as usize, now, |conn, ctx| conn.on_timer(slot, ctx));
                 }
-                TimerEvent::DateExpired => self.date.invalidate(),
+                TimerEvent::DateExpired => self.resources.date.invalidate(),
                 TimerEvent::AcceptResume => {
                     self.accept_paused = false;
                     self.accept(now);
@@ -265,8 +254,12 @@ impl Worker {
                         self.accept_warned = true;
                     }
                     self.accept_paused = true;
-                    self.timers
-                        .enroll(now, ACCEPT_PAUSE_MS, false, TimerEvent::AcceptResume);
+                    self.resources.timers.enroll(
+                        now,
+                        ACCEPT_PAUSE_MS,
+                        false,
+                        TimerEvent::AcceptResume,
+                    );
                     return;
                 }
             }
@@ -336,7 +329,8 @@ impl Worker {
     /// The oldest connection in `phase` whose activity timer is in the list
     /// for `duration_ms`.
     fn oldest_in_list(&self, duration_ms: u64, phase: Phase) -> Option<usize> {
-        self.timers
+        self.resources
+            .timers
             .iter_list(duration_ms)
             .find_map(|(_, event)| match *event {
                 TimerEvent::Conn {
@@ -374,13 +368,14 @@ impl Worker {
     /// Draining and nothing ref'd is left (or the shutdown timeout passed).
     fn drained(&self, now: Micros) -> bool {
         self.drain_deadline
-            .is_some_and(|deadline| self.timers.ref_count() == 0 || now >= deadline)
+            .is_some_and(|deadline| self.resources.timers.ref_count() == 0 || now >= deadline)
     }
 
     /// The admin view of this worker, at this turn.
     fn snapshot(&self, now: Micros) -> Snapshot {
         let connections = self.connection_counts();
         let mut lists: Vec<ListView> = self
+            .resources
             .timers
             .lists()
             .map(|list| ListView {
@@ -394,9 +389,9 @@ impl Worker {
         Snapshot {
             worker: self.index,
             lists,
-            timers: self.timers.len(),
-            ref_count: self.timers.ref_count(),
-            date: self.date.cached().map(str::to_owned),
+            timers: self.resources.timers.len(),
+            ref_count: self.resources.timers.ref_count(),
+            date: self.resources.date.cached().map(str::to_owned),
             connections,
             accepting: self.listener.is_some(),
         }
@@ -428,7 +423,7 @@ impl Worker {
                 reading_requests = cut.reading,
                 writing_or_delayed_responses = cut.writing,
                 closing = cut.closing,
-                refed_timers = self.timers.ref_count(),
+                refed_timers = self.resources.timers.ref_count(),
                 "shutdown timeout: cutting connections still in flight"
             );
         }

@@ -20,12 +20,11 @@ use std::time::Duration;
 
 use keepalive_server::Config;
 use keepalive_server::Settings;
-use keepalive_server::ctx::{Ctx, TimerEvent};
-use keepalive_server::date::DateCache;
-use keepalive_server::pool::{BufferPool, Buffers};
+use keepalive_server::ctx::{Ctx, Resources};
+use keepalive_server::pool::Buffers;
 use keepalive_server::session::{Phase, Session};
 use keepalive_server::stats::{CloseCause, Stats};
-use keepalive_server::timers::{Micros, TimerLists};
+use keepalive_server::timers::Micros;
 use libfuzzer_sys::fuzz_target;
 
 /// Bits of a step's action byte.
@@ -62,9 +61,7 @@ fn settings(byte: u8) -> Settings {
 struct Harness {
     settings: Settings,
     draining: bool,
-    timers: TimerLists<TimerEvent>,
-    pool: BufferPool,
-    date: DateCache,
+    resources: Resources,
     stats: Stats,
     now: Micros,
     session: Session,
@@ -79,14 +76,12 @@ struct Harness {
 
 impl Harness {
     fn new(settings: Settings, draining: bool) -> Self {
-        let mut pool = BufferPool::new();
-        let buffers = pool.take();
+        let mut resources = Resources::default();
+        let buffers = resources.pool.take();
         Harness {
             settings,
             draining,
-            timers: TimerLists::new(),
-            pool,
-            date: DateCache::new(),
+            resources,
             stats: Stats::default(),
             now: 0,
             session: Session::new(),
@@ -105,17 +100,9 @@ impl Harness {
     /// every session call.
     fn with_ctx(&mut self, f: impl FnOnce(&mut Session, &mut Buffers, &mut Ctx<'_>)) {
         self.now += 1000;
-        let mut ctx = Ctx {
-            now: self.now,
-            timers: &mut self.timers,
-            pool: &mut self.pool,
-            date: &mut self.date,
-            settings: &self.settings,
-            stats: &self.stats,
-            draining: self.draining,
-            conn_id: 7,
-            peer: None,
-        };
+        let mut ctx = self.resources.lend(self.now, &self.settings, &self.stats);
+        ctx.draining = self.draining;
+        ctx.conn_id = 7;
         f(&mut self.session, &mut self.buffers, &mut ctx);
         self.check();
     }
@@ -175,7 +162,7 @@ impl Harness {
 
     fn act(&mut self, action: u8) {
         if action & Action::DATE != 0 {
-            self.date.invalidate();
+            self.resources.date.invalidate();
         }
         if action & Action::DELAY != 0 {
             self.with_ctx(|session, buffers, ctx| session.delay_elapsed(buffers, ctx));

@@ -9,21 +9,18 @@
 use std::time::{Duration, UNIX_EPOCH};
 
 use keepalive_server::Settings;
-use keepalive_server::ctx::{Ctx, TimerEvent};
-use keepalive_server::date::DateCache;
-use keepalive_server::pool::{BufferPool, Buffers};
+use keepalive_server::ctx::{Ctx, Resources};
+use keepalive_server::pool::Buffers;
 use keepalive_server::session::Session;
 use keepalive_server::stats::{CloseCause, Stats};
-use keepalive_server::timers::{Micros, TimerLists};
+use keepalive_server::timers::Micros;
 
 /// The instant the pinned Date cache shows: Sun, 06 Nov 1994 08:49:37 GMT.
 pub const PINNED_DATE: &str = "Sun, 06 Nov 1994 08:49:37 GMT";
 
 pub struct Driver {
     pub settings: Settings,
-    timers: TimerLists<TimerEvent>,
-    pool: BufferPool,
-    date: DateCache,
+    resources: Resources,
     stats: Stats,
     now: Micros,
     pub session: Session,
@@ -34,16 +31,15 @@ pub struct Driver {
 
 impl Driver {
     pub fn new(settings: Settings) -> Self {
-        let mut pool = BufferPool::new();
-        let buffers = pool.take();
-        let mut date = DateCache::new();
+        let mut resources = Resources::default();
+        let buffers = resources.pool.take();
         // Valid until invalidated, which only the Date timer does: pinned.
-        date.refresh(UNIX_EPOCH + Duration::from_secs(784_111_777));
+        resources
+            .date
+            .refresh(UNIX_EPOCH + Duration::from_secs(784_111_777));
         Driver {
             settings,
-            timers: TimerLists::new(),
-            pool,
-            date,
+            resources,
             stats: Stats::default(),
             now: 0,
             session: Session::new(),
@@ -54,17 +50,7 @@ impl Driver {
 
     fn with_ctx<R>(&mut self, f: impl FnOnce(&mut Session, &mut Buffers, &mut Ctx<'_>) -> R) -> R {
         self.now += 1000;
-        let mut ctx = Ctx {
-            now: self.now,
-            timers: &mut self.timers,
-            pool: &mut self.pool,
-            date: &mut self.date,
-            settings: &self.settings,
-            stats: &self.stats,
-            draining: false,
-            conn_id: 0,
-            peer: None,
-        };
+        let mut ctx = self.resources.lend(self.now, &self.settings, &self.stats);
         f(&mut self.session, &mut self.buffers, &mut ctx)
     }
 
