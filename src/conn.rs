@@ -7,6 +7,20 @@
 //! writable edge will come), or input full behind a delayed or backed-up
 //! response (finishing that response drives it again).
 //!
+//! Hangups are state, not just an event flag: a peer that hung up is
+//! remembered (its `hangup` flag) so that every later pass, from the ready
+//! list or a writable edge, reads on to the EOF instead of stopping at a
+//! short read and waiting for an edge that will never come again. An error
+//! (a reset) ends the connection in the turn it arrives: nothing sent can
+//! reach the peer any more.
+//!
+//! Closing never cuts a response: a connection that has its last response
+//! queued counts as writing (the inactivity timer, refreshed by write
+//! progress, governs it) until the output is flushed; only then does it
+//! shut its write side and linger, draining input so that the close sends
+//! FIN rather than RST. The linger lasts while input keeps coming, up to
+//! [`LINGER_IDLE_MS`] of silence and [`LINGER_TOTAL_MS`] in all.
+//!
 //! Timers are not touched while bytes move. A connection only records that
 //! something happened; once per loop turn the worker calls
 //! [`Conn::sync_timers`] with a clock reading taken after that activity, and
@@ -30,34 +44,57 @@ use crate::timers::{Micros, TimerId, TimerLists};
 
 /// Reads per readiness event before yielding to other connections.
 const READ_BUDGET: u32 = 16;
-/// How long a closing connection drains input so the client reads the
-/// response instead of a reset, and how much it drains at most.
-const LINGER_MS: u64 = 1000;
-const LINGER_MAX_BYTES: u32 = 1 << 20;
+/// A lingering connection closes after this long without input (nginx's
+/// `lingering_timeout`): a client that has stopped sending will send nothing
+/// that could turn the close into a reset.
+const LINGER_IDLE_MS: u64 = 1000;
+/// And after this long in all, however it trickles (nginx's `lingering_time`).
+const LINGER_TOTAL_MS: u64 = 30_000;
 
-/// What the activity timer is measuring. Tags carry the request number
-/// where a new request must start a new timer.
+/// What a timer slot is measuring. Tags carry the request number where a
+/// new request must start a new timer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Watch {
     KeepAlive,
-    Headers { request: u32 },
+    Headers {
+        request: u32,
+    },
     Inactivity,
-    Delay { request: u32 },
+    Delay {
+        request: u32,
+    },
+    /// Draining input after the last response: silence ends it.
     Linger,
+    /// The whole-request deadline.
+    Request {
+        request: u32,
+    },
+    /// The cap on the whole linger.
+    LingerTotal,
 }
 
 impl Watch {
     /// Whether activity restarts it.
     fn refreshes(self) -> bool {
-        matches!(self, Watch::KeepAlive | Watch::Inactivity)
+        matches!(self, Watch::KeepAlive | Watch::Inactivity | Watch::Linger)
     }
 }
 
-/// What the activity slot should hold.
+/// What a timer slot should hold.
+#[derive(Clone, Copy)]
 struct WantedTimer {
     watch: Watch,
     ms: u64,
     refed: bool,
+}
+
+/// What a readiness event says about the peer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Readiness {
+    /// The peer shut its write side (or both): an EOF waits behind any data.
+    pub hangup: bool,
+    /// The socket has an error pending (a reset): the connection is dead.
+    pub error: bool,
 }
 
 /// Whether the connection lives on after an event.
@@ -65,6 +102,15 @@ struct WantedTimer {
 pub enum Flow {
     Open,
     Close(CloseCause),
+}
+
+/// Outcome of one flush.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flushed {
+    /// Everything queued is sent; `wrote`: some of it in this flush.
+    All { wrote: bool },
+    /// The socket took what it could; a writable edge will come.
+    Blocked,
 }
 
 /// Outcome of one read.
@@ -88,8 +134,8 @@ pub struct Conn {
     /// What `activity` measures; meaningful only while it is `Some`.
     watch: Watch,
     deadline: Option<TimerId>,
-    /// The request `deadline` was armed for.
-    deadline_for: u32,
+    /// What `deadline` measures; meaningful only while it is `Some`.
+    deadline_watch: Watch,
     /// Bytes drained while closing.
     lingered: u32,
     /// Bytes moved since the last timer sync.
@@ -98,6 +144,9 @@ pub struct Conn {
     pub touched: bool,
     /// Stopped reading with input maybe waiting: drive again next turn.
     pub wants_more: bool,
+    /// A readiness event said the peer hung up: read on to the EOF, even
+    /// past short reads, in this pass and every later one.
+    hangup: bool,
     /// The client shut its write side (read returned 0).
     peer_closed: bool,
     write_shut: bool,
@@ -114,11 +163,12 @@ impl Conn {
             activity: None,
             watch: Watch::KeepAlive,
             deadline: None,
-            deadline_for: 0,
+            deadline_watch: Watch::LingerTotal,
             lingered: 0,
             moved: false,
             touched: false,
             wants_more: false,
+            hangup: false,
             peer_closed: false,
             write_shut: false,
             nodelay: false,
@@ -133,40 +183,55 @@ impl Conn {
         self.session.phase(self.buffers.as_deref())
     }
 
-    /// A readiness event, or a turn on the ready list. `hangup`: the event
-    /// says the peer closed, so read on to the end even after a short read.
-    pub fn on_ready(&mut self, hangup: bool, ctx: &mut Ctx<'_>) -> Flow {
-        self.drive(hangup, ctx)
+    /// A readiness event.
+    pub fn on_ready(&mut self, readiness: Readiness, ctx: &mut Ctx<'_>) -> Flow {
+        if readiness.error {
+            return Flow::Close(CloseCause::Reset);
+        }
+        self.hangup |= readiness.hangup;
+        self.drive(ctx)
+    }
+
+    /// A turn on the ready list: the read budget ran out last time.
+    pub fn on_ready_again(&mut self, ctx: &mut Ctx<'_>) -> Flow {
+        self.drive(ctx)
     }
 
     /// One of this connection's timers fired (and is gone from the lists).
     pub fn on_timer(&mut self, slot: Slot, ctx: &mut Ctx<'_>) -> Flow {
-        tracing::debug!(?slot, watch = ?self.watch, phase = ?self.phase(), "timer expired");
-        let cause = match slot {
-            Slot::Deadline => {
-                self.deadline = None;
-                CloseCause::RequestTimeout
-            }
+        let watch = match slot {
             Slot::Activity => {
                 self.activity = None;
-                match self.watch {
-                    Watch::KeepAlive => return self.expire_idle(ctx),
-                    Watch::Linger => {
-                        return Flow::Close(self.session.closing().unwrap_or(CloseCause::Error));
-                    }
-                    Watch::Delay { .. } => {
-                        let buffers = self.buffers.get_or_insert_with(|| ctx.pool.take());
-                        self.session.delay_elapsed(buffers, ctx);
-                        return self.drive(true, ctx);
-                    }
-                    Watch::Headers { .. } => CloseCause::HeadersTimeout,
-                    Watch::Inactivity => CloseCause::Inactivity,
-                }
+                self.watch
             }
+            Slot::Deadline => {
+                self.deadline = None;
+                self.deadline_watch
+            }
+        };
+        tracing::debug!(?slot, ?watch, phase = ?self.phase(), "timer expired");
+        let cause = match watch {
+            Watch::KeepAlive => return self.expire_idle(ctx),
+            Watch::Linger | Watch::LingerTotal => {
+                return Flow::Close(self.session.closing().unwrap_or(CloseCause::Error));
+            }
+            Watch::Delay { .. } => {
+                let buffers = self.buffers.get_or_insert_with(|| ctx.pool.take());
+                self.session.delay_elapsed(buffers, ctx);
+                return self.drive(ctx);
+            }
+            // The peer has read nothing for the whole timeout: the output
+            // can never be delivered, and this timeout is what ends it.
+            Watch::Inactivity if self.phase() == Phase::Writing => {
+                return Flow::Close(CloseCause::Inactivity);
+            }
+            Watch::Inactivity => CloseCause::Inactivity,
+            Watch::Headers { .. } => CloseCause::HeadersTimeout,
+            Watch::Request { .. } => CloseCause::RequestTimeout,
         };
         let buffers = self.buffers.get_or_insert_with(|| ctx.pool.take());
         if self.session.time_out(cause, buffers, ctx) {
-            self.drive(true, ctx)
+            self.drive(ctx)
         } else {
             Flow::Close(cause)
         }
@@ -178,7 +243,7 @@ impl Conn {
     /// first: a request that made it is served (and the timer re-armed);
     /// only a connection with nothing to read is closed.
     fn expire_idle(&mut self, ctx: &mut Ctx<'_>) -> Flow {
-        match self.drive(true, ctx) {
+        match self.drive(ctx) {
             Flow::Open if !self.moved => Flow::Close(CloseCause::KeepAliveTimeout),
             flow => flow,
         }
@@ -207,58 +272,38 @@ impl Conn {
         settings: &Settings,
     ) {
         let moved = std::mem::take(&mut self.moved);
-        let activity_event = TimerEvent::Conn {
-            key,
-            slot: Slot::Activity,
-        };
-        match (self.wanted_activity(settings), self.activity) {
-            (None, None) => {}
-            (None, Some(id)) => {
-                timers.unenroll(id);
-                self.activity = None;
-            }
-            (Some(want), None) => {
-                self.activity = Some(timers.enroll(now, want.ms, want.refed, activity_event));
-                self.watch = want.watch;
-            }
-            (Some(want), Some(id)) => {
-                if want.watch != self.watch {
-                    timers.rearm(id, want.ms, now);
-                    self.watch = want.watch;
-                } else if moved && want.watch.refreshes() {
-                    timers.refresh(id, now);
-                }
-                if timers.is_refed(id) != want.refed {
-                    timers.set_ref(id, want.refed);
-                }
-            }
-        }
-        let request = self.session.received();
-        let deadline_event = TimerEvent::Conn {
-            key,
-            slot: Slot::Deadline,
-        };
-        match (self.wanted_deadline(settings), self.deadline) {
-            (None, None) => {}
-            (None, Some(id)) => {
-                timers.unenroll(id);
-                self.deadline = None;
-            }
-            (Some(ms), None) => {
-                self.deadline = Some(timers.enroll(now, ms, true, deadline_event));
-                self.deadline_for = request;
-            }
-            (Some(ms), Some(id)) if self.deadline_for != request => {
-                timers.rearm(id, ms, now);
-                self.deadline_for = request;
-            }
-            (Some(_), Some(_)) => {}
-        }
+        let activity = self.wanted_activity(settings);
+        let deadline = self.wanted_deadline(settings);
+        sync_slot(
+            &mut self.activity,
+            &mut self.watch,
+            activity,
+            moved,
+            timers,
+            now,
+            TimerEvent::Conn {
+                key,
+                slot: Slot::Activity,
+            },
+        );
+        sync_slot(
+            &mut self.deadline,
+            &mut self.deadline_watch,
+            deadline,
+            moved,
+            timers,
+            now,
+            TimerEvent::Conn {
+                key,
+                slot: Slot::Deadline,
+            },
+        );
     }
 
     /// The activity slot's policy, in one place (DESIGN.md's timer table).
-    /// Ref'd exactly while a request is in flight, so a draining server
-    /// waits for those and no others.
+    /// Ref'd exactly while there is something to finish (a request in
+    /// flight, a response to deliver, a close to complete), so a draining
+    /// server waits for those and no others.
     fn wanted_activity(&self, settings: &Settings) -> Option<WantedTimer> {
         let want = |watch, ms, refed| Some(WantedTimer { watch, ms, refed });
         let request = self.session.received();
@@ -274,16 +319,29 @@ impl Conn {
                 .inactivity_ms
                 .and_then(|ms| want(Watch::Inactivity, ms, true)),
             Phase::Delayed { ms } => want(Watch::Delay { request }, ms, true),
-            Phase::Closing => want(Watch::Linger, LINGER_MS, false),
+            Phase::Closing => want(Watch::Linger, LINGER_IDLE_MS, true),
         }
     }
 
     /// The deadline slot's policy: from a request's first byte until it has
-    /// been received.
-    fn wanted_deadline(&self, settings: &Settings) -> Option<u64> {
+    /// been received; while lingering, the cap on the whole linger.
+    fn wanted_deadline(&self, settings: &Settings) -> Option<WantedTimer> {
+        if self.phase() == Phase::Closing {
+            return Some(WantedTimer {
+                watch: Watch::LingerTotal,
+                ms: LINGER_TOTAL_MS,
+                refed: true,
+            });
+        }
+        let request = self.session.received();
         settings
             .request_ms
             .filter(|_| self.session.is_receiving(self.buffers.as_deref()))
+            .map(|ms| WantedTimer {
+                watch: Watch::Request { request },
+                ms,
+                refed: true,
+            })
     }
 
     /// Reads, answers and writes until the socket would block or the
@@ -293,7 +351,7 @@ impl Conn {
     /// under edge triggering new data brings a new event, so the loop stops
     /// there instead of spending a syscall on the `WouldBlock` (as nginx
     /// does), unless the peer hung up and its EOF is still to be read.
-    fn drive(&mut self, hangup: bool, ctx: &mut Ctx<'_>) -> Flow {
+    fn drive(&mut self, ctx: &mut Ctx<'_>) -> Flow {
         self.wants_more = false;
         let mut reads = 0;
         let mut drained = false;
@@ -301,13 +359,14 @@ impl Conn {
             if let Some(buffers) = self.buffers.as_deref_mut() {
                 self.session.process(buffers, ctx);
             }
-            match self.flush() {
-                Ok(true) => {}
-                Ok(false) => return Flow::Open,
+            let wrote = match self.flush() {
+                Ok(Flushed::All { wrote }) => wrote,
+                Ok(Flushed::Blocked) => return Flow::Open,
                 Err(_) => return Flow::Close(CloseCause::Reset),
-            }
+            };
+            // The output is flushed: every response queued so far is sent.
             if let Some(cause) = self.session.closing() {
-                if self.peer_closed || self.lingered > LINGER_MAX_BYTES {
+                if self.peer_closed {
                     return Flow::Close(cause);
                 }
                 // An error response may interrupt a body still arriving:
@@ -331,8 +390,11 @@ impl Conn {
             }
             reads += 1;
             match self.read(ctx) {
-                Ok(ReadOutcome::Got { short }) => drained = short && !hangup,
+                Ok(ReadOutcome::Got { short }) => drained = short && !self.hangup,
                 Ok(ReadOutcome::Eof) => self.peer_closed = true,
+                // The input waits on the output. If this pass just made room
+                // there, process again: no edge would come to do it.
+                Ok(ReadOutcome::Full) if wrote => {}
                 Ok(ReadOutcome::Full) => return Flow::Open,
                 Err(e) if would_block(&e) => return self.settle(ctx),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -341,11 +403,12 @@ impl Conn {
         }
     }
 
-    /// After the socket is drained: an idle connection gives its buffers
-    /// back, and closes if the server is draining. A connection answered
-    /// with `Connection: close` closes now if the client sent nothing more
-    /// (no unread data, so the close sends FIN, not RST); otherwise it
-    /// lingers, draining, until the client closes or the linger timer fires.
+    /// After the socket is drained, with the output flushed: an idle
+    /// connection gives its buffers back, and closes if the server is
+    /// draining. A connection answered with `Connection: close` closes now
+    /// if the client sent nothing more (no unread data, so the close sends
+    /// FIN, not RST); otherwise it lingers, draining, until the client
+    /// closes or goes quiet.
     fn settle(&mut self, ctx: &mut Ctx<'_>) -> Flow {
         match self.session.closing() {
             Some(CloseCause::Done) if self.lingered == 0 => return Flow::Close(CloseCause::Done),
@@ -399,6 +462,8 @@ impl Conn {
         }
         self.moved = true;
         if self.session.closing().is_some() {
+            // Draining: counted (a Done close that read nothing needs no
+            // linger), then dropped.
             self.lingered = self.lingered.saturating_add(n as u32);
         } else {
             buffers.input.filled(n);
@@ -406,10 +471,11 @@ impl Conn {
         Ok(ReadOutcome::Got { short: n < asked })
     }
 
-    /// Writes queued output; `Ok(true)` once all of it is sent.
-    fn flush(&mut self) -> io::Result<bool> {
+    /// Writes queued output until it is all sent or the socket is full.
+    fn flush(&mut self) -> io::Result<Flushed> {
+        let mut wrote = false;
         let Some(buffers) = self.buffers.as_deref_mut() else {
-            return Ok(true);
+            return Ok(Flushed::All { wrote });
         };
         while buffers.output.pending() > 0 {
             match self.stream.write(buffers.output.unsent()) {
@@ -417,16 +483,52 @@ impl Conn {
                 Ok(n) => {
                     buffers.output.advance(n);
                     self.moved = true;
+                    wrote = true;
                 }
                 Err(e) if would_block(&e) => {
                     self.disable_nagle();
-                    return Ok(false);
+                    return Ok(Flushed::Blocked);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }
         }
-        Ok(true)
+        Ok(Flushed::All { wrote })
+    }
+}
+
+/// Brings one timer slot in line with what its policy wants: enroll, drop,
+/// re-arm for a new purpose, refresh on activity, or flip ref'd.
+fn sync_slot(
+    slot: &mut Option<TimerId>,
+    current: &mut Watch,
+    wanted: Option<WantedTimer>,
+    moved: bool,
+    timers: &mut TimerLists<TimerEvent>,
+    now: Micros,
+    event: TimerEvent,
+) {
+    match (wanted, *slot) {
+        (None, None) => {}
+        (None, Some(id)) => {
+            timers.unenroll(id);
+            *slot = None;
+        }
+        (Some(want), None) => {
+            *slot = Some(timers.enroll(now, want.ms, want.refed, event));
+            *current = want.watch;
+        }
+        (Some(want), Some(id)) => {
+            if want.watch != *current {
+                timers.rearm(id, want.ms, now);
+                *current = want.watch;
+            } else if moved && want.watch.refreshes() {
+                timers.refresh(id, now);
+            }
+            if timers.is_refed(id) != want.refed {
+                timers.set_ref(id, want.refed);
+            }
+        }
     }
 }
 
@@ -521,7 +623,10 @@ mod tests {
         let mut worker = Worker::new();
         let (mut client, mut conn) = pair();
         send(&mut client, GET);
-        assert_eq!(conn.on_ready(false, &mut worker.ctx()), Flow::Open);
+        assert_eq!(
+            conn.on_ready(Readiness::default(), &mut worker.ctx()),
+            Flow::Open
+        );
         assert!(read_response(&mut client).starts_with("HTTP/1.1 200 OK"));
         assert_eq!(conn.phase(), Phase::Idle);
 

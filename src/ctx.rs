@@ -18,6 +18,8 @@ pub enum TimerEvent {
     DateExpired,
     /// Try accept() again after running out of descriptors.
     AcceptResume,
+    /// Give memory freed by a burst back to the system (see `memory`).
+    ReturnMemory,
 }
 
 /// Which of a connection's two timers.

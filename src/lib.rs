@@ -14,6 +14,7 @@
 //!   connection, counters.
 //! - `worker` / `conn` / `clock`: the event loop, one connection's I/O and
 //!   timers, and the loop clock with its one kernel timer (a timerfd).
+//! - `memory`: handing memory freed after a burst back to the system.
 
 pub mod admin;
 pub mod config;
@@ -29,6 +30,7 @@ pub mod timers;
 
 mod clock;
 mod conn;
+mod memory;
 mod worker;
 
 pub use config::{Config, Settings};

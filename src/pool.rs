@@ -1,17 +1,22 @@
 //! Per-worker pool of connection buffers.
 //!
-//! A connection borrows an [`Active`] (input, output and body buffers plus
+//! A connection borrows a [`Buffers`] (input, output and body buffers plus
 //! the state of the request in progress) while it has something to do and
 //! gives it back the moment it goes idle, so an idle keep-alive connection
 //! holds no heap buffer at all. Most connections read, answer and go idle
 //! within one readiness event, so a busy worker cycles the same few buffers.
+//!
+//! The pool keeps at most [`MAX_POOLED`] spare sets: what comes back beyond
+//! that is freed, and counted ([`BufferPool::take_released`]) so the worker
+//! can hand the memory back to the system once a burst is over.
 
 /// Initial input buffer size; it grows up to the head limit when a head needs it.
 const INPUT_START: usize = 4096;
 /// Buffers that grew past this are shrunk before going back to the pool.
 const KEEP_CAPACITY: usize = 64 * 1024;
-/// How many spare buffer sets a worker keeps.
-const MAX_POOLED: usize = 256;
+/// How many spare buffer sets a worker keeps (each at most a few tens of
+/// KiB): enough for the connections busy at once in one turn.
+pub const MAX_POOLED: usize = 64;
 
 /// Received bytes not yet consumed: `buf[start..end]`. `buf` stays fully
 /// initialised (`len == capacity`), so reading into it needs no zeroing.
@@ -157,6 +162,15 @@ impl Buffers {
         }
     }
 
+    /// Heap bytes held, roughly: what freeing this set gives back.
+    fn footprint(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + self.input.buf.len()
+            + self.output.buf.capacity()
+            + self.body.capacity()
+            + self.log.request_line.capacity()
+    }
+
     /// Whether nothing is buffered in either direction.
     pub fn is_drained(&self) -> bool {
         self.input.is_empty() && self.output.pending() == 0
@@ -181,6 +195,9 @@ pub struct BufferPool {
     // allocation.
     #[allow(clippy::vec_box)]
     spare: Vec<Box<Buffers>>,
+    /// Bytes freed because the pool was full, since the last
+    /// [`BufferPool::take_released`].
+    released: usize,
 }
 
 impl BufferPool {
@@ -192,11 +209,19 @@ impl BufferPool {
         self.spare.pop().unwrap_or_else(|| Box::new(Buffers::new()))
     }
 
+    /// Takes buffers back: kept for reuse, or freed when the pool is full.
     pub fn give(&mut self, mut buffers: Box<Buffers>) {
         if self.spare.len() < MAX_POOLED {
             buffers.reset();
             self.spare.push(buffers);
+        } else {
+            self.released += buffers.footprint();
         }
+    }
+
+    /// Bytes freed since the last call (buffers the full pool turned away).
+    pub fn take_released(&mut self) -> usize {
+        std::mem::take(&mut self.released)
     }
 }
 
@@ -230,5 +255,18 @@ mod tests {
         let buffers = pool.take();
         assert!(buffers.is_drained());
         assert_eq!(pool.spare.len(), 0);
+    }
+
+    #[test]
+    fn a_full_pool_frees_and_counts_what_comes_back() {
+        let mut pool = BufferPool::new();
+        let taken: Vec<_> = (0..MAX_POOLED + 3).map(|_| pool.take()).collect();
+        for buffers in taken {
+            pool.give(buffers);
+        }
+        assert_eq!(pool.spare.len(), MAX_POOLED);
+        let released = pool.take_released();
+        assert!(released >= 3 * INPUT_START, "released {released}");
+        assert_eq!(pool.take_released(), 0);
     }
 }

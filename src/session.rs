@@ -4,19 +4,36 @@
 //! in progress stands; [`Session::phase`] condenses it, with the buffers, into
 //! what the connection's timers and the worker need to know.
 //!
+//! Memory per connection does not depend on what the client sends: input
+//! is bounded by the head limit, output by [`OUTPUT_HIGH_WATER`] (no new
+//! request is started and no more body echoed while that much is unsent),
+//! and the echo route gathers at most [`ECHO_BUFFER`] of a body. A body
+//! that ends within it is answered whole, with `Content-Length`; a longer
+//! one is streamed: the response head goes out, then the body as it
+//! arrives (`Content-Length` in, `Content-Length` out; chunked in, chunked
+//! out). Once a response has begun, nothing can replace it: a body that
+//! turns out malformed ends the connection with the response unfinished,
+//! and a timeout closes it without a 408.
+//!
 //! Keeping I/O out makes this the unit the fuzz target drives directly.
 
 use crate::config::Settings;
 use crate::ctx::{Ctx, TimerEvent};
-use crate::http::body::BodySink;
-use crate::http::response::{CONTINUE, Persistence, ResponseHead, push_decimal};
+use crate::http::body::{BodyOut, BodySink};
+use crate::http::response::{
+    BodyLength, CHUNK_FRAMING, CONTINUE, LAST_CHUNK, Persistence, ResponseHead, push_chunk,
+    push_decimal,
+};
 use crate::http::routes::Route;
 use crate::http::{BodyDecoder, Framing, RequestError, RequestHead, Status, parse_head};
 use crate::pool::Buffers;
 use crate::stats::CloseCause;
 
-/// Stop starting new pipelined requests while this much output is unsent.
-const OUTPUT_HIGH_WATER: usize = 64 * 1024;
+/// No new pipelined request is started, and no more of a body echoed,
+/// while this much output is unsent.
+pub const OUTPUT_HIGH_WATER: usize = 32 * 1024;
+/// The most of a body the echo route gathers before it streams instead.
+pub const ECHO_BUFFER: usize = 16 * 1024;
 /// Smallest input buffer limit, whatever `--max-header-size` says.
 const MIN_INPUT_LIMIT: usize = 4096;
 
@@ -27,11 +44,13 @@ const HELLO: &[u8] = b"Hello, World!";
 enum Exchange {
     /// Between requests, or reading a head.
     AwaitingHead,
-    /// Reading (or discarding) a body; `answer` is sent once it ends.
+    /// Reading a body; `target` says where it goes and whether the
+    /// response has begun.
     Body {
         decoder: BodyDecoder,
         received: u64,
         answer: Answer,
+        target: BodyTarget,
     },
     /// Received; the answer waits for the `/delay` timer.
     Delayed { ms: u64, answer: Answer },
@@ -45,6 +64,29 @@ struct Answer {
     route: Route,
     is_head: bool,
     persistence: Persistence,
+}
+
+/// Where the body of the request in progress goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BodyTarget {
+    /// Counted and dropped: the route ignores the body; answered once it ends.
+    Discard,
+    /// Gathered in [`Buffers::body`] for the echo, up to [`ECHO_BUFFER`];
+    /// answered whole once it ends.
+    Gather,
+    /// The response head is queued: the body follows it as it arrives.
+    Stream(Echo),
+}
+
+/// How a streamed echo carries the body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Echo {
+    /// As is, under the request's own `Content-Length`.
+    Raw,
+    /// As chunks (the request was chunked), ended by the last chunk.
+    Chunks,
+    /// Not at all: the answer to HEAD.
+    Nothing,
 }
 
 /// A connection's state, condensed for choosing its timers.
@@ -114,6 +156,18 @@ impl Session {
         matches!(self.exchange, Exchange::Delayed { .. })
     }
 
+    /// The response to the request still being received has begun: a
+    /// timeout can no longer be answered, only end the connection.
+    pub fn response_begun(&self) -> bool {
+        matches!(
+            self.exchange,
+            Exchange::Body {
+                target: BodyTarget::Stream(_),
+                ..
+            }
+        )
+    }
+
     /// Between requests with nothing buffered: the buffers can go back.
     pub fn is_idle(&self, buffers: Option<&Buffers>) -> bool {
         self.exchange == Exchange::AwaitingHead && buffers.is_none_or(Buffers::is_drained)
@@ -128,11 +182,13 @@ impl Session {
         }
     }
 
+    /// A closing connection counts as writing until its output is flushed:
+    /// the last response is sent whole before the linger drain begins.
     pub fn phase(&self, buffers: Option<&Buffers>) -> Phase {
         match self.exchange {
-            Exchange::Closing { .. } => Phase::Closing,
             Exchange::Delayed { ms, .. } => Phase::Delayed { ms },
             _ if buffers.is_some_and(|b| b.output.pending() > 0) => Phase::Writing,
+            Exchange::Closing { .. } => Phase::Closing,
             Exchange::Body { .. } => Phase::Body,
             _ if buffers.is_some_and(|b| !b.input.is_empty()) => Phase::Head,
             _ if self.received == 0 => Phase::Fresh,
@@ -174,31 +230,13 @@ impl Session {
                     }
                 }
                 Exchange::Body {
-                    mut decoder,
-                    mut received,
+                    decoder,
+                    received,
                     answer,
+                    target,
                 } => {
-                    let keep = (answer.route == Route::Root).then_some(&mut buffers.body);
-                    let limit = ctx.settings.max_body_size as u64;
-                    let mut sink = BodySink {
-                        keep,
-                        received: &mut received,
-                        limit,
-                    };
-                    match decoder.decode(buffers.input.bytes(), &mut sink) {
-                        Ok(progress) => {
-                            buffers.input.consume(progress.consumed);
-                            self.exchange = Exchange::Body {
-                                decoder,
-                                received,
-                                answer,
-                            };
-                            if !progress.done {
-                                return;
-                            }
-                            self.complete(answer, buffers, ctx);
-                        }
-                        Err(error) => return self.refuse(error, buffers, ctx),
+                    if !self.take_body(decoder, received, answer, target, buffers, ctx) {
+                        return;
                     }
                 }
                 Exchange::Delayed { .. } => return,
@@ -217,8 +255,9 @@ impl Session {
         }
     }
 
-    /// A receive timer ran out: queue a 408 and close, unless a response
-    /// is already being written (then there is nothing more to say: `false`).
+    /// A receive timer ran out: queue a 408 (after any response still
+    /// being written) and close, unless the response to this request has
+    /// begun (then there is nothing more to say: `false`, close now).
     /// Already closing (a second timer due in the same turn): the last
     /// response is queued, nothing is added, the close goes on (`true`).
     pub fn time_out(
@@ -230,7 +269,7 @@ impl Session {
         if self.closing().is_some() {
             return true;
         }
-        if self.phase(Some(buffers)) == Phase::Writing {
+        if self.response_begun() {
             return false;
         }
         self.fail(Status::RequestTimeout, cause, buffers, ctx);
@@ -247,18 +286,183 @@ impl Session {
         let decoder = match head.framing {
             Framing::None => return self.complete(answer, buffers, ctx),
             Framing::Length(length) => BodyDecoder::Length { remaining: length },
-            Framing::Chunked => BodyDecoder::chunked(),
+            // Trailers count against the head limit.
+            Framing::Chunked => BodyDecoder::chunked(ctx.settings.max_header_size),
         };
         // RFC 9110 §10.1.1: no interim response once the body is arriving.
         if head.expect_continue && buffers.input.is_empty() {
             buffers.output.buf.extend_from_slice(CONTINUE);
         }
         buffers.body.clear();
+        let target = match answer.route {
+            Route::Root => BodyTarget::Gather,
+            _ => BodyTarget::Discard,
+        };
         self.exchange = Exchange::Body {
             decoder,
             received: 0,
             answer,
+            target,
         };
+    }
+
+    /// Feeds buffered input to the body in progress, as far as its target
+    /// has room. Returns whether processing may go on (`false`: wait for
+    /// input or for output to drain, or the request was refused).
+    fn take_body(
+        &mut self,
+        mut decoder: BodyDecoder,
+        mut received: u64,
+        answer: Answer,
+        mut target: BodyTarget,
+        buffers: &mut Buffers,
+        ctx: &mut Ctx<'_>,
+    ) -> bool {
+        if target == BodyTarget::Gather && buffers.body.len() >= ECHO_BUFFER {
+            let length = decoder.remaining_length().map(|rest| received + rest);
+            target = self.start_stream(answer, length, buffers, ctx);
+        }
+        // Input is handed over no faster than its target can take it, so an
+        // echo never grows the output past the high-water mark.
+        let room = match target {
+            BodyTarget::Discard | BodyTarget::Stream(Echo::Nothing) => usize::MAX,
+            BodyTarget::Gather => ECHO_BUFFER - buffers.body.len(),
+            BodyTarget::Stream(Echo::Raw) => {
+                OUTPUT_HIGH_WATER.saturating_sub(buffers.output.pending())
+            }
+            BodyTarget::Stream(Echo::Chunks) => {
+                OUTPUT_HIGH_WATER.saturating_sub(buffers.output.pending() + CHUNK_FRAMING)
+            }
+        };
+        let Buffers {
+            input,
+            output,
+            body,
+            ..
+        } = buffers;
+        let out = match target {
+            BodyTarget::Discard | BodyTarget::Stream(Echo::Nothing) => BodyOut::Discard,
+            BodyTarget::Gather => BodyOut::Raw(body),
+            BodyTarget::Stream(Echo::Raw) => BodyOut::Raw(&mut output.buf),
+            BodyTarget::Stream(Echo::Chunks) => BodyOut::Chunks(&mut output.buf),
+        };
+        let available = input.bytes();
+        let offered = &available[..available.len().min(room)];
+        let mut sink = BodySink {
+            out,
+            received: &mut received,
+            limit: ctx.settings.max_body_size as u64,
+        };
+        let outcome = decoder.decode(offered, &mut sink);
+        self.exchange = Exchange::Body {
+            decoder,
+            received,
+            answer,
+            target,
+        };
+        match outcome {
+            Ok(progress) => {
+                buffers.input.consume(progress.consumed);
+                if progress.done {
+                    match target {
+                        BodyTarget::Stream(echo) => self.finish_stream(answer, echo, buffers, ctx),
+                        BodyTarget::Discard | BodyTarget::Gather => {
+                            self.complete(answer, buffers, ctx)
+                        }
+                    }
+                }
+                progress.consumed > 0
+            }
+            Err(error) if self.response_begun() => {
+                self.abandon_stream(error, buffers);
+                false
+            }
+            Err(error) => {
+                self.refuse(error, buffers, ctx);
+                false
+            }
+        }
+    }
+
+    /// The echo outgrew [`ECHO_BUFFER`]: queue the response head (with the
+    /// request's length, or chunked when it had none) and what was gathered.
+    fn start_stream(
+        &mut self,
+        answer: Answer,
+        length: Option<u64>,
+        buffers: &mut Buffers,
+        ctx: &mut Ctx<'_>,
+    ) -> BodyTarget {
+        let persistence = self.final_persistence(answer, ctx);
+        let Buffers { output, body, .. } = buffers;
+        ResponseHead {
+            status: Status::Ok,
+            content_type: "application/octet-stream",
+            length: length.map_or(BodyLength::Chunked, BodyLength::Known),
+            persistence,
+            date: ctx
+                .date
+                .current(ctx.timers, ctx.now, TimerEvent::DateExpired),
+            keep_alive_header: &ctx.settings.keep_alive_header,
+        }
+        .encode(&mut output.buf);
+        let echo = match length {
+            _ if answer.is_head => Echo::Nothing,
+            Some(_) => Echo::Raw,
+            None => Echo::Chunks,
+        };
+        match echo {
+            Echo::Raw => output.buf.extend_from_slice(body),
+            Echo::Chunks => push_chunk(&mut output.buf, body),
+            Echo::Nothing => {}
+        }
+        body.clear();
+        ctx.stats.responded(Status::Ok, self.served > 0);
+        self.served += 1;
+        BodyTarget::Stream(echo)
+    }
+
+    /// The streamed body ended: end the response too.
+    fn finish_stream(
+        &mut self,
+        answer: Answer,
+        echo: Echo,
+        buffers: &mut Buffers,
+        ctx: &mut Ctx<'_>,
+    ) {
+        self.received += 1;
+        if echo == Echo::Chunks {
+            buffers.output.buf.extend_from_slice(LAST_CHUNK);
+        }
+        if ctx.settings.access_log {
+            access_log(buffers, Status::Ok, 0, ctx);
+        }
+        self.exchange = after_response(self.final_persistence(answer, ctx));
+    }
+
+    /// The body turned out bad after its echo began: no status can be sent
+    /// any more, so the response stays unfinished (short of its length, or
+    /// without its last chunk) and the connection closes once it is flushed,
+    /// which tells the client the exchange failed.
+    fn abandon_stream(&mut self, error: RequestError, buffers: &mut Buffers) {
+        tracing::debug!(
+            ?error,
+            "request body refused after its echo began: the response ends unfinished"
+        );
+        buffers.input.clear();
+        self.exchange = Exchange::Closing {
+            cause: CloseCause::BadRequest,
+        };
+    }
+
+    /// A response decided to persist before shutdown began does not: a
+    /// draining server keeps nothing.
+    fn final_persistence(&self, answer: Answer, ctx: &Ctx<'_>) -> Persistence {
+        if ctx.draining {
+            Persistence::Close
+        } else {
+            answer.persistence
+        }
     }
 
     /// The whole request is in: answer now, or after its delay.
@@ -271,11 +475,8 @@ impl Session {
     }
 
     /// Queues the response to a received request.
-    fn respond(&mut self, mut answer: Answer, buffers: &mut Buffers, ctx: &mut Ctx<'_>) {
-        if ctx.draining {
-            // Decided before shutdown began; a draining server keeps nothing.
-            answer.persistence = Persistence::Close;
-        }
+    fn respond(&mut self, answer: Answer, buffers: &mut Buffers, ctx: &mut Ctx<'_>) {
+        let persistence = self.final_persistence(answer, ctx);
         let Buffers { output, body, .. } = buffers;
         let (status, content_type, payload): (Status, &'static str, &[u8]) = match answer.route {
             Route::Root if body.is_empty() => (Status::Ok, "text/plain", HELLO),
@@ -283,7 +484,7 @@ impl Session {
             Route::Delay { ms } => {
                 body.clear();
                 body.extend_from_slice(b"delayed ");
-                push_decimal(body, ms as usize);
+                push_decimal(body, ms);
                 body.extend_from_slice(b"ms\n");
                 (Status::Ok, "text/plain", body)
             }
@@ -298,8 +499,8 @@ impl Session {
         ResponseHead {
             status,
             content_type,
-            content_length,
-            persistence: answer.persistence,
+            length: BodyLength::Known(content_length as u64),
+            persistence,
             date: ctx
                 .date
                 .current(ctx.timers, ctx.now, TimerEvent::DateExpired),
@@ -315,12 +516,7 @@ impl Session {
         if ctx.settings.access_log {
             access_log(buffers, status, content_length, ctx);
         }
-        self.exchange = match answer.persistence {
-            Persistence::Close => Exchange::Closing {
-                cause: CloseCause::Done,
-            },
-            Persistence::KeepAlive | Persistence::KeepAliveHttp10 => Exchange::AwaitingHead,
-        };
+        self.exchange = after_response(persistence);
     }
 
     /// Answers a bad request with its status and closes.
@@ -343,7 +539,7 @@ impl Session {
         ResponseHead {
             status,
             content_type: "text/plain",
-            content_length: reason.len(),
+            length: BodyLength::Known(reason.len() as u64),
             persistence: Persistence::Close,
             date: ctx
                 .date
@@ -357,6 +553,16 @@ impl Session {
             access_log(buffers, status, reason.len(), ctx);
         }
         self.exchange = Exchange::Closing { cause };
+    }
+}
+
+/// Where the exchange stands once a response is complete.
+fn after_response(persistence: Persistence) -> Exchange {
+    match persistence {
+        Persistence::Close => Exchange::Closing {
+            cause: CloseCause::Done,
+        },
+        Persistence::KeepAlive | Persistence::KeepAliveHttp10 => Exchange::AwaitingHead,
     }
 }
 

@@ -25,9 +25,10 @@ use slab::Slab;
 
 use crate::clock::LoopClock;
 use crate::config::Settings;
-use crate::conn::{Conn, Flow, would_block};
+use crate::conn::{Conn, Flow, Readiness, would_block};
 use crate::ctx::{Ctx, Resources, Slot, TimerEvent};
 use crate::introspect::{ConnCounts, ListView, Snapshot, WorkerShared};
+use crate::memory::MemoryReturn;
 use crate::server::Control;
 use crate::session::Phase;
 use crate::stats::CloseCause;
@@ -75,6 +76,8 @@ pub struct Worker {
     clock: LoopClock,
     /// Set once shutdown began: the loop ends when nothing ref'd is left.
     drain_deadline: Option<Micros>,
+    /// Memory freed by the buffer pool, to hand back to the system.
+    memory: MemoryReturn,
 }
 
 impl Worker {
@@ -108,6 +111,7 @@ impl Worker {
             ready: Vec::new(),
             clock,
             drain_deadline: None,
+            memory: MemoryReturn::default(),
         })
     }
 
@@ -140,8 +144,11 @@ impl Worker {
                     LISTENER => self.accept(now),
                     WAKER | ALARM => {} // the next turn reads the clock and fires
                     Token(key) => {
-                        let hangup = event.is_read_closed() || event.is_error();
-                        self.with_conn(key, now, |conn, ctx| conn.on_ready(hangup, ctx));
+                        let readiness = Readiness {
+                            hangup: event.is_read_closed(),
+                            error: event.is_error(),
+                        };
+                        self.with_conn(key, now, |conn, ctx| conn.on_ready(readiness, ctx));
                     }
                 }
             }
@@ -150,11 +157,26 @@ impl Worker {
             }
             let mut ready = std::mem::take(&mut self.ready);
             for key in ready.drain(..) {
-                self.with_conn(key as usize, now, |conn, ctx| conn.on_ready(false, ctx));
+                self.with_conn(key as usize, now, |conn, ctx| conn.on_ready_again(ctx));
             }
             if self.ready.is_empty() {
                 self.ready = ready; // keep its capacity for the next turn
             }
+            self.return_memory(now);
+        }
+    }
+
+    /// Hands what the buffer pool freed this turn to the memory account,
+    /// which trims now or asks for a retry timer (unref'd: it never keeps
+    /// the process alive, and is armed only after a burst).
+    fn return_memory(&mut self, now: Micros) {
+        let freed = self.resources.pool.take_released();
+        if freed == 0 {
+            return;
+        }
+        if let Some(ms) = self.memory.freed(freed, now) {
+            let timers = &mut self.resources.timers;
+            timers.enroll(now, ms, false, TimerEvent::ReturnMemory);
         }
     }
 
@@ -225,6 +247,12 @@ impl Worker {
                 TimerEvent::AcceptResume => {
                     self.accept_paused = false;
                     self.accept(now);
+                }
+                TimerEvent::ReturnMemory => {
+                    if let Some(ms) = self.memory.retry(now) {
+                        let timers = &mut self.resources.timers;
+                        timers.enroll(now, ms, false, TimerEvent::ReturnMemory);
+                    }
                 }
             }
         }
@@ -412,11 +440,13 @@ impl Worker {
         counts
     }
 
-    /// The end of a shutdown: whatever is still open is cut, and the log
-    /// says what that was.
+    /// The end of a shutdown. Once nothing ref'd is left, whatever is still
+    /// open has nothing to finish; at the shutdown timeout, whatever is
+    /// still open is cut, and the log says what that was.
     fn close_all(&mut self, now: Micros) {
         let keys: Vec<usize> = self.conns.iter().map(|(key, _)| key).collect();
-        if !keys.is_empty() {
+        let timed_out = self.drain_deadline.is_some_and(|deadline| now >= deadline);
+        if timed_out && !keys.is_empty() {
             let cut = self.connection_counts();
             tracing::warn!(
                 connections = keys.len(),

@@ -1,18 +1,41 @@
 //! Request body framing (RFC 9112 §6–§7) as an explicit state machine:
 //! bytes go in as they arrive, split anywhere; body bytes come out into a
-//! sink (kept for the echo route, or only counted); the decoder says when
-//! the body is complete so the next pipelined request starts at the right
-//! byte. Chunk extensions are ignored and trailers read and discarded.
+//! sink (gathered or streamed for the echo route, or only counted); the
+//! decoder says when the body is complete so the next pipelined request
+//! starts at the right byte.
+//!
+//! Everything a client sends is bounded, not only the data: a chunk-size
+//! line (with its extensions, which are ignored) may take
+//! [`MAX_CHUNK_LINE`] bytes, the trailer section (read and discarded) counts
+//! against the head limit, and the framing as a whole may not outgrow the
+//! data it frames by more than [`FRAMING_ALLOWANCE`]. So a body of N bytes
+//! costs at most about 2N + 64 KiB on the wire, whatever its shape (the
+//! class of Node's CVE-2024-22019).
 
 use super::RequestError;
+use super::response::push_chunk;
 
 /// Hex digits a chunk size may have before it is refused as an overflow.
 const MAX_CHUNK_SIZE_DIGITS: u32 = 15;
+/// Longest chunk-size line, extensions and CRLF included.
+pub const MAX_CHUNK_LINE: u32 = 4096;
+/// How far framing bytes (size lines, CRLFs, trailers) may exceed the data.
+pub const FRAMING_ALLOWANCE: u64 = 64 * 1024;
 
 /// Where decoded body bytes go.
+pub enum BodyOut<'a> {
+    /// Counted, then dropped.
+    Discard,
+    /// Appended as they are.
+    Raw(&'a mut Vec<u8>),
+    /// Appended as chunks of the chunked transfer coding: the body of a
+    /// response streamed while the request body arrives.
+    Chunks(&'a mut Vec<u8>),
+}
+
+/// Where decoded body bytes go, and how many may come.
 pub struct BodySink<'a> {
-    /// `Some` keeps the bytes (the echo route); `None` discards them.
-    pub keep: Option<&'a mut Vec<u8>>,
+    pub out: BodyOut<'a>,
     /// Bytes decoded so far, kept or not.
     pub received: &'a mut u64,
     pub limit: u64,
@@ -32,8 +55,10 @@ impl BodySink<'_> {
         if *self.received > self.limit {
             return Err(RequestError::BodyTooLarge);
         }
-        if let Some(keep) = self.keep.as_deref_mut() {
-            keep.extend_from_slice(bytes);
+        match &mut self.out {
+            BodyOut::Discard => {}
+            BodyOut::Raw(out) => out.extend_from_slice(bytes),
+            BodyOut::Chunks(out) => push_chunk(out, bytes),
         }
         Ok(())
     }
@@ -53,8 +78,23 @@ pub struct BodyProgress {
 pub enum BodyDecoder {
     /// Content-Length: this many bytes still to come.
     Length { remaining: u64 },
-    /// Chunked transfer coding, at this point of its grammar.
-    Chunked(Chunked),
+    /// Chunked transfer coding.
+    Chunked(ChunkedDecoder),
+}
+
+/// A chunked body in progress: where its grammar stands and what its
+/// framing has cost so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChunkedDecoder {
+    state: Chunked,
+    /// Bytes of the current chunk-size line.
+    line: u32,
+    /// Bytes of the trailer section so far.
+    trailers: u32,
+    /// Most bytes the trailer section may take (the head limit).
+    trailer_limit: u32,
+    /// Framing bytes (everything but chunk data) so far.
+    framing: u64,
 }
 
 /// Where a chunked decoder stands.
@@ -96,9 +136,35 @@ pub enum Chunked {
     Done,
 }
 
+impl Chunked {
+    fn in_size_line(self) -> bool {
+        matches!(
+            self,
+            Chunked::Size { .. }
+                | Chunked::SizeBws { .. }
+                | Chunked::Extension { .. }
+                | Chunked::SizeLf { .. }
+        )
+    }
+
+    fn in_trailers(self) -> bool {
+        matches!(
+            self,
+            Chunked::TrailerStart | Chunked::TrailerLine | Chunked::TrailerLf | Chunked::EndLf
+        )
+    }
+}
+
 impl BodyDecoder {
-    pub fn chunked() -> Self {
-        BodyDecoder::Chunked(Chunked::Size { size: 0, digits: 0 })
+    /// A chunked body whose trailer section may take `trailer_limit` bytes.
+    pub fn chunked(trailer_limit: usize) -> Self {
+        BodyDecoder::Chunked(ChunkedDecoder {
+            state: Chunked::Size { size: 0, digits: 0 },
+            line: 0,
+            trailers: 0,
+            trailer_limit: u32::try_from(trailer_limit).unwrap_or(u32::MAX),
+            framing: 0,
+        })
     }
 
     /// Consumes as much of `input` as belongs to this body.
@@ -119,40 +185,80 @@ impl BodyDecoder {
                     done: *remaining == 0,
                 })
             }
-            BodyDecoder::Chunked(state) => decode_chunked(state, input, sink),
+            BodyDecoder::Chunked(chunked) => chunked.decode(input, sink),
+        }
+    }
+
+    /// Body bytes still to come, when the framing says so in advance.
+    pub fn remaining_length(&self) -> Option<u64> {
+        match *self {
+            BodyDecoder::Length { remaining } => Some(remaining),
+            BodyDecoder::Chunked(_) => None,
         }
     }
 }
 
-fn decode_chunked(
-    state: &mut Chunked,
-    input: &[u8],
-    sink: &mut BodySink<'_>,
-) -> Result<BodyProgress, RequestError> {
-    let mut at = 0;
-    while at < input.len() && *state != Chunked::Done {
-        if let Chunked::Data { remaining } = state {
-            let take = (input.len() - at).min(usize::try_from(*remaining).unwrap_or(usize::MAX));
-            sink.take(&input[at..at + take])?;
-            at += take;
-            *remaining -= take as u64;
-            if *remaining == 0 {
-                *state = Chunked::DataCr;
+impl ChunkedDecoder {
+    fn decode(
+        &mut self,
+        input: &[u8],
+        sink: &mut BodySink<'_>,
+    ) -> Result<BodyProgress, RequestError> {
+        let mut at = 0;
+        while at < input.len() && self.state != Chunked::Done {
+            if let Chunked::Data { remaining } = &mut self.state {
+                let take =
+                    (input.len() - at).min(usize::try_from(*remaining).unwrap_or(usize::MAX));
+                sink.take(&input[at..at + take])?;
+                at += take;
+                *remaining -= take as u64;
+                if *remaining == 0 {
+                    self.state = Chunked::DataCr;
+                }
+                continue;
             }
-            continue;
+            self.count_framing_byte(*sink.received)?;
+            self.state = step(self.state, input[at])?;
+            at += 1;
+            if let Chunked::Data { remaining } = self.state {
+                // Refuse a chunk over the limit at its size line, not after
+                // waiting for (and reading) the bytes it announces.
+                sink.announce(remaining)?;
+            }
         }
-        *state = step(*state, input[at])?;
-        at += 1;
-        if let Chunked::Data { remaining } = *state {
-            // Refuse a chunk over the limit at its size line, not after
-            // waiting for (and reading) the bytes it announces.
-            sink.announce(remaining)?;
-        }
+        Ok(BodyProgress {
+            consumed: at,
+            done: self.state == Chunked::Done,
+        })
     }
-    Ok(BodyProgress {
-        consumed: at,
-        done: *state == Chunked::Done,
-    })
+
+    /// Accounts for one byte outside chunk data, refusing the body once its
+    /// size line, its trailers or its framing as a whole grow too long.
+    fn count_framing_byte(&mut self, data_received: u64) -> Result<(), RequestError> {
+        self.framing += 1;
+        if self.state.in_size_line() {
+            if matches!(self.state, Chunked::Size { digits: 0, .. }) {
+                self.line = 0;
+            }
+            self.line += 1;
+            if self.line > MAX_CHUNK_LINE {
+                return Err(RequestError::BodyFramingTooLarge(
+                    "chunk-size line (extensions) too long",
+                ));
+            }
+        } else if self.state.in_trailers() {
+            self.trailers += 1;
+            if self.trailers > self.trailer_limit {
+                return Err(RequestError::TrailersTooLarge);
+            }
+        }
+        if self.framing > data_received.saturating_add(FRAMING_ALLOWANCE) {
+            return Err(RequestError::BodyFramingTooLarge(
+                "chunked framing outweighs its data",
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// One byte of chunked framing outside chunk data.
@@ -183,7 +289,7 @@ fn step(state: Chunked, byte: u8) -> Result<Chunked, RequestError> {
         TrailerLf if byte == b'\n' => Ok(TrailerStart),
         EndLf if byte == b'\n' => Ok(Done),
         TrailerStart | TrailerLine | TrailerLf | EndLf => bad("malformed trailer section"),
-        Data { .. } | Done => unreachable!("handled by decode_chunked"),
+        Data { .. } | Done => unreachable!("handled by ChunkedDecoder::decode"),
     }
 }
 
@@ -225,6 +331,8 @@ fn hex_value(byte: u8) -> Option<u64> {
 mod tests {
     use super::*;
 
+    const TRAILER_LIMIT: usize = 1024;
+
     /// Decodes `input` fed in pieces of `step` bytes; returns the body and
     /// the bytes left over after it.
     fn decode_in_pieces(
@@ -238,7 +346,7 @@ mod tests {
         while at < input.len() {
             let end = (at + step).min(input.len());
             let mut sink = BodySink {
-                keep: Some(&mut body),
+                out: BodyOut::Raw(&mut body),
                 received: &mut received,
                 limit: 1 << 20,
             };
@@ -266,7 +374,8 @@ mod tests {
     fn chunked_with_extensions_and_trailers_split_anywhere() {
         let input = b"5;name=value\r\nhello\r\n7 ; x\r\n, world\r\n0\r\nTrailer: yes\r\n\r\nNEXT";
         for step in 1..input.len() {
-            let (body, rest) = decode_in_pieces(BodyDecoder::chunked(), input, step).unwrap();
+            let (body, rest) =
+                decode_in_pieces(BodyDecoder::chunked(TRAILER_LIMIT), input, step).unwrap();
             assert_eq!(body, b"hello, world", "step {step}");
             assert_eq!(rest, 4, "step {step}");
         }
@@ -286,7 +395,7 @@ mod tests {
             b"5 x\r\nhello\r\n0\r\n\r\n",
         ] {
             assert!(
-                decode_in_pieces(BodyDecoder::chunked(), bad, 64).is_err(),
+                decode_in_pieces(BodyDecoder::chunked(TRAILER_LIMIT), bad, 64).is_err(),
                 "{bad:?}"
             );
         }
@@ -295,7 +404,7 @@ mod tests {
     #[test]
     fn whitespace_after_the_size_is_tolerated() {
         let input = b"5 \r\nhello\r\n5\t ;x\r\nworld\r\n0\r\n\r\n";
-        let (body, rest) = decode_in_pieces(BodyDecoder::chunked(), input, 1).unwrap();
+        let (body, rest) = decode_in_pieces(BodyDecoder::chunked(TRAILER_LIMIT), input, 1).unwrap();
         assert_eq!(body, b"helloworld");
         assert_eq!(rest, 0);
     }
@@ -304,11 +413,11 @@ mod tests {
     fn chunk_over_the_limit_is_413_at_its_size_line() {
         let mut received = 0;
         let mut sink = BodySink {
-            keep: None,
+            out: BodyOut::Discard,
             received: &mut received,
             limit: 3,
         };
-        let result = BodyDecoder::chunked().decode(b"5\r\n", &mut sink);
+        let result = BodyDecoder::chunked(TRAILER_LIMIT).decode(b"5\r\n", &mut sink);
         assert_eq!(result, Err(RequestError::BodyTooLarge));
     }
 
@@ -316,11 +425,95 @@ mod tests {
     fn body_over_the_limit_is_413() {
         let mut received = 0;
         let mut sink = BodySink {
-            keep: None,
+            out: BodyOut::Discard,
             received: &mut received,
             limit: 3,
         };
-        let result = BodyDecoder::chunked().decode(b"5\r\nhello\r\n0\r\n\r\n", &mut sink);
+        let result =
+            BodyDecoder::chunked(TRAILER_LIMIT).decode(b"5\r\nhello\r\n0\r\n\r\n", &mut sink);
         assert_eq!(result, Err(RequestError::BodyTooLarge));
+    }
+
+    #[test]
+    fn a_long_chunk_extension_is_refused_at_the_limit() {
+        let mut line = b"5;".to_vec();
+        line.resize(MAX_CHUNK_LINE as usize - 2, b'x');
+        line.extend_from_slice(b"\r\nhello\r\n0\r\n\r\n");
+        let (body, _) = decode_in_pieces(BodyDecoder::chunked(TRAILER_LIMIT), &line, 7).unwrap();
+        assert_eq!(body, b"hello", "a line of exactly the limit is fine");
+
+        let mut flood = b"5;".to_vec();
+        flood.resize(1 << 20, b'x');
+        let mut received = 0;
+        let mut sink = BodySink {
+            out: BodyOut::Discard,
+            received: &mut received,
+            limit: 1 << 20,
+        };
+        let mut decoder = BodyDecoder::chunked(TRAILER_LIMIT);
+        let result = decoder.decode(&flood, &mut sink);
+        assert!(
+            matches!(result, Err(RequestError::BodyFramingTooLarge(_))),
+            "{result:?}"
+        );
+    }
+
+    #[test]
+    fn trailers_count_against_the_head_limit() {
+        let mut big_field = b"0\r\nX: ".to_vec();
+        big_field.resize(TRAILER_LIMIT + 10, b'a');
+        big_field.extend_from_slice(b"\r\n\r\n");
+        let mut many_lines = b"0\r\n".to_vec();
+        for _ in 0..TRAILER_LIMIT {
+            many_lines.extend_from_slice(b"a\r\n");
+        }
+        many_lines.extend_from_slice(b"\r\n");
+        for input in [big_field, many_lines] {
+            let result = decode_in_pieces(BodyDecoder::chunked(TRAILER_LIMIT), &input, 100);
+            assert_eq!(result, Err(RequestError::TrailersTooLarge));
+        }
+    }
+
+    #[test]
+    fn framing_may_not_outgrow_its_data() {
+        // One-byte chunks, each with a 4 KiB extension: little data, much framing.
+        let mut ext = b"1;".to_vec();
+        ext.resize(4000, b'e');
+        let mut input = Vec::new();
+        for _ in 0..100 {
+            input.extend_from_slice(&ext);
+            input.extend_from_slice(b"\r\nz\r\n");
+        }
+        let result = decode_in_pieces(BodyDecoder::chunked(TRAILER_LIMIT), &input, 4096);
+        assert!(
+            matches!(result, Err(RequestError::BodyFramingTooLarge(_))),
+            "{result:?}"
+        );
+        // Ordinary framing of a large body stays well inside the allowance.
+        let mut ordinary = Vec::new();
+        for _ in 0..256 {
+            ordinary.extend_from_slice(b"1000\r\n");
+            ordinary.resize(ordinary.len() + 4096, b'd');
+            ordinary.extend_from_slice(b"\r\n");
+        }
+        ordinary.extend_from_slice(b"0\r\n\r\n");
+        let (body, _) =
+            decode_in_pieces(BodyDecoder::chunked(TRAILER_LIMIT), &ordinary, 1000).unwrap();
+        assert_eq!(body.len(), 1 << 20);
+    }
+
+    #[test]
+    fn streamed_data_comes_out_as_chunks() {
+        let mut out = Vec::new();
+        let mut received = 0;
+        let mut sink = BodySink {
+            out: BodyOut::Chunks(&mut out),
+            received: &mut received,
+            limit: 1 << 20,
+        };
+        let mut decoder = BodyDecoder::Length { remaining: 20 };
+        decoder.decode(b"0123456789", &mut sink).unwrap();
+        decoder.decode(b"abcdefghij", &mut sink).unwrap();
+        assert_eq!(out, b"a\r\n0123456789\r\na\r\nabcdefghij\r\n");
     }
 }

@@ -21,10 +21,18 @@ pub enum RequestError {
     Malformed(&'static str),
     /// The head did not fit in `--max-header-size`.
     HeadTooLarge,
+    /// The request line alone did not fit in `--max-header-size`.
+    TargetTooLong,
     /// More header fields than the parser holds.
     TooManyHeaders,
     /// The body is over `--max-body-size`.
     BodyTooLarge,
+    /// Chunked framing (size lines, extensions) past its bounds.
+    BodyFramingTooLarge(&'static str),
+    /// A chunked body's trailer section over `--max-header-size`.
+    TrailersTooLarge,
+    /// A method this server does not serve (CONNECT: it is not a proxy).
+    MethodNotAllowed,
     /// A transfer coding other than a final `chunked`.
     UnsupportedTransferCoding,
     /// An HTTP major version other than 1.
@@ -38,10 +46,14 @@ impl RequestError {
     pub fn status(self) -> Status {
         match self {
             RequestError::Malformed(_) => Status::BadRequest,
-            RequestError::HeadTooLarge | RequestError::TooManyHeaders => {
-                Status::RequestHeaderFieldsTooLarge
+            RequestError::HeadTooLarge
+            | RequestError::TooManyHeaders
+            | RequestError::TrailersTooLarge => Status::RequestHeaderFieldsTooLarge,
+            RequestError::TargetTooLong => Status::UriTooLong,
+            RequestError::BodyTooLarge | RequestError::BodyFramingTooLarge(_) => {
+                Status::ContentTooLarge
             }
-            RequestError::BodyTooLarge => Status::ContentTooLarge,
+            RequestError::MethodNotAllowed => Status::MethodNotAllowed,
             RequestError::UnsupportedTransferCoding => Status::NotImplemented,
             RequestError::UnsupportedVersion => Status::HttpVersionNotSupported,
             RequestError::ExpectationFailed => Status::ExpectationFailed,

@@ -10,8 +10,10 @@ pub enum Status {
     Ok,
     BadRequest,
     NotFound,
+    MethodNotAllowed,
     RequestTimeout,
     ContentTooLarge,
+    UriTooLong,
     ExpectationFailed,
     RequestHeaderFieldsTooLarge,
     NotImplemented,
@@ -26,8 +28,10 @@ impl Status {
             Status::Ok => 200,
             Status::BadRequest => 400,
             Status::NotFound => 404,
+            Status::MethodNotAllowed => 405,
             Status::RequestTimeout => 408,
             Status::ContentTooLarge => 413,
+            Status::UriTooLong => 414,
             Status::ExpectationFailed => 417,
             Status::RequestHeaderFieldsTooLarge => 431,
             Status::NotImplemented => 501,
@@ -42,8 +46,10 @@ impl Status {
             Status::Continue | Status::Ok => b"",
             Status::BadRequest => b"Bad Request\n",
             Status::NotFound => b"Not Found\n",
+            Status::MethodNotAllowed => b"Method Not Allowed\n",
             Status::RequestTimeout => b"Request Timeout\n",
             Status::ContentTooLarge => b"Content Too Large\n",
+            Status::UriTooLong => b"URI Too Long\n",
             Status::ExpectationFailed => b"Expectation Failed\n",
             Status::RequestHeaderFieldsTooLarge => b"Request Header Fields Too Large\n",
             Status::NotImplemented => b"Not Implemented\n",
@@ -59,8 +65,10 @@ impl Status {
             Status::Ok => b"HTTP/1.1 200 OK\r\n",
             Status::BadRequest => b"HTTP/1.1 400 Bad Request\r\n",
             Status::NotFound => b"HTTP/1.1 404 Not Found\r\n",
+            Status::MethodNotAllowed => b"HTTP/1.1 405 Method Not Allowed\r\n",
             Status::RequestTimeout => b"HTTP/1.1 408 Request Timeout\r\n",
             Status::ContentTooLarge => b"HTTP/1.1 413 Content Too Large\r\n",
+            Status::UriTooLong => b"HTTP/1.1 414 URI Too Long\r\n",
             Status::ExpectationFailed => b"HTTP/1.1 417 Expectation Failed\r\n",
             Status::RequestHeaderFieldsTooLarge => {
                 b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
@@ -83,11 +91,24 @@ pub enum Persistence {
     KeepAliveHttp10,
 }
 
+/// How the response body is delimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyLength {
+    /// `Content-Length: N`.
+    Known(u64),
+    /// `Transfer-Encoding: chunked`: the body is streamed as it is produced.
+    Chunked,
+}
+
+/// The methods this server answers (`/` takes any), named in the `Allow`
+/// field that RFC 9110 §15.5.6 requires on a 405.
+const ALLOW: &[u8] = b"Allow: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS\r\n";
+
 /// Everything a response head says.
 pub struct ResponseHead<'a> {
     pub status: Status,
     pub content_type: &'static str,
-    pub content_length: usize,
+    pub length: BodyLength,
     pub persistence: Persistence,
     pub date: &'a [u8; DATE_LEN],
     /// The prebuilt `Keep-Alive: timeout=N[, max=M]\r\n` line.
@@ -102,9 +123,17 @@ impl ResponseHead<'_> {
         out.extend_from_slice(self.date);
         out.extend_from_slice(b"\r\nContent-Type: ");
         out.extend_from_slice(self.content_type.as_bytes());
-        out.extend_from_slice(b"\r\nContent-Length: ");
-        push_decimal(out, self.content_length);
-        out.extend_from_slice(b"\r\n");
+        match self.length {
+            BodyLength::Known(length) => {
+                out.extend_from_slice(b"\r\nContent-Length: ");
+                push_decimal(out, length);
+                out.extend_from_slice(b"\r\n");
+            }
+            BodyLength::Chunked => out.extend_from_slice(b"\r\nTransfer-Encoding: chunked\r\n"),
+        }
+        if self.status == Status::MethodNotAllowed {
+            out.extend_from_slice(ALLOW);
+        }
         match self.persistence {
             Persistence::Close => out.extend_from_slice(b"Connection: close\r\n"),
             Persistence::KeepAlive => out.extend_from_slice(self.keep_alive_header),
@@ -120,14 +149,37 @@ impl ResponseHead<'_> {
 /// The interim response sent before reading an expected body.
 pub const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 
+/// The last chunk of a chunked body, with an empty trailer section.
+pub const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
+
 /// Appends `n` in decimal without allocating.
-pub fn push_decimal(out: &mut Vec<u8>, mut n: usize) {
+pub fn push_decimal(out: &mut Vec<u8>, n: u64) {
+    push_digits(out, n, 10);
+}
+
+/// Appends `data` as one chunk of the chunked transfer coding (RFC 9112
+/// §7.1): its size in hex, CRLF, the data, CRLF. Empty data appends
+/// nothing (an empty chunk would end the body).
+pub fn push_chunk(out: &mut Vec<u8>, data: &[u8]) {
+    if data.is_empty() {
+        return;
+    }
+    push_digits(out, data.len() as u64, 16);
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Most bytes [`push_chunk`] adds around the data.
+pub const CHUNK_FRAMING: usize = 16 + 4;
+
+fn push_digits(out: &mut Vec<u8>, mut n: u64, radix: u64) {
     let mut digits = [0u8; 20];
     let mut at = digits.len();
     loop {
         at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
+        digits[at] = b"0123456789abcdef"[(n % radix) as usize];
+        n /= radix;
         if n == 0 {
             break;
         }
@@ -146,7 +198,7 @@ mod tests {
         ResponseHead {
             status: Status::Ok,
             content_type: "text/plain",
-            content_length: 13,
+            length: BodyLength::Known(13),
             persistence,
             date: DATE,
             keep_alive_header: b"Keep-Alive: timeout=5\r\n",
@@ -176,8 +228,35 @@ mod tests {
     }
 
     #[test]
+    fn chunked_and_405_heads() {
+        let mut out = Vec::new();
+        ResponseHead {
+            status: Status::MethodNotAllowed,
+            content_type: "text/plain",
+            length: BodyLength::Chunked,
+            persistence: Persistence::Close,
+            date: DATE,
+            keep_alive_header: b"",
+        }
+        .encode(&mut out);
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with("HTTP/1.1 405 Method Not Allowed\r\n"));
+        assert!(text.contains("\r\nTransfer-Encoding: chunked\r\nAllow: GET, HEAD"));
+        assert!(!text.contains("Content-Length"));
+    }
+
+    #[test]
+    fn chunks() {
+        let mut out = Vec::new();
+        push_chunk(&mut out, &[b'x'; 300]);
+        push_chunk(&mut out, b"");
+        assert_eq!(&out[..5], b"12c\r\n");
+        assert_eq!(out.len(), 5 + 300 + 2);
+    }
+
+    #[test]
     fn decimals() {
-        for n in [0, 7, 10, 65_535, usize::MAX] {
+        for n in [0, 7, 10, 65_535, u64::MAX] {
             let mut out = Vec::new();
             push_decimal(&mut out, n);
             assert_eq!(out, n.to_string().into_bytes());
