@@ -156,6 +156,14 @@ impl Session {
         matches!(self.exchange, Exchange::Delayed { .. })
     }
 
+    /// Between requests: no more are taken; the connection closes (for
+    /// `cause`) once its input is drained.
+    pub fn stop_persisting(&mut self, cause: CloseCause) {
+        if self.exchange == Exchange::AwaitingHead {
+            self.exchange = Exchange::Closing { cause };
+        }
+    }
+
     /// The response to the request still being received has begun: a
     /// timeout can no longer be answered, only end the connection.
     pub fn response_begun(&self) -> bool {
@@ -395,21 +403,13 @@ impl Session {
     ) -> BodyTarget {
         let persistence = self.final_persistence(answer, ctx);
         let Buffers { output, body, .. } = buffers;
-        ResponseHead {
-            status: Status::Ok,
-            content_type: "application/octet-stream",
-            length: length.map_or(BodyLength::Chunked, BodyLength::Known),
-            persistence,
-            date: ctx
-                .date
-                .current(ctx.timers, ctx.now, TimerEvent::DateExpired),
-            keep_alive_header: &ctx.settings.keep_alive_header,
-        }
-        .encode(&mut output.buf);
+        let length = length.map_or(BodyLength::Chunked, BodyLength::Known);
+        let kind = "application/octet-stream";
+        write_head(&mut output.buf, Status::Ok, kind, length, persistence, ctx);
         let echo = match length {
             _ if answer.is_head => Echo::Nothing,
-            Some(_) => Echo::Raw,
-            None => Echo::Chunks,
+            BodyLength::Known(_) => Echo::Raw,
+            BodyLength::Chunked => Echo::Chunks,
         };
         match echo {
             Echo::Raw => output.buf.extend_from_slice(body),
@@ -496,17 +496,15 @@ impl Session {
             ),
         };
         let content_length = payload.len();
-        ResponseHead {
+        let length = BodyLength::Known(content_length as u64);
+        write_head(
+            &mut output.buf,
             status,
             content_type,
-            length: BodyLength::Known(content_length as u64),
+            length,
             persistence,
-            date: ctx
-                .date
-                .current(ctx.timers, ctx.now, TimerEvent::DateExpired),
-            keep_alive_header: &ctx.settings.keep_alive_header,
-        }
-        .encode(&mut output.buf);
+            ctx,
+        );
         if !answer.is_head {
             output.buf.extend_from_slice(payload);
         }
@@ -536,17 +534,9 @@ impl Session {
         buffers.input.clear();
         buffers.head_scanned = 0;
         let reason = status.reason_line();
-        ResponseHead {
-            status,
-            content_type: "text/plain",
-            length: BodyLength::Known(reason.len() as u64),
-            persistence: Persistence::Close,
-            date: ctx
-                .date
-                .current(ctx.timers, ctx.now, TimerEvent::DateExpired),
-            keep_alive_header: b"",
-        }
-        .encode(&mut buffers.output.buf);
+        let length = BodyLength::Known(reason.len() as u64);
+        let out = &mut buffers.output.buf;
+        write_head(out, status, "text/plain", length, Persistence::Close, ctx);
         buffers.output.buf.extend_from_slice(reason);
         ctx.stats.responded(status, self.served > 0);
         if ctx.settings.access_log {
@@ -554,6 +544,29 @@ impl Session {
         }
         self.exchange = Exchange::Closing { cause };
     }
+}
+
+/// Appends a response head carrying the cached Date and, when it persists,
+/// this server's Keep-Alive parameters.
+fn write_head(
+    out: &mut Vec<u8>,
+    status: Status,
+    content_type: &'static str,
+    length: BodyLength,
+    persistence: Persistence,
+    ctx: &mut Ctx<'_>,
+) {
+    ResponseHead {
+        status,
+        content_type,
+        length,
+        persistence,
+        date: ctx
+            .date
+            .current(ctx.timers, ctx.now, TimerEvent::DateExpired),
+        keep_alive_header: &ctx.settings.keep_alive_header,
+    }
+    .encode(out);
 }
 
 /// Where the exchange stands once a response is complete.

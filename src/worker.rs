@@ -144,10 +144,7 @@ impl Worker {
                     LISTENER => self.accept(now),
                     WAKER | ALARM => {} // the next turn reads the clock and fires
                     Token(key) => {
-                        let readiness = Readiness {
-                            hangup: event.is_read_closed(),
-                            error: event.is_error(),
-                        };
+                        let readiness = Readiness::of(event);
                         self.with_conn(key, now, |conn, ctx| conn.on_ready(readiness, ctx));
                     }
                 }

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{Client, HELLO, SLACK, TestServer, find, ms, start};
+use common::{Client, HELLO, SLACK, TestServer, find, ms, start, vm_rss_kib};
 use keepalive_server::stats::CloseCause;
 
 /// Serialises the tests that load the machine or measure time.
@@ -41,21 +41,8 @@ fn assert_recovered(server: &TestServer) {
     server.wait_for_open(0);
 }
 
-/// The test process's resident set (the server runs in-process), in KiB.
-fn vm_rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS in /proc/self/status")
-}
-
 fn echo_request(body_len: usize) -> Vec<u8> {
-    let mut request =
-        format!("POST / HTTP/1.1\r\nHost: t\r\nContent-Length: {body_len}\r\n\r\n").into_bytes();
-    request.resize(request.len() + body_len, b'x');
-    request
+    common::post(body_len, b'x', "")
 }
 
 #[test]

@@ -188,3 +188,79 @@ fn shutdown_timeout_cuts_a_long_drain() {
         "the cut request was answered"
     );
 }
+
+/// SIGTERM while pipelined 1 MB echoes are being read slowly: every
+/// response the client receives is whole (those begun before the signal,
+/// and any answered after it with `Connection: close`), the connection
+/// ends with FIN, not RST, and nothing is logged as cut: the shutdown
+/// timeout has not passed.
+#[test]
+fn sigterm_during_slowly_read_pipelined_echoes_cuts_nothing() {
+    const ECHOES: usize = 6;
+    const SIZE: usize = 1_000_000;
+    let mut server = start(&[]);
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.set_recv_buffer_size(64 * 1024).unwrap();
+    socket.connect(&server.addr.into()).unwrap();
+    let mut stream: TcpStream = socket.into();
+    let mut request =
+        format!("POST / HTTP/1.1\r\nHost: t\r\nContent-Length: {SIZE}\r\n\r\n").into_bytes();
+    request.resize(request.len() + SIZE, b'e');
+    let writer = {
+        let mut stream = stream.try_clone().unwrap();
+        let pipelined = request.repeat(ECHOES);
+        std::thread::spawn(move || {
+            let _ = stream.write_all(&pipelined);
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    server.signal("TERM");
+    // Read at about 3 MB/s until the server closes.
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let started = Instant::now();
+    let mut received = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    let reset = loop {
+        match stream.read(&mut chunk) {
+            Ok(0) => break false,
+            Ok(n) => received.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break true,
+            Err(e) => panic!("read failed after {} bytes: {e}", received.len()),
+        }
+        let due = Duration::from_secs_f64(received.len() as f64 / 3e6);
+        std::thread::sleep(due.saturating_sub(started.elapsed()));
+    };
+    drop(stream);
+    writer.join().unwrap();
+    // Every response received is whole.
+    let mut rest = &received[..];
+    let mut whole = Vec::new();
+    while !rest.is_empty() {
+        let text = String::from_utf8_lossy(&rest[..rest.len().min(512)]).into_owned();
+        let head_end = text.find("\r\n\r\n").expect("a whole head") + 4;
+        let length: usize = text[..head_end]
+            .lines()
+            .find_map(|line| line.strip_prefix("Content-Length: "))
+            .and_then(|n| n.parse().ok())
+            .expect("Content-Length");
+        assert!(
+            rest.len() >= head_end + length,
+            "response {} cut at {} of {length} bytes",
+            whole.len() + 1,
+            rest.len() - head_end
+        );
+        whole.push(text[..head_end].to_string());
+        rest = &rest[head_end + length..];
+    }
+    assert!(!whole.is_empty(), "nothing answered");
+    assert!(!reset, "ended by RST after {} whole responses", whole.len());
+    let status = server.wait_exit(EXIT_WITHIN).expect("exited");
+    assert!(status.success(), "exit status {status}");
+    let log = server.log().join("\n");
+    assert!(
+        !log.contains("cutting"),
+        "nothing was due to be cut:\n{log}"
+    );
+}

@@ -1,6 +1,7 @@
 //! HTTP/1.0–1.1 message handling, free of I/O: parsing request heads
-//! ([`request`]), decoding request bodies ([`body`]), choosing what to answer
-//! ([`routes`]) and encoding response heads ([`response`]). Every way a
+//! ([`request`]) and checking their targets and hosts ([`target`]), decoding
+//! request bodies ([`body`]), choosing what to answer ([`routes`]) and
+//! encoding response heads ([`response`]). Every way a
 //! request can be refused is one [`RequestError`], mapped to its status in
 //! one place.
 
@@ -8,6 +9,7 @@ pub mod body;
 pub mod request;
 pub mod response;
 pub mod routes;
+pub mod target;
 
 pub use body::{BodyDecoder, BodyProgress};
 pub use request::{Framing, RequestHead, parse_head};

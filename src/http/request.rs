@@ -4,6 +4,7 @@
 
 use super::RequestError;
 use super::routes::Route;
+use super::target::{Target, is_host_value, parse_target};
 
 /// Header fields one head may carry; more is 431.
 pub const MAX_HEADERS: usize = 64;
@@ -67,7 +68,7 @@ pub fn parse_head(
         // httparse would refuse `HTTP/1.x` now; once the line ends it is
         // read as HTTP/1.1, so wait for the rest, however the bytes split.
         if input.len() >= max_header_size {
-            return Err(RequestError::HeadTooLarge);
+            return Err(RequestError::TargetTooLong);
         }
         return Ok(None);
     }
@@ -76,24 +77,38 @@ pub fn parse_head(
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut request = httparse::Request::new(&mut headers);
     let head_len = match request.parse(input) {
-        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Complete(len)) if len <= max_header_size => len,
+        Ok(httparse::Status::Complete(_)) => return Err(too_large(input, max_header_size)),
         Ok(httparse::Status::Partial) if input.len() >= max_header_size => {
-            return Err(RequestError::HeadTooLarge);
+            return Err(too_large(input, max_header_size));
         }
         Ok(httparse::Status::Partial) => return Ok(None),
+        // httparse refuses `HTTP/2` before its `.0` arrives; whether the
+        // version is unsupported (505) or malformed (400) shows only once it
+        // is whole, so wait for it, however the bytes split.
+        Err(httparse::Error::Version) if version_incomplete(input) => {
+            if input.len() >= max_header_size {
+                return Err(too_large(input, max_header_size));
+            }
+            return Ok(None);
+        }
         Err(error) => return Err(syntax_error(error, input)),
     };
-    if head_len > max_header_size {
-        return Err(RequestError::HeadTooLarge);
+    // RFC 9112 §2.2 lets a recipient accept a bare LF as a line end; behind
+    // a proxy that reads lines otherwise, that is a smuggling hole, so this
+    // server takes CRLF only (as Node's parser and gunicorn do).
+    if has_bare_lf(&input[..head_len]) {
+        return Err(RequestError::Malformed("line not ended by CRLF"));
     }
     let minor_version = request.version.unwrap_or(1);
-    let target = request.path.unwrap_or("/");
     let method = request.method.unwrap_or("GET");
-    let route = Route::of_target(target);
-    if route == Route::Asterisk && method != "OPTIONS" {
-        return Err(RequestError::Malformed("asterisk-form is only for OPTIONS"));
-    }
+    let target = parse_target(method, request.path.unwrap_or("/"))?;
     let fields = HeaderFields::read(request.headers, minor_version)?;
+    if target == Target::Authority {
+        // A well-formed CONNECT: this server is not a proxy.
+        return Err(RequestError::MethodNotAllowed);
+    }
+    let route = Route::of_target(target);
     let framing = fields.framing(minor_version, max_body_size)?;
     Ok(Some((
         RequestHead {
@@ -225,37 +240,6 @@ impl HeaderFields {
     }
 }
 
-/// RFC 9110 §7.2 / RFC 3986 §3.2.2: `uri-host [ ":" port ]`, by its bytes:
-/// unreserved, pct-encoded, sub-delims, `:` and the brackets of an IP
-/// literal. Empty is allowed (RFC 9112 §3.2: a target without authority).
-/// No whitespace, `/`, `@` (userinfo), `?`, `#` or controls.
-fn is_host_value(value: &[u8]) -> bool {
-    value.iter().all(|&b| {
-        b.is_ascii_alphanumeric()
-            || matches!(
-                b,
-                b'-' | b'.'
-                    | b'_'
-                    | b'~'
-                    | b'%'
-                    | b'!'
-                    | b'$'
-                    | b'&'
-                    | b'\''
-                    | b'('
-                    | b')'
-                    | b'*'
-                    | b'+'
-                    | b','
-                    | b';'
-                    | b'='
-                    | b':'
-                    | b'['
-                    | b']'
-            )
-    })
-}
-
 fn parse_length(item: &[u8]) -> Result<u64, RequestError> {
     if item.is_empty() || !item.iter().all(u8::is_ascii_digit) {
         return Err(RequestError::Malformed("Content-Length is not digits"));
@@ -288,9 +272,40 @@ fn trim(bytes: &[u8]) -> &[u8] {
     &bytes[start..end]
 }
 
+/// A head over the limit: 414 if the request line alone does not fit
+/// (RFC 9112 §3), else 431.
+fn too_large(input: &[u8], max_header_size: usize) -> RequestError {
+    let start = leading_empty_lines(input);
+    let line_fits = input[start..]
+        .iter()
+        .take(max_header_size)
+        .any(|&b| b == b'\n');
+    if line_fits {
+        RequestError::HeadTooLarge
+    } else {
+        RequestError::TargetTooLong
+    }
+}
+
+/// Whether some LF in `head` is not preceded by CR.
+fn has_bare_lf(head: &[u8]) -> bool {
+    head.iter()
+        .enumerate()
+        .any(|(at, &b)| b == b'\n' && (at == 0 || head[at - 1] != b'\r'))
+}
+
+fn leading_empty_lines(input: &[u8]) -> usize {
+    input
+        .iter()
+        .take_while(|b| matches!(b, b'\r' | b'\n'))
+        .count()
+}
+
 fn syntax_error(error: httparse::Error, input: &[u8]) -> RequestError {
     match error {
-        httparse::Error::Version if names_a_version(input) => RequestError::UnsupportedVersion,
+        httparse::Error::Version if names_another_major_version(input) => {
+            RequestError::UnsupportedVersion
+        }
         httparse::Error::Version => RequestError::Malformed("invalid HTTP-version"),
         httparse::Error::TooManyHeaders => RequestError::TooManyHeaders,
         httparse::Error::HeaderName => RequestError::Malformed("invalid header name"),
@@ -303,21 +318,55 @@ fn syntax_error(error: httparse::Error, input: &[u8]) -> RequestError {
 }
 
 /// Whether the third part of the request line (after `method SP target SP`)
-/// starts like an HTTP-version, `HTTP/` DIGIT (RFC 9112 §2.3): only then is a
-/// version httparse refuses one this server does not support (505); anything
-/// else there (`http/1.1`, a space inside the target) is an invalid
+/// is an HTTP-version by the grammar, `HTTP/` DIGIT `.` DIGIT (RFC 9112
+/// §2.3), with a major version other than 1: only that is a version this
+/// server does not support (505). Anything else there (`HTTP/01.1`,
+/// `HTTP/1.77`, `http/1.1`, a space inside the target) is an invalid
 /// request-line (400, RFC 9112 §3).
-fn names_a_version(input: &[u8]) -> bool {
-    let start = input
-        .iter()
-        .take_while(|b| matches!(b, b'\r' | b'\n'))
-        .count();
+fn names_another_major_version(input: &[u8]) -> bool {
+    let version = version_token(input);
+    let version = version.strip_suffix(b"\r").unwrap_or(version);
+    version.len() == VERSION_SHAPE.len() && fits_version_shape(version) && version[5] != b'1'
+}
+
+/// `HTTP/` DIGIT `.` DIGIT, with `#` standing for a digit.
+const VERSION_SHAPE: &[u8; 8] = b"HTTP/#.#";
+
+/// Whether `bytes` could begin an HTTP-version.
+fn fits_version_shape(bytes: &[u8]) -> bool {
+    bytes.len() <= VERSION_SHAPE.len()
+        && bytes
+            .iter()
+            .zip(VERSION_SHAPE)
+            .all(|(&b, &shape)| match shape {
+                b'#' => b.is_ascii_digit(),
+                _ => b == shape,
+            })
+}
+
+/// Whether the request line has not ended and what it has of a version
+/// could still become a whole one.
+fn version_incomplete(input: &[u8]) -> bool {
+    let line = &input[leading_empty_lines(input)..];
+    if line.contains(&b'\n') {
+        return false;
+    }
+    let version = version_token(line);
+    match version.strip_suffix(b"\r") {
+        Some(whole) => whole.len() == VERSION_SHAPE.len() && fits_version_shape(whole),
+        None => fits_version_shape(version),
+    }
+}
+
+/// The third part of the request line (after `method SP target SP`), up
+/// to its LF.
+fn version_token(input: &[u8]) -> &[u8] {
+    let start = leading_empty_lines(input);
     let line = input[start..]
         .split(|&b| b == b'\n')
         .next()
         .unwrap_or_default();
-    let version = line.splitn(3, |&b| b == b' ').nth(2).unwrap_or_default();
-    version.len() > 5 && version.starts_with(b"HTTP/") && version[5].is_ascii_digit()
+    line.splitn(3, |&b| b == b' ').nth(2).unwrap_or_default()
 }
 
 /// Rewrites `HTTP/1.x` (x > 1) in the request line to `HTTP/1.1`, so a
@@ -507,19 +556,117 @@ mod tests {
             assert_eq!(parse(&text[..cut]), Ok(None), "cut at {cut}");
         }
         assert_eq!(head(text).minor_version, 1);
-        // A longer version stays refused, cut or not.
+        // A longer version is not an HTTP-version at all: 400, cut or not.
         for text in ["GET / HTTP/1.77\r\n", "GET / HTTP/1.7x\r\n"] {
-            assert_eq!(
-                parse(text),
-                Err(RequestError::UnsupportedVersion),
+            assert!(
+                matches!(parse(text), Err(RequestError::Malformed(_))),
                 "{text:?}"
             );
         }
         let mut tiny = b"GET / HTTP/1.7".to_vec();
         assert_eq!(
             parse_head(&mut tiny, 10, 1024),
+            Err(RequestError::TargetTooLong)
+        );
+    }
+
+    /// RFC 9112 §2.3: `HTTP/` DIGIT `.` DIGIT. A version of that shape with
+    /// another major is unsupported (505); any other shape is malformed
+    /// (400); and the verdict does not depend on where the bytes split.
+    #[test]
+    fn version_grammar_decides_505_or_400_however_split() {
+        let cases = [
+            (
+                "GET / HTTP/2.0\r\nHost: a\r\n\r\n",
+                Some(RequestError::UnsupportedVersion),
+            ),
+            (
+                "GET / HTTP/0.9\r\nHost: a\r\n\r\n",
+                Some(RequestError::UnsupportedVersion),
+            ),
+            ("GET / HTTP/01.1\r\nHost: a\r\n\r\n", None),
+            ("GET / HTTP/2\r\nHost: a\r\n\r\n", None),
+            ("GET / HTTP/2.00\r\nHost: a\r\n\r\n", None),
+            ("GET / HTTP/a.0\r\nHost: a\r\n\r\n", None),
+        ];
+        for (text, unsupported) in cases {
+            let whole = parse(text);
+            match unsupported {
+                Some(error) => assert_eq!(whole, Err(error), "{text:?}"),
+                None => assert!(
+                    matches!(whole, Err(RequestError::Malformed(_))),
+                    "{text:?}: {whole:?}"
+                ),
+            }
+            for cut in 0..text.len() {
+                let part = parse(&text[..cut]);
+                assert!(
+                    part == Ok(None) || part == whole,
+                    "{text:?} cut at {cut}: {part:?}, whole: {whole:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn bare_lf_line_ends_are_refused() {
+        for text in [
+            "GET / HTTP/1.1\nHost: a\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: a\n\r\n",
+            "GET / HTTP/1.1\r\nHost: a\r\n\n",
+            "GET / HTTP/1.1\nHost: a\n\n",
+            "\nGET / HTTP/1.1\r\nHost: a\r\n\r\n",
+        ] {
+            assert_eq!(
+                parse(text),
+                Err(RequestError::Malformed("line not ended by CRLF")),
+                "{text:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_overlong_request_line_is_414_and_overlong_headers_431() {
+        let mut long_target = b"GET /".to_vec();
+        long_target.resize(2000, b'a');
+        assert_eq!(
+            parse_head(&mut long_target, 1024, 1 << 20),
+            Err(RequestError::TargetTooLong)
+        );
+        let mut whole_line = b"GET /".to_vec();
+        whole_line.resize(2000, b'a');
+        whole_line.extend_from_slice(b" HTTP/1.1\r\nHost: a\r\n\r\n");
+        assert_eq!(
+            parse_head(&mut whole_line, 1024, 1 << 20),
+            Err(RequestError::TargetTooLong)
+        );
+        let mut long_field = b"GET / HTTP/1.1\r\nX: ".to_vec();
+        long_field.resize(2000, b'a');
+        assert_eq!(
+            parse_head(&mut long_field, 1024, 1 << 20),
             Err(RequestError::HeadTooLarge)
         );
+    }
+
+    #[test]
+    fn connect_is_405_and_targets_are_checked() {
+        assert_eq!(
+            parse("CONNECT a:443 HTTP/1.1\r\nHost: a:443\r\n\r\n"),
+            Err(RequestError::MethodNotAllowed)
+        );
+        for text in [
+            "CONNECT / HTTP/1.1\r\nHost: a\r\n\r\n",
+            "GET abc HTTP/1.1\r\nHost: a\r\n\r\n",
+            "GET ?x HTTP/1.1\r\nHost: a\r\n\r\n",
+            "GET ht\"tp://h/ HTTP/1.1\r\nHost: a\r\n\r\n",
+            "GET http://h:ffff1/ HTTP/1.1\r\nHost: a\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: :a\r\n\r\n",
+        ] {
+            assert!(
+                matches!(parse(text), Err(RequestError::Malformed(_))),
+                "{text:?}"
+            );
+        }
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! The demonstration routes: what a request target asks for.
 
+use super::target::Target;
+
 /// The longest `/delay/<ms>` honoured: ten minutes.
 pub const MAX_DELAY_MS: u64 = 600_000;
 
@@ -17,13 +19,13 @@ pub enum Route {
 }
 
 impl Route {
-    /// Routes a request target in origin-form (`/p?q`), absolute-form
-    /// (`http://host/p?q`) or asterisk-form (`*`).
-    pub fn of_target(target: &str) -> Route {
-        if target == "*" {
-            return Route::Asterisk;
-        }
-        let path = path_of(target);
+    /// Routes a checked request target (see [`Target`]).
+    pub fn of_target(target: Target<'_>) -> Route {
+        let path = match target {
+            Target::Asterisk => return Route::Asterisk,
+            Target::Authority => return Route::NotFound,
+            Target::Path(path) => path,
+        };
         let path = path.split_once('?').map_or(path, |(path, _query)| path);
         if path == "/" {
             return Route::Root;
@@ -32,19 +34,6 @@ impl Route {
             Some(Some(ms)) => Route::Delay { ms },
             _ => Route::NotFound,
         }
-    }
-}
-
-/// The path of an absolute-form target (`http://host:port/path` → `/path`),
-/// or the target itself.
-fn path_of(target: &str) -> &str {
-    let Some(scheme_end) = target.find("://") else {
-        return target;
-    };
-    let after_authority = &target[scheme_end + 3..];
-    match after_authority.find(['/', '?']) {
-        Some(at) if after_authority[at..].starts_with('/') => &after_authority[at..],
-        _ => "/", // an empty path is "/" (RFC 9112 §3.2.2)
     }
 }
 
@@ -59,27 +48,20 @@ fn parse_delay(digits: &str) -> Option<u64> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn routes_by_path() {
-        assert_eq!(Route::of_target("/"), Route::Root);
-        assert_eq!(Route::of_target("/?a=1"), Route::Root);
-        assert_eq!(Route::of_target("/delay/250"), Route::Delay { ms: 250 });
-        assert_eq!(Route::of_target("/delay/250?x"), Route::Delay { ms: 250 });
-        assert_eq!(Route::of_target("/delay/"), Route::NotFound);
-        assert_eq!(Route::of_target("/delay/-1"), Route::NotFound);
-        assert_eq!(Route::of_target("/delay/600001"), Route::NotFound);
-        assert_eq!(Route::of_target("/nope"), Route::NotFound);
-        assert_eq!(Route::of_target("*"), Route::Asterisk);
+    fn route(path: &str) -> Route {
+        Route::of_target(Target::Path(path))
     }
 
     #[test]
-    fn absolute_form_uses_its_path() {
-        assert_eq!(Route::of_target("http://example.com/"), Route::Root);
-        assert_eq!(Route::of_target("http://example.com"), Route::Root);
-        assert_eq!(
-            Route::of_target("http://example.com:8080/delay/5"),
-            Route::Delay { ms: 5 }
-        );
-        assert_eq!(Route::of_target("http://example.com/x"), Route::NotFound);
+    fn routes_by_path() {
+        assert_eq!(route("/"), Route::Root);
+        assert_eq!(route("/?a=1"), Route::Root);
+        assert_eq!(route("/delay/250"), Route::Delay { ms: 250 });
+        assert_eq!(route("/delay/250?x"), Route::Delay { ms: 250 });
+        assert_eq!(route("/delay/"), Route::NotFound);
+        assert_eq!(route("/delay/-1"), Route::NotFound);
+        assert_eq!(route("/delay/600001"), Route::NotFound);
+        assert_eq!(route("/nope"), Route::NotFound);
+        assert_eq!(Route::of_target(Target::Asterisk), Route::Asterisk);
     }
 }

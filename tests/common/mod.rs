@@ -85,6 +85,26 @@ impl TestServer {
     }
 }
 
+/// This process's resident set (a server started here runs in-process), in KiB.
+pub fn vm_rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS in /proc/self/status")
+}
+
+/// A POST to `/` with a `body_len`-byte body of `fill` and extra header
+/// lines (each ending in CRLF).
+pub fn post(body_len: usize, fill: u8, extra: &str) -> Vec<u8> {
+    let mut request =
+        format!("POST / HTTP/1.1\r\nHost: t\r\nContent-Length: {body_len}\r\n{extra}\r\n")
+            .into_bytes();
+    request.resize(request.len() + body_len, fill);
+    request
+}
+
 /// Polls (generously) until `handle.open_connections() == n`.
 pub fn wait_for_open(handle: &ServerHandle, n: u64) {
     let deadline = Instant::now() + SLACK + SLACK;

@@ -97,6 +97,17 @@ pub struct Readiness {
     pub error: bool,
 }
 
+impl Readiness {
+    /// Reads the peer's state off an epoll event (EPOLLRDHUP/EPOLLHUP,
+    /// EPOLLERR).
+    pub fn of(event: &mio::event::Event) -> Self {
+        Readiness {
+            hangup: event.is_read_closed(),
+            error: event.is_error(),
+        }
+    }
+}
+
 /// Whether the connection lives on after an event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Flow {
@@ -404,8 +415,8 @@ impl Conn {
     }
 
     /// After the socket is drained, with the output flushed: an idle
-    /// connection gives its buffers back, and closes if the server is
-    /// draining. A connection answered with `Connection: close` closes now
+    /// connection gives its buffers back, and starts closing if the server
+    /// is draining. A connection answered with `Connection: close` closes now
     /// if the client sent nothing more (no unread data, so the close sends
     /// FIN, not RST); otherwise it lingers, draining, until the client
     /// closes or goes quiet.
@@ -421,7 +432,15 @@ impl Conn {
             }
             self.disable_nagle();
             if ctx.draining {
-                return Flow::Close(CloseCause::Shutdown);
+                // The response just finished said the connection persists,
+                // so more requests may be on their way. End as after
+                // `Connection: close`: FIN, then drain, so bytes arriving
+                // after the close cannot turn it into a reset that cuts the
+                // response still in flight.
+                self.session.stop_persisting(CloseCause::Shutdown);
+                if !self.shut_write() {
+                    return Flow::Close(CloseCause::Shutdown);
+                }
             }
         }
         Flow::Open
@@ -537,108 +556,4 @@ pub fn would_block(error: &io::Error) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::io::{Read, Write};
-    use std::net::TcpListener;
-    use std::time::Duration;
-
-    use super::*;
-    use crate::config::Config;
-    use crate::ctx::Resources;
-    use crate::stats::Stats;
-
-    const GET: &[u8] = b"GET / HTTP/1.1\r\nHost: t\r\n\r\n";
-
-    /// What a worker would lend the connection.
-    struct Worker {
-        resources: Resources,
-        settings: Settings,
-        stats: Stats,
-    }
-
-    impl Worker {
-        fn new() -> Self {
-            Worker {
-                resources: Resources::default(),
-                settings: Config::with_listen("127.0.0.1:0".parse().unwrap()).settings(),
-                stats: Stats::default(),
-            }
-        }
-
-        fn ctx(&mut self) -> Ctx<'_> {
-            self.resources.lend(0, &self.settings, &self.stats)
-        }
-
-        /// Fires the connection's activity timer the way the loop does:
-        /// sync it, pop due timers (the Date tick among them), hand it over.
-        fn fire_activity(&mut self, conn: &mut Conn) -> Flow {
-            conn.sync_timers(0, &mut self.resources.timers, 0, &self.settings);
-            loop {
-                match self
-                    .resources
-                    .timers
-                    .expire(Micros::MAX)
-                    .expect("a timer is due")
-                {
-                    (_, TimerEvent::DateExpired) => self.resources.date.invalidate(),
-                    (_, event) => {
-                        let activity = TimerEvent::Conn {
-                            key: 0,
-                            slot: Slot::Activity,
-                        };
-                        assert_eq!(event, activity);
-                        return conn.on_timer(Slot::Activity, &mut self.ctx());
-                    }
-                }
-            }
-        }
-    }
-
-    /// A connected client and the server side of it, non-blocking.
-    fn pair() -> (std::net::TcpStream, Conn) {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        client
-            .set_read_timeout(Some(Duration::from_secs(5)))
-            .unwrap();
-        let (server, _) = listener.accept().unwrap();
-        server.set_nonblocking(true).unwrap();
-        (client, Conn::new(TcpStream::from_std(server)))
-    }
-
-    /// Sends a request and lets it land in the server's socket.
-    fn send(client: &mut std::net::TcpStream, bytes: &[u8]) {
-        client.write_all(bytes).unwrap();
-        std::thread::sleep(Duration::from_millis(50));
-    }
-
-    fn read_response(client: &mut std::net::TcpStream) -> String {
-        let mut buffer = [0u8; 1024];
-        let n = client.read(&mut buffer).unwrap();
-        String::from_utf8_lossy(&buffer[..n]).into_owned()
-    }
-
-    #[test]
-    fn a_request_racing_the_keep_alive_timer_is_served_not_reset() {
-        let mut worker = Worker::new();
-        let (mut client, mut conn) = pair();
-        send(&mut client, GET);
-        assert_eq!(
-            conn.on_ready(Readiness::default(), &mut worker.ctx()),
-            Flow::Open
-        );
-        assert!(read_response(&mut client).starts_with("HTTP/1.1 200 OK"));
-        assert_eq!(conn.phase(), Phase::Idle);
-
-        // The next request is in the socket, unread, when the timer runs out.
-        send(&mut client, GET);
-        assert_eq!(worker.fire_activity(&mut conn), Flow::Open);
-        assert!(read_response(&mut client).starts_with("HTTP/1.1 200 OK"));
-
-        // With nothing to read, the expiry closes the connection.
-        assert_eq!(
-            worker.fire_activity(&mut conn),
-            Flow::Close(CloseCause::KeepAliveTimeout)
-        );
-    }
-}
+mod tests;

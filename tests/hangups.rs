@@ -1,0 +1,186 @@
+//! Dead and departing peers, noticed in the turn their hangup arrives:
+//! clients that send a burst of body and reset, a flood of them from one
+//! client while others are served, and half-closes after large and
+//! pipelined bodies. The server's descriptors are counted in /proc (it runs
+//! in-process, so /proc/self), its connections through its own counters.
+//!
+//! These tests count the process's descriptors, so they run one at a time
+//! ([`serial`]). Timing bounds are generous: the machine is shared and noisy.
+
+mod common;
+
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{Client, HELLO, SLACK, TestServer, ms, post, start};
+use keepalive_server::stats::CloseCause;
+
+fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Descriptors open in this process (the server's and the test's).
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .expect("/proc/self/fd")
+        .count()
+}
+
+/// Polls until the process is back to `baseline` descriptors; how long it took.
+fn wait_for_fds(baseline: usize, within: Duration) -> Duration {
+    let started = Instant::now();
+    while open_fds() > baseline {
+        assert!(
+            started.elapsed() < within,
+            "{} descriptors left over after {within:?}",
+            open_fds() - baseline
+        );
+        thread::sleep(ms(5));
+    }
+    started.elapsed()
+}
+
+/// Connects, sends a POST head and as much of a 1 MB body as the socket
+/// takes at once (up to `burst` bytes), then resets (SO_LINGER 0).
+fn burst_and_reset(addr: SocketAddr, burst: usize) {
+    let Ok(stream) = TcpStream::connect(addr) else {
+        return; // refused under load: nothing to clean up
+    };
+    stream.set_nonblocking(true).unwrap();
+    let mut request = b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 1000000\r\n\r\n".to_vec();
+    request.resize(request.len() + burst, b'b');
+    let _ = (&stream).write(&request);
+    socket2::SockRef::from(&stream)
+        .set_linger(Some(Duration::ZERO))
+        .unwrap();
+    drop(stream);
+}
+
+#[test]
+fn reset_clients_leave_no_connection_behind() {
+    const CLIENTS: u64 = 300;
+    let _serial = serial();
+    let server = start(|config| config.workers = std::num::NonZeroUsize::new(2));
+    let baseline = open_fds();
+    for _ in 0..CLIENTS {
+        burst_and_reset(server.addr, 200_000);
+    }
+    let took = wait_for_fds(baseline, SLACK);
+    server.wait_for_open(0);
+    eprintln!("{CLIENTS} reset clients: descriptors back to baseline {took:?} after the last");
+    assert!(
+        server.closed_by(CloseCause::Reset) >= CLIENTS - 5,
+        "closed by reset: {} of {CLIENTS}",
+        server.closed_by(CloseCause::Reset)
+    );
+    server.assert_serves_fresh_connection();
+}
+
+#[test]
+fn a_reset_flood_leaves_the_server_answering() {
+    let _serial = serial();
+    let server = start(|config| config.workers = std::num::NonZeroUsize::new(2));
+    let baseline = open_fds();
+    let stop = Arc::new(AtomicBool::new(false));
+    let flooded = Arc::new(AtomicU64::new(0));
+    let flooder = {
+        let (stop, flooded, addr) = (Arc::clone(&stop), Arc::clone(&flooded), server.addr);
+        thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                burst_and_reset(addr, 1_000_000);
+                flooded.fetch_add(1, Ordering::Relaxed);
+            }
+        })
+    };
+    let mut worst = Duration::ZERO;
+    let mut probes = 0;
+    let flooding = Instant::now();
+    while flooding.elapsed() < Duration::from_secs(3) {
+        let sent = Instant::now();
+        let mut probe = server.client();
+        probe.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+        assert_eq!(probe.read_response().body, HELLO, "probe {probes}");
+        worst = worst.max(sent.elapsed());
+        probes += 1;
+        thread::sleep(ms(100).saturating_sub(sent.elapsed()));
+    }
+    stop.store(true, Ordering::Relaxed);
+    flooder.join().unwrap();
+    let took = wait_for_fds(baseline, SLACK);
+    server.wait_for_open(0);
+    eprintln!(
+        "reset flood: {} connections in 3 s; {probes} probes all answered, worst {worst:?}; \
+         descriptors back to baseline {took:?} after",
+        flooded.load(Ordering::Relaxed)
+    );
+    assert!(worst < SLACK, "a probe waited {worst:?}");
+}
+
+/// Half-close after a complete request: the answer, then the server's FIN
+/// at once, not at the keep-alive timeout (65 s here).
+#[test]
+fn half_close_after_large_or_pipelined_bodies_gets_fin_at_once() {
+    let _serial = serial();
+    let server = start(|_| {});
+    let cases = [
+        ("a 100,000-byte POST", post(100_000, b'p', ""), 1),
+        (
+            "100 pipelined 1 KB POSTs",
+            post(1000, b'p', "").repeat(100),
+            100,
+        ),
+    ];
+    for (what, request, responses) in cases {
+        let mut client = server.client();
+        let writer = {
+            let mut stream = client.stream.try_clone().unwrap();
+            thread::spawn(move || {
+                stream.write_all(&request).unwrap();
+                stream.shutdown(std::net::Shutdown::Write).unwrap();
+            })
+        };
+        for i in 0..responses {
+            let response = client.read_response();
+            assert_eq!(response.status, 200, "{what}: response {i}");
+        }
+        let answered = Instant::now();
+        let closed = client.read_until_closed(Duration::from_secs(1));
+        eprintln!(
+            "{what} + SHUT_WR: FIN {:?} after the last response",
+            closed - answered
+        );
+        writer.join().unwrap();
+    }
+    server.wait_for_open(0);
+    assert_eq!(server.closed_by(CloseCause::KeepAliveTimeout), 0);
+}
+
+/// A client that hangs up while its answer waits on `/delay` still gets it
+/// whole (FIN: it may read), and one that resets is gone at once.
+#[test]
+fn hangups_during_a_delay() {
+    let _serial = serial();
+    let server: TestServer = start(|_| {});
+    let mut half_closed = Client::connect(server.addr);
+    half_closed.send(b"GET /delay/300 HTTP/1.1\r\nHost: t\r\n\r\n");
+    half_closed.shutdown_write();
+    let reset = TcpStream::connect(server.addr).unwrap();
+    (&reset)
+        .write_all(b"GET /delay/5000 HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    server.wait_for_open(2);
+    thread::sleep(ms(50));
+    socket2::SockRef::from(&reset)
+        .set_linger(Some(Duration::ZERO))
+        .unwrap();
+    drop(reset);
+    server.wait_for_closed_by(CloseCause::Reset, 1);
+    assert_eq!(half_closed.read_response().body, b"delayed 300ms\n");
+    half_closed.read_until_closed(SLACK);
+    server.wait_for_open(0);
+}
