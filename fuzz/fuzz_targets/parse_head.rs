@@ -9,7 +9,7 @@
 
 #![no_main]
 
-use keepalive_server::http::body::BodySink;
+use keepalive_server::http::body::{BodyOut, BodySink};
 use keepalive_server::http::{BodyDecoder, Framing, RequestError, parse_head};
 use libfuzzer_sys::fuzz_target;
 
@@ -30,7 +30,7 @@ fn decode(mut decoder: BodyDecoder, input: &[u8], sizes: &[usize], limit: u64) -
         buffered.extend_from_slice(&input[offered..offered + take]);
         offered += take;
         let mut sink = BodySink {
-            keep: Some(&mut body),
+            out: BodyOut::Raw(&mut body),
             received: &mut received,
             limit,
         };
@@ -117,7 +117,7 @@ fuzz_target!(|data: &[u8]| {
             let decoder = match head.framing {
                 Framing::None => None,
                 Framing::Length(remaining) => Some(BodyDecoder::Length { remaining }),
-                Framing::Chunked => Some(BodyDecoder::chunked()),
+                Framing::Chunked => Some(BodyDecoder::chunked(max_header)),
             };
             if let Some(decoder) = decoder {
                 check_body(decoder, &input[len..], *seed, max_body as u64);
@@ -136,6 +136,6 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     if limits & 0x10 != 0 {
-        check_body(BodyDecoder::chunked(), input, *seed, max_body as u64);
+        check_body(BodyDecoder::chunked(max_header), input, *seed, max_body as u64);
     }
 });

@@ -1,8 +1,11 @@
 //! Drives one socket-free [`Session`] the way a connection does: bytes
 //! arrive in arbitrary pieces, output drains at arbitrary rates, `/delay`
 //! timers and receive timeouts fire at arbitrary points. Checks that the
-//! session never panics, never hangs, never outgrows its input limit, and
-//! that what it writes is a well-formed sequence of HTTP/1.1 responses.
+//! session never panics, never hangs, never outgrows its input limit or
+//! its output high-water mark (beyond one response), and that what it
+//! writes is a well-formed sequence of HTTP/1.1 responses, of which only
+//! the last may be unfinished, and only when the connection ends for a
+//! body refused after its echo began or a timeout after it.
 //!
 //! Input layout:
 //! - byte 0: settings (see [`settings`]);
@@ -22,7 +25,7 @@ use keepalive_server::Config;
 use keepalive_server::Settings;
 use keepalive_server::ctx::{Ctx, Resources};
 use keepalive_server::pool::Buffers;
-use keepalive_server::session::{Phase, Session};
+use keepalive_server::session::{ECHO_BUFFER, OUTPUT_HIGH_WATER, Phase, Session};
 use keepalive_server::stats::{CloseCause, Stats};
 use keepalive_server::timers::Micros;
 use libfuzzer_sys::fuzz_target;
@@ -72,6 +75,9 @@ struct Harness {
     fed: Vec<u8>,
     /// Output produced (sent or not) when the session started closing.
     closed_at: Option<usize>,
+    /// A timeout found the response already begun: the connection would
+    /// close here, its response unfinished.
+    cut: bool,
 }
 
 impl Harness {
@@ -89,6 +95,7 @@ impl Harness {
             wire: Vec::new(),
             fed: Vec::new(),
             closed_at: None,
+            cut: false,
         }
     }
 
@@ -134,8 +141,18 @@ impl Harness {
             (None, None) => {}
         }
         if self.closed_at.is_some() {
-            assert_eq!(phase, Phase::Closing);
+            // Closing counts as writing until the last output is sent.
+            let writing = self.buffers.output.pending() > 0;
+            assert_eq!(phase, if writing { Phase::Writing } else { Phase::Closing });
         }
+        // Bodies stream through bounded output: past the high-water mark
+        // by at most one queued response (an echo gathers ECHO_BUFFER).
+        let bound = OUTPUT_HIGH_WATER + ECHO_BUFFER + 1024;
+        assert!(
+            self.buffers.output.pending() <= bound,
+            "output {} past {bound}",
+            self.buffers.output.pending()
+        );
     }
 
     /// Offers up to `n` bytes of `stream`; returns how many were taken.
@@ -173,9 +190,15 @@ impl Harness {
             } else {
                 CloseCause::HeadersTimeout
             };
+            let mut answered = true;
             self.with_ctx(|session, buffers, ctx| {
-                session.time_out(cause, buffers, ctx);
+                answered = session.time_out(cause, buffers, ctx);
             });
+            if !answered {
+                // The connection closes now, as it is.
+                self.cut = true;
+                return;
+            }
         }
         if action & Action::STALL == 0 {
             let pending = self.buffers.output.pending();
@@ -236,8 +259,10 @@ fn reason_body(code: u16) -> Option<&'static [u8]> {
     Some(match code {
         400 => b"Bad Request\n",
         404 => b"Not Found\n",
+        405 => b"Method Not Allowed\n",
         408 => b"Request Timeout\n",
         413 => b"Content Too Large\n",
+        414 => b"URI Too Long\n",
         417 => b"Expectation Failed\n",
         431 => b"Request Header Fields Too Large\n",
         501 => b"Not Implemented\n",
@@ -251,7 +276,8 @@ fn reason_body(code: u16) -> Option<&'static [u8]> {
 struct Head {
     len: usize,
     code: u16,
-    content_length: usize,
+    /// `None`: `Transfer-Encoding: chunked`.
+    content_length: Option<usize>,
     close: bool,
     content_type: Vec<u8>,
 }
@@ -275,7 +301,7 @@ fn parse_response(bytes: &[u8], settings: &Settings) -> Result<Head, String> {
         return Ok(Head {
             len,
             code,
-            content_length: 0,
+            content_length: Some(0),
             close: false,
             content_type: Vec::new(),
         });
@@ -296,12 +322,22 @@ fn parse_response(bytes: &[u8], settings: &Settings) -> Result<Head, String> {
         return Err("bad Date".into());
     }
     let content_type = field("Content-Type")?.ok_or("no Content-Type")?.to_vec();
-    let content_length = field("Content-Length")?.ok_or("no Content-Length")?;
-    let content_length = std::str::from_utf8(content_length)
-        .ok()
-        .filter(|s| s.bytes().all(|b| b.is_ascii_digit()))
-        .and_then(|s| s.parse::<usize>().ok())
-        .ok_or("bad Content-Length")?;
+    let content_length = match (field("Content-Length")?, field("Transfer-Encoding")?) {
+        (Some(length), None) => Some(
+            std::str::from_utf8(length)
+                .ok()
+                .filter(|s| s.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|s| s.parse::<usize>().ok())
+                .ok_or("bad Content-Length")?,
+        ),
+        (None, Some(b"chunked")) if code == 200 && content_type == b"application/octet-stream" => {
+            None
+        }
+        _ => return Err("need Content-Length or (for a streamed echo) chunked, not both".into()),
+    };
+    if (code == 405) != field("Allow")?.is_some() {
+        return Err("Allow must come exactly with 405".into());
+    }
     let connection = field("Connection")?;
     let close = match connection {
         Some(b"close") => true,
@@ -349,11 +385,43 @@ fn body_fits(head: &Head, body: &[u8]) -> bool {
     }
 }
 
+/// Where a chunked body starting at `at` ends (after its last chunk), or
+/// `Err(true)` if `wire` ends first, `Err(false)` if it is malformed.
+fn chunked_end(wire: &[u8], mut at: usize) -> Result<(usize, bool), bool> {
+    let mut empty = true;
+    loop {
+        let rest = wire.get(at..).ok_or(true)?;
+        let Some(line) = rest.windows(2).position(|w| w == b"\r\n") else {
+            return Err(true);
+        };
+        let size = std::str::from_utf8(&rest[..line])
+            .ok()
+            .and_then(|hex| usize::from_str_radix(hex, 16).ok())
+            .ok_or(false)?;
+        at += line + 2;
+        if size == 0 {
+            return match wire.get(at..at + 2) {
+                Some(b"\r\n") => Ok((at + 2, !empty)),
+                Some(_) => Err(false),
+                None => Err(true),
+            };
+        }
+        empty = false;
+        at += size;
+        match wire.get(at..at + 2) {
+            Some(b"\r\n") => at += 2,
+            Some(_) => return Err(false),
+            None => return Err(true),
+        }
+    }
+}
+
 /// Reads `wire` as a sequence of responses. A response to HEAD carries no
 /// body, and which ones answer HEAD is not known here, so every reading is
-/// followed; the wire is well-formed if one reads to the end. Returns the
-/// fewest final (non-1xx) responses over such readings.
-fn check_wire(wire: &[u8], settings: &Settings) -> Result<usize, String> {
+/// followed; the wire is well-formed if one reads to the end. With
+/// `unfinished_ok`, the last may be an echo whose body ends early. Returns
+/// the fewest final (non-1xx) responses over such readings.
+fn check_wire(wire: &[u8], settings: &Settings, unfinished_ok: bool) -> Result<usize, String> {
     // offset -> fewest final responses to reach it
     let mut frontier = BTreeMap::from([(0usize, 0usize)]);
     let mut last_error = String::new();
@@ -370,16 +438,27 @@ fn check_wire(wire: &[u8], settings: &Settings) -> Result<usize, String> {
         };
         let body_at = at + head.len;
         let mut next = Vec::with_capacity(2);
+        let echo = head.content_type == b"application/octet-stream";
         if head.code == 100 {
             next.push((body_at, count));
-        } else {
-            let end = body_at + head.content_length;
+        } else if let Some(length) = head.content_length {
+            let end = body_at + length;
             if end <= wire.len() && body_fits(&head, &wire[body_at..end]) {
                 next.push((end, count + 1));
+            } else if end > wire.len() && echo && unfinished_ok {
+                next.push((wire.len(), count + 1)); // cut short
             }
-            if head.content_length > 0 {
+            if length > 0 {
                 next.push((body_at, count + 1)); // answering HEAD
             }
+        } else {
+            match chunked_end(wire, body_at) {
+                Ok((end, true)) => next.push((end, count + 1)),
+                Ok((_, false)) => last_error = format!("at byte {body_at}: empty chunked echo"),
+                Err(true) if unfinished_ok => next.push((wire.len(), count + 1)),
+                Err(_) => last_error = format!("at byte {body_at}: bad chunked body"),
+            }
+            next.push((body_at, count + 1)); // answering HEAD
         }
         for (offset, count) in next {
             if head.close && offset != wire.len() {
@@ -403,7 +482,7 @@ fuzz_target!(|data: &[u8]| {
     let steps = usize::from(steps_byte % 32).min(rest.len() / 2);
     let (plan, stream) = rest.split_at(steps * 2);
     // Bit 7: the stream sixteen times over, so pipelined answers can pass
-    // the output high-water mark (64 KiB) while the output stalls.
+    // the output high-water mark (32 KiB) while the output stalls.
     let repeated = stream.repeat(if steps_byte & 0x80 != 0 { 16 } else { 1 });
     let mut stream = &repeated[..];
     let settings = settings(settings_byte);
@@ -414,10 +493,17 @@ fuzz_target!(|data: &[u8]| {
         stream = &stream[taken..];
         harness.process();
         harness.act(step[1]);
+        if harness.cut {
+            break;
+        }
     }
-    harness.finish(stream);
+    if !harness.cut {
+        harness.finish(stream);
+    }
 
-    let finals = match check_wire(&harness.wire, &harness.settings) {
+    let abandoned = harness.session.closing() == Some(CloseCause::BadRequest);
+    let unfinished_ok = harness.cut || abandoned;
+    let finals = match check_wire(&harness.wire, &harness.settings, unfinished_ok) {
         Ok(finals) => finals,
         Err(e) => panic!(
             "malformed output: {e}\n--- wire ---\n{}",
