@@ -5,11 +5,13 @@
 //! one place.
 
 pub mod body;
+pub mod method;
 pub mod request;
 pub mod response;
 pub mod routes;
 
 pub use body::{BodyDecoder, BodyProgress};
+pub use method::Method;
 pub use request::{Framing, RequestHead, parse_head};
 pub use response::Status;
 
