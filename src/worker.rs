@@ -250,7 +250,15 @@ impl Worker {
     fn fire_due_timers(&mut self, now: Micros) {
         while let Some(due) = self.resources.timers.pop_due(now) {
             let kind = self.timer_kind(&due.payload);
-            self.shared.stats.timer_fired(kind, now - due.deadline);
+            // Connection timers are stamped after their activity (see
+            // `sync_touched`), so `now - deadline` is how late they fired.
+            // The Date, accept-pause and memory-return timers are enrolled
+            // mid-turn with the reading taken before the poll: their
+            // deadlines are approximate (early, never late), so they are
+            // not measured.
+            let measured = matches!(due.payload, TimerEvent::Conn { .. });
+            let late = measured.then(|| now.saturating_sub(due.deadline));
+            self.shared.stats.timer_fired(kind, late);
             match due.payload {
                 TimerEvent::Conn { key, slot } => {
                     self.with_conn(key as usize, now, |conn, ctx| conn.on_timer(slot, ctx));

@@ -254,6 +254,7 @@ impl AdminLoop {
                 page::DASHBOARD_JS.as_bytes(),
             ),
             Route::Style => ("text/css; charset=utf-8", page::DASHBOARD_CSS.as_bytes()),
+            Route::Icon => ("image/svg+xml", page::FAVICON_SVG.as_bytes()),
             Route::Healthz if self.remote.is_stopping() => {
                 return self.respond(
                     key,

@@ -17,6 +17,7 @@ pub enum Route {
     Page,
     Script,
     Style,
+    Icon,
     /// `/events`: the dashboard's feed, pushed every `interval_ms`.
     Events {
         interval_ms: u64,
@@ -74,6 +75,7 @@ pub fn route(target: &str) -> Route {
         "/" | "/index.html" => Route::Page,
         "/dashboard.js" => Route::Script,
         "/dashboard.css" => Route::Style,
+        "/favicon.svg" | "/favicon.ico" => Route::Icon,
         "/events" => Route::Events {
             interval_ms: interval(query),
         },

@@ -7,3 +7,5 @@ pub const INDEX_HTML: &str = include_str!("page/index.html");
 pub const DASHBOARD_JS: &str = include_str!("page/dashboard.js");
 /// `GET /dashboard.css`.
 pub const DASHBOARD_CSS: &str = include_str!("page/dashboard.css");
+/// `GET /favicon.svg`.
+pub const FAVICON_SVG: &str = include_str!("page/favicon.svg");

@@ -187,7 +187,8 @@ pub struct Stats {
     /// Responses per connection, recorded at its close.
     pub requests_per_connection: Histogram,
     timer_expirations: [Counter; TimerKind::COUNT],
-    /// How long after its deadline a timer fired, in µs (loop clock).
+    /// How long after its deadline a connection timer fired, in µs (loop
+    /// clock).
     pub timer_lateness: Histogram,
     /// Snapshots built for the admin view (each one woke the worker).
     pub snapshots: Counter,
@@ -235,11 +236,13 @@ impl Stats {
         }
     }
 
-    /// A timer fired `late` µs after its deadline.
+    /// A timer fired, `late` µs after its deadline where that is measured.
     #[inline]
-    pub fn timer_fired(&self, kind: TimerKind, late: Micros) {
+    pub fn timer_fired(&self, kind: TimerKind, late: Option<Micros>) {
         self.timer_expirations[kind.index()].add(1);
-        self.timer_lateness.record(late);
+        if let Some(late) = late {
+            self.timer_lateness.record(late);
+        }
     }
 
     pub fn closed_by(&self, cause: CloseCause) -> u64 {
