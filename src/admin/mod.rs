@@ -12,7 +12,7 @@
 //! - `GET /healthz`: 200 while accepting, 503 once shutting down.
 //!
 //! It reads workers only through [`Remote`]: counters directly, everything
-//! else by asking each worker for a snapshot in a [`rounds`] round, which
+//! else by asking each worker for a snapshot in a round (`rounds`), which
 //! never blocks the loop and never runs unless a client asked for it.
 
 mod client;
