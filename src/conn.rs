@@ -187,8 +187,11 @@ impl Conn {
     /// What the worker's request timing needs after an event.
     pub fn progress(&self) -> Progress {
         let phase = self.phase();
+        // A streamed echo's head is queued before its body has arrived:
+        // that response is not finished until the exchange moves on.
+        let streaming = u32::from(self.session.response_begun());
         Progress {
-            served: self.session.served(),
+            served: self.session.served() - streaming,
             busy: matches!(phase, Phase::Head | Phase::Body | Phase::Delayed { .. }),
             writing: self
                 .buffers
