@@ -221,12 +221,49 @@ impl Remote {
         self.workers.iter().map(|(shared, _)| &shared.stats)
     }
 
-    /// Asks every worker for a snapshot, waiting up to `timeout` for each;
-    /// a worker that does not answer in time is left out.
-    pub fn snapshots(&self, timeout: std::time::Duration) -> Vec<Snapshot> {
+    /// Each worker's shared state and the waker of its poll.
+    pub(crate) fn workers(&self) -> impl Iterator<Item = (&WorkerShared, &Waker)> {
         self.workers
             .iter()
-            .filter_map(|(shared, waker)| shared.mailbox.ask(waker, timeout))
-            .collect()
+            .map(|(shared, waker)| (shared.as_ref(), waker.as_ref()))
+    }
+
+    pub fn worker_count(&self) -> usize {
+        self.workers.len()
+    }
+
+    /// Asks every worker for a snapshot and blocks up to `timeout` for the
+    /// answers (for tests and tools; the admin loop asks without blocking);
+    /// a worker that does not answer in time is left out.
+    pub fn snapshots(&self, timeout: std::time::Duration) -> io::Result<Vec<Snapshot>> {
+        let mut poll = Poll::new()?;
+        let reply_to = Arc::new(Waker::new(poll.registry(), mio::Token(0))?);
+        let deadline = std::time::Instant::now() + timeout;
+        let mut waiting: Vec<bool> = self
+            .workers()
+            .map(|(shared, waker)| shared.mailbox.post(waker, &reply_to))
+            .collect();
+        let mut snapshots = Vec::new();
+        let mut events = mio::Events::with_capacity(4);
+        while waiting.contains(&true) {
+            for ((shared, _), wait) in self.workers().zip(waiting.iter_mut()) {
+                if !*wait {
+                    continue;
+                }
+                if let Some(snapshot) = shared.mailbox.take() {
+                    snapshots.push(snapshot);
+                    *wait = false;
+                } else if shared.mailbox.is_closed() {
+                    *wait = false;
+                }
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            poll.poll(&mut events, Some(left))?;
+        }
+        snapshots.sort_by_key(|s| s.worker);
+        Ok(snapshots)
     }
 }

@@ -25,7 +25,7 @@ use crate::http::response::{
     push_decimal,
 };
 use crate::http::routes::Route;
-use crate::http::{BodyDecoder, Framing, RequestError, RequestHead, Status, parse_head};
+use crate::http::{BodyDecoder, Framing, Method, RequestError, RequestHead, Status, parse_head};
 use crate::pool::Buffers;
 use crate::stats::CloseCause;
 
@@ -62,6 +62,7 @@ enum Exchange {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Answer {
     route: Route,
+    method: Method,
     is_head: bool,
     persistence: Persistence,
 }
@@ -142,6 +143,19 @@ impl Session {
     /// Requests fully received so far.
     pub fn received(&self) -> u32 {
         self.received
+    }
+
+    /// Responses queued so far.
+    pub fn served(&self) -> u32 {
+        self.served
+    }
+
+    /// The method of the request being received, if its head was read.
+    fn method_in_progress(&self) -> Method {
+        match self.exchange {
+            Exchange::Body { answer, .. } | Exchange::Delayed { answer, .. } => answer.method,
+            Exchange::AwaitingHead | Exchange::Closing { .. } => Method::Other,
+        }
     }
 
     /// Set once the last response is queued: why the connection will close.
@@ -288,6 +302,7 @@ impl Session {
     fn begin(&mut self, head: RequestHead, buffers: &mut Buffers, ctx: &mut Ctx<'_>) {
         let answer = Answer {
             route: head.route,
+            method: head.method,
             is_head: head.is_head,
             persistence: persistence(&head, self.served, ctx.settings, ctx.draining),
         };
@@ -417,7 +432,8 @@ impl Session {
             Echo::Nothing => {}
         }
         body.clear();
-        ctx.stats.responded(Status::Ok, self.served > 0);
+        ctx.stats
+            .responded(Status::Ok, answer.method, self.served > 0);
         self.served += 1;
         BodyTarget::Stream(echo)
     }
@@ -509,7 +525,7 @@ impl Session {
             output.buf.extend_from_slice(payload);
         }
         body.clear();
-        ctx.stats.responded(status, self.served > 0);
+        ctx.stats.responded(status, answer.method, self.served > 0);
         self.served += 1;
         if ctx.settings.access_log {
             access_log(buffers, status, content_length, ctx);
@@ -538,7 +554,8 @@ impl Session {
         let out = &mut buffers.output.buf;
         write_head(out, status, "text/plain", length, Persistence::Close, ctx);
         buffers.output.buf.extend_from_slice(reason);
-        ctx.stats.responded(status, self.served > 0);
+        ctx.stats
+            .responded(status, self.method_in_progress(), self.served > 0);
         if ctx.settings.access_log {
             access_log(buffers, status, reason.len(), ctx);
         }

@@ -27,11 +27,12 @@ use crate::clock::LoopClock;
 use crate::config::Settings;
 use crate::conn::{Conn, Flow, Readiness, would_block};
 use crate::ctx::{Ctx, Resources, Slot, TimerEvent};
-use crate::introspect::{ConnCounts, ListView, Snapshot, WorkerShared};
+use crate::introspect::{ConnCounts, Snapshot, Timeouts, WorkerShared, list_views};
 use crate::memory::MemoryReturn;
 use crate::server::Control;
 use crate::session::Phase;
-use crate::stats::CloseCause;
+use crate::stats::timing::Timing;
+use crate::stats::{CloseCause, TimerKind};
 use crate::timers::Micros;
 
 pub const LISTENER: Token = Token(usize::MAX - 1);
@@ -78,6 +79,8 @@ pub struct Worker {
     drain_deadline: Option<Micros>,
     /// Memory freed by the buffer pool, to hand back to the system.
     memory: MemoryReturn,
+    /// Request and connection durations, stamped with the loop clock.
+    timing: Timing,
 }
 
 impl Worker {
@@ -112,6 +115,7 @@ impl Worker {
             clock,
             drain_deadline: None,
             memory: MemoryReturn::default(),
+            timing: Timing::with_capacity(1024),
         })
     }
 
@@ -126,6 +130,7 @@ impl Worker {
             self.sync_touched(now);
             self.fire_due_timers(now);
             if self.shared.mailbox.is_asked() {
+                self.shared.stats.snapshots.add(1);
                 self.shared.mailbox.reply(self.snapshot(now));
             }
             if self.drained(now) {
@@ -208,6 +213,7 @@ impl Worker {
         ctx.peer = peer;
         match handle(conn, &mut ctx) {
             Flow::Open => {
+                self.timing.observe(key, conn.progress(), ctx.stats);
                 if !conn.touched {
                     conn.touched = true;
                     self.touched.push(key as u32);
@@ -217,6 +223,7 @@ impl Worker {
                 }
             }
             Flow::Close(cause) => {
+                self.timing.closed(key, conn.progress(), ctx.stats);
                 conn.release(&mut ctx);
                 self.conns.remove(key);
                 self.shared.stats.closed(cause);
@@ -226,17 +233,30 @@ impl Worker {
     }
 
     fn sync_touched(&mut self, now: Micros) {
+        let stats = &self.shared.stats;
+        self.timing.stamp_closed(now, stats);
         for key in self.touched.drain(..) {
             if let Some(conn) = self.conns.get_mut(key as usize) {
                 conn.touched = false;
                 conn.sync_timers(key, &mut self.resources.timers, now, &self.settings);
+                self.timing.stamp(key as usize, now, stats);
             }
         }
     }
 
     fn fire_due_timers(&mut self, now: Micros) {
-        while let Some((_, event)) = self.resources.timers.expire(now) {
-            match event {
+        while let Some(due) = self.resources.timers.pop_due(now) {
+            let kind = self.timer_kind(&due.payload);
+            // Connection timers are stamped after their activity (see
+            // `sync_touched`), so `now - deadline` is how late they fired.
+            // The Date, accept-pause and memory-return timers are enrolled
+            // mid-turn with the reading taken before the poll: their
+            // deadlines are approximate (early, never late), so they are
+            // not measured.
+            let measured = matches!(due.payload, TimerEvent::Conn { .. });
+            let late = measured.then(|| now.saturating_sub(due.deadline));
+            self.shared.stats.timer_fired(kind, late);
+            match due.payload {
                 TimerEvent::Conn { key, slot } => {
                     self.with_conn(key as usize, now, |conn, ctx| conn.on_timer(slot, ctx));
                 }
@@ -316,6 +336,7 @@ impl Worker {
         entry.insert(conn);
         self.touched.push(key as u32);
         self.shared.stats.accepted();
+        self.timing.opened(key);
     }
 
     /// Makes room by closing a connection that has nothing in flight: the
@@ -398,27 +419,34 @@ impl Worker {
 
     /// The admin view of this worker, at this turn.
     fn snapshot(&self, now: Micros) -> Snapshot {
-        let connections = self.connection_counts();
-        let mut lists: Vec<ListView> = self
-            .resources
-            .timers
-            .lists()
-            .map(|list| ListView {
-                duration_ms: list.duration_ms,
-                len: list.len,
-                refed: list.refed,
-                next_expiry_in_ms: (list.next_expiry as i64 - now as i64) / 1000,
-            })
-            .collect();
-        lists.sort_by_key(|list| list.duration_ms);
+        let started = std::time::Instant::now();
+        let timers = &self.resources.timers;
+        let lists = list_views(timers, now, |event| self.timer_kind(event));
+        let accepting = self.listener.is_some();
         Snapshot {
             worker: self.index,
-            lists,
-            timers: self.resources.timers.len(),
-            ref_count: self.resources.timers.ref_count(),
+            accepting,
+            ref_count: timers.ref_count(),
+            stays_alive: accepting || timers.ref_count() > 0,
+            timers: timers.len(),
             date: self.resources.date.cached().map(str::to_owned),
-            connections,
-            accepting: self.listener.is_some(),
+            connections: self.connection_counts(),
+            timeouts: Timeouts::of(&self.settings),
+            lists,
+            cost_us: started.elapsed().as_micros() as u64,
+        }
+    }
+
+    /// What a timer stands for, asking its connection for theirs.
+    fn timer_kind(&self, event: &TimerEvent) -> TimerKind {
+        match *event {
+            TimerEvent::Conn { key, slot } => self
+                .conns
+                .get(key as usize)
+                .map_or(TimerKind::Request, |conn| conn.timer_kind(slot)),
+            TimerEvent::DateExpired => TimerKind::Date,
+            TimerEvent::AcceptResume => TimerKind::AcceptPause,
+            TimerEvent::ReturnMemory => TimerKind::MemoryReturn,
         }
     }
 
@@ -457,6 +485,13 @@ impl Worker {
         for key in keys {
             self.with_conn(key, now, |_, _| Flow::Close(CloseCause::Shutdown));
         }
+    }
+}
+
+impl Drop for Worker {
+    /// However the loop ended, the admin view stops waiting for answers.
+    fn drop(&mut self) {
+        self.shared.mailbox.close();
     }
 }
 

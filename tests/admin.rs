@@ -1,24 +1,21 @@
 //! The admin listener against an in-process server: `/metrics` counts what
-//! the test did, `/timers` shows idle sockets in their unref'd list and
-//! in-flight `/delay`s as ref'd, `/healthz` flips on shutdown.
+//! the test did (parsed as the text exposition format), `/timers` labels
+//! every list with what it holds, shows idle sockets in their unref'd list
+//! and in-flight `/delay`s as ref'd, `/healthz` flips on shutdown.
 
 mod common_ops;
 
-use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::time::Duration;
 
-use common_ops::{Client, eventually, get};
-use keepalive_server::{Config, Server, ServerHandle, admin};
+use common_ops::exposition::Exposition;
+use common_ops::{AdminFixture, Client, eventually, get};
+use keepalive_server::Config;
 use serde_json::Value;
 
 const WITHIN: Duration = Duration::from_secs(10);
 
-struct Fixture {
-    handle: ServerHandle,
-    addr: SocketAddr,
-    admin: SocketAddr,
-}
+type Fixture = AdminFixture;
 
 /// One worker (so list lengths are exact), the admin listener on port 0.
 fn start(keep_alive: &str, buffer: &str) -> Fixture {
@@ -26,14 +23,7 @@ fn start(keep_alive: &str, buffer: &str) -> Fixture {
     config.workers = Some(NonZeroUsize::new(1).unwrap());
     config.keep_alive_timeout = keepalive_server::config::parse_duration(keep_alive).unwrap();
     config.keep_alive_buffer = keepalive_server::config::parse_duration(buffer).unwrap();
-    let handle = Server::bind(config.settings()).unwrap().start().unwrap();
-    let (admin, _thread) = admin::spawn("127.0.0.1:0".parse().unwrap(), handle.remote()).unwrap();
-    let addr = handle.local_addr();
-    Fixture {
-        handle,
-        addr,
-        admin,
-    }
+    AdminFixture::start(config)
 }
 
 impl Fixture {
@@ -88,41 +78,86 @@ fn lists(timers: &Value) -> Vec<&Value> {
 #[test]
 fn metrics_is_prometheus_text_with_help_and_type_for_every_series() {
     let f = start("5s", "1s");
+    let _idle = f.idle_client();
     let response = get(f.admin, "/metrics");
     assert_eq!(response.status, 200);
-    assert!(
-        response
-            .header("content-type")
-            .is_some_and(|t| t.starts_with("text/plain")),
-        "{:?}",
-        response.headers
+    assert_eq!(
+        response.header("content-type"),
+        Some("text/plain; version=0.0.4; charset=utf-8")
     );
     let text = response.text();
-    assert!(text.contains("# HELP "), "{text}");
-    assert!(text.contains("# TYPE "), "{text}");
-    let mut samples = 0;
-    for line in text
-        .lines()
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-    {
-        let name = line.split(['{', ' ']).next().unwrap();
+    let metrics = Exposition::parse(&text);
+    for name in metrics.samples.iter().map(|s| &s.name) {
         assert!(
-            name.starts_with("kas_"),
-            "series without kas_ prefix: {line}"
+            name.starts_with("kas_") || name.starts_with("process_"),
+            "series outside kas_ and process_: {name}"
         );
-        assert!(
-            text.contains(&format!("# TYPE {name} ")),
-            "no # TYPE for {name}"
-        );
-        assert!(
-            text.contains(&format!("# HELP {name} ")),
-            "no # HELP for {name}"
-        );
-        let value = line.rsplit(' ').next().unwrap();
-        assert!(value.parse::<f64>().is_ok(), "bad sample value: {line}");
-        samples += 1;
     }
-    assert!(samples >= 10, "only {samples} samples:\n{text}");
+    let families = [
+        ("kas_connections", "gauge"),
+        ("kas_connections_accepted_total", "counter"),
+        ("kas_connections_closed_total", "counter"),
+        ("kas_requests_total", "counter"),
+        ("kas_responses_total", "counter"),
+        ("kas_request_duration_seconds", "histogram"),
+        ("kas_connection_duration_seconds", "histogram"),
+        ("kas_requests_per_connection", "histogram"),
+        ("kas_timer_expirations_total", "counter"),
+        ("kas_timer_lateness_seconds", "histogram"),
+        ("kas_build_info", "gauge"),
+        ("process_resident_memory_bytes", "gauge"),
+        ("process_open_fds", "gauge"),
+        ("process_cpu_seconds_total", "counter"),
+        ("process_start_time_seconds", "gauge"),
+    ];
+    for (name, kind) in families {
+        assert_eq!(
+            metrics.types.get(name).map(String::as_str),
+            Some(kind),
+            "{name}"
+        );
+    }
+    // Every family is documented in the README, one line each.
+    let readme = std::fs::read_to_string(common_ops::repo_path("README.md")).unwrap();
+    for name in metrics.types.keys() {
+        assert!(
+            readme.lines().any(|l| l.contains(&format!("`{name}`"))),
+            "{name} is not listed in the README"
+        );
+    }
+    let version = env!("CARGO_PKG_VERSION");
+    assert_eq!(
+        metrics.value("kas_build_info", &[("version", version)]),
+        Some(1.0)
+    );
+    assert!(metrics.value("process_resident_memory_bytes", &[]).unwrap() > 1e6);
+    assert!(metrics.value("process_open_fds", &[]).unwrap() >= 4.0);
+    let started = metrics.value("process_start_time_seconds", &[]).unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!(
+        started <= now + 1.0 && started > now - 3600.0,
+        "start {started}, now {now}"
+    );
+    assert!(metrics.value("process_cpu_seconds_total", &[]).unwrap() >= 0.0);
+    // Each timer kind has its series, in the words /timers uses.
+    for timer in [
+        "keep-alive",
+        "headers",
+        "inactivity",
+        "request",
+        "delay",
+        "date",
+    ] {
+        assert!(
+            metrics
+                .value("kas_timer_expirations_total", &[("timer", timer)])
+                .is_some(),
+            "no expirations series for {timer}"
+        );
+    }
 }
 
 #[test]
@@ -141,11 +176,15 @@ fn metrics_count_accepts_requests_and_idle_connections() {
         expect_sample(&m, "kas_requests_total{class=\"2xx\"}", 4.0)?;
         expect_sample(&m, "kas_requests_total{class=\"4xx\"}", 1.0)?;
         expect_sample(&m, "kas_requests_total{class=\"5xx\"}", 0.0)?;
+        expect_sample(&m, "kas_responses_total{code=\"200\",method=\"GET\"}", 4.0)?;
+        expect_sample(&m, "kas_responses_total{code=\"404\",method=\"GET\"}", 1.0)?;
+        expect_sample(&m, "kas_request_duration_seconds_count", 5.0)?;
         // Two answers on `a` and one on `b` came on a reused connection.
         expect_sample(&m, "kas_keepalive_reused_requests_total", 3.0)?;
-        expect_sample(&m, "kas_requests_per_connection", 2.5)?;
         expect_sample(&m, "kas_connections{state=\"idle\"}", 2.0)?;
-        expect_sample(&m, "kas_connections{state=\"writing\"}", 0.0)
+        expect_sample(&m, "kas_connections{state=\"writing\"}", 0.0)?;
+        // Nothing closed yet.
+        expect_sample(&m, "kas_connection_duration_seconds_count", 0.0)
     });
 
     // A third idle socket shows up in the gauge; closing one takes it out.
@@ -157,7 +196,12 @@ fn metrics_count_accepts_requests_and_idle_connections() {
     eventually(WITHIN, || {
         let m = f.metrics();
         expect_sample(&m, "kas_connections{state=\"idle\"}", 2.0)?;
-        expect_sample(&m, "kas_connections_closed_total{cause=\"client\"}", 1.0)
+        expect_sample(&m, "kas_connections_closed_total{cause=\"client\"}", 1.0)?;
+        // `a` served three requests in its life.
+        expect_sample(&m, "kas_connection_duration_seconds_count", 1.0)?;
+        expect_sample(&m, "kas_requests_per_connection_sum", 3.0)?;
+        expect_sample(&m, "kas_requests_per_connection_bucket{le=\"2\"}", 0.0)?;
+        expect_sample(&m, "kas_requests_per_connection_bucket{le=\"5\"}", 1.0)
     });
     drop((b, c));
 }
@@ -194,8 +238,20 @@ fn metrics_count_closes_by_keep_alive_timeout() {
         )?;
         expect_sample(&m, "kas_connections_closed_total{cause=\"client\"}", 0.0)?;
         expect_sample(&m, "kas_connections{state=\"idle\"}", 0.0)?;
-        expect_sample(&m, "kas_timers_refed", 0.0)
+        expect_sample(&m, "kas_timers_refed", 0.0)?;
+        expect_sample(&m, "kas_timer_expirations_total{timer=\"keep-alive\"}", 2.0)
     });
+    let lateness = Exposition::parse(&f.metrics());
+    let fired = lateness
+        .value("kas_timer_lateness_seconds_count", &[])
+        .unwrap();
+    assert!(fired >= 2.0, "{fired} expiries measured");
+    // A keep-alive close on time: the lateness recorded is small (generous
+    // bound: the machine is shared).
+    let within_second = lateness
+        .value("kas_timer_lateness_seconds_bucket", &[("le", "1")])
+        .unwrap();
+    assert_eq!(within_second, fired, "a timer fired over a second late");
 }
 
 #[test]
@@ -285,13 +341,16 @@ fn healthz_turns_503_on_shutdown() {
 #[test]
 fn unknown_paths_and_methods_are_refused() {
     let f = start("5s", "1s");
-    assert_eq!(get(f.admin, "/").status, 404);
     assert_eq!(get(f.admin, "/metricsx").status, 404);
+    assert_eq!(get(f.admin, "/timers/").status, 404);
     // A query string does not hide the route.
     assert_eq!(get(f.admin, "/healthz?verbose=1").status, 200);
     let mut client = Client::connect(f.admin);
     client.send(b"POST /metrics HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n");
-    assert_eq!(client.read_response().status, 405);
+    let response = client.read_response();
+    assert_eq!(response.status, 405);
+    assert_eq!(response.header("allow"), Some("GET, HEAD"));
+    assert!(response.closes());
     let mut client = Client::connect(f.admin);
     client.send(b"\x16\x03\x01 not http at all\r\n\r\n");
     assert_eq!(client.read_response().status, 400);
@@ -301,7 +360,7 @@ fn unknown_paths_and_methods_are_refused() {
 fn head_answers_headers_only() {
     use std::io::Read;
     let f = start("5s", "1s");
-    for path in ["/healthz", "/metrics", "/nope"] {
+    for path in ["/healthz", "/metrics", "/timers", "/", "/nope"] {
         let mut client = Client::connect(f.admin);
         client.send(format!("HEAD {path} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
         let mut raw = Vec::new();
@@ -312,4 +371,113 @@ fn head_answers_headers_only() {
         assert!(!head.contains("Content-Length: 0\r"), "{head}");
         assert_eq!(body, "", "HEAD {path} sent a body");
     }
+}
+
+#[test]
+fn timers_label_each_list_with_what_it_holds() {
+    let f = start("5s", "1s");
+    let _idle = f.idle_client(); // keep-alive: 5 s + 1 s buffer
+    let _fresh = Client::connect(f.addr); // headers: nothing sent yet
+    let mut partial = Client::connect(f.addr);
+    partial.send(b"GET / HTTP/1.1\r\nHo"); // headers, and the request deadline
+    let mut delayed = Client::connect(f.addr);
+    delayed.get("/delay/3000");
+    let want = [
+        (3_000, "delay"),
+        (6_000, "keep-alive"),
+        (60_000, "headers"),
+        (300_000, "request"),
+    ];
+    let timers = eventually(WITHIN, || {
+        let timers = f.timers();
+        let found: Vec<(u64, String)> = lists(&timers)
+            .into_iter()
+            .map(|l| {
+                let label = l["label"].as_str().unwrap_or_default().to_string();
+                (l["duration_ms"].as_u64().unwrap(), label)
+            })
+            .collect();
+        let all = want
+            .iter()
+            .all(|(ms, label)| found.iter().any(|(d, l)| d == ms && l == label));
+        if all {
+            Ok(timers)
+        } else {
+            Err(format!("wanted {want:?}, found {found:?}"))
+        }
+    });
+    let headers = lists(&timers)
+        .into_iter()
+        .find(|l| l["duration_ms"] == 60_000)
+        .unwrap()
+        .clone();
+    assert_eq!(headers["length"], 2, "{headers}");
+    assert_eq!(
+        headers["holds"],
+        serde_json::json!([{"kind": "headers", "count": 2}])
+    );
+    // One of the two (the partial head) is a request in progress: ref'd.
+    assert_eq!(headers["refed_timers"], 1);
+    // Ages are drawn oldest first, all sampled in a short list.
+    let ages: Vec<u64> = headers["ages_ms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_u64().unwrap())
+        .collect();
+    assert_eq!(ages.len(), 2);
+    assert!(ages[0] >= ages[1] && ages[0] < 60_000, "{ages:?}");
+    assert_eq!(headers["rest"], serde_json::json!([]));
+    // The total view merges the one worker's lists unchanged.
+    assert_eq!(
+        timers["total"]["lists"].as_array().unwrap().len(),
+        lists(&timers).len()
+    );
+    assert_eq!(timers["workers"][0]["timeouts"]["keep_alive_ms"], 6_000);
+    assert_eq!(timers["workers"][0]["stays_alive"], true, "it is listening");
+
+    // A response formats the Date value and arms its one-second tick.
+    let mut client = f.idle_client();
+    eventually(WITHIN, || {
+        assert_eq!(client.request("/").status, 200);
+        let timers = f.timers();
+        let date = lists(&timers)
+            .into_iter()
+            .any(|l| l["label"] == "date" && l["duration_ms"].as_u64().unwrap() <= 1000);
+        let cached = timers["workers"][0]["date"].as_str().is_some();
+        if date && cached {
+            Ok(())
+        } else {
+            Err(format!("no date list: {timers}"))
+        }
+    });
+    assert_eq!(delayed.read_response().status, 200);
+}
+
+#[test]
+fn the_dashboard_page_and_its_files_are_served() {
+    let f = start("5s", "1s");
+    let page = get(f.admin, "/");
+    assert_eq!(page.status, 200);
+    assert_eq!(
+        page.header("content-type"),
+        Some("text/html; charset=utf-8")
+    );
+    assert!(
+        page.header("content-security-policy")
+            .is_some_and(|csp| csp.contains("default-src 'self'")),
+        "{:?}",
+        page.headers
+    );
+    let html = page.text();
+    assert!(html.contains("<script src=\"/dashboard.js\""), "{html}");
+    assert!(html.contains("href=\"/dashboard.css\""), "{html}");
+    assert!(
+        !html.contains("http://") && !html.contains("https://"),
+        "no CDN"
+    );
+    let script = get(f.admin, "/dashboard.js");
+    assert_eq!(script.status, 200);
+    assert!(script.text().contains("EventSource"));
+    assert_eq!(get(f.admin, "/dashboard.css").status, 200);
 }

@@ -39,7 +39,8 @@ use crate::config::Settings;
 use crate::ctx::{Ctx, Slot, TimerEvent};
 use crate::pool::Buffers;
 use crate::session::{Phase, Session};
-use crate::stats::CloseCause;
+use crate::stats::timing::Progress;
+use crate::stats::{CloseCause, TimerKind};
 use crate::timers::{Micros, TimerId, TimerLists};
 
 /// Reads per readiness event before yielding to other connections.
@@ -192,6 +193,38 @@ impl Conn {
 
     pub fn phase(&self) -> Phase {
         self.session.phase(self.buffers.as_deref())
+    }
+
+    /// What the worker's request timing needs after an event.
+    pub fn progress(&self) -> Progress {
+        let phase = self.phase();
+        // A streamed echo's head is queued before its body has arrived:
+        // that response is not finished until the exchange moves on.
+        let streaming = u32::from(self.session.response_begun());
+        Progress {
+            served: self.session.served() - streaming,
+            busy: matches!(phase, Phase::Head | Phase::Body | Phase::Delayed { .. }),
+            writing: self
+                .buffers
+                .as_ref()
+                .is_some_and(|b| b.output.pending() > 0),
+        }
+    }
+
+    /// What the timer in `slot` stands for (for labels and counts).
+    pub fn timer_kind(&self, slot: Slot) -> TimerKind {
+        let watch = match slot {
+            Slot::Activity => self.watch,
+            Slot::Deadline => self.deadline_watch,
+        };
+        match watch {
+            Watch::KeepAlive => TimerKind::KeepAlive,
+            Watch::Headers { .. } => TimerKind::Headers,
+            Watch::Inactivity => TimerKind::Inactivity,
+            Watch::Delay { .. } => TimerKind::Delay,
+            Watch::Linger | Watch::LingerTotal => TimerKind::Linger,
+            Watch::Request { .. } => TimerKind::Request,
+        }
     }
 
     /// A readiness event.

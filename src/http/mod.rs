@@ -6,12 +6,14 @@
 //! one place.
 
 pub mod body;
+pub mod method;
 pub mod request;
 pub mod response;
 pub mod routes;
 pub mod target;
 
 pub use body::{BodyDecoder, BodyProgress};
+pub use method::Method;
 pub use request::{Framing, RequestHead, parse_head};
 pub use response::Status;
 

@@ -3,6 +3,7 @@
 //! persist, how the body is framed, and every reason to refuse it.
 
 use super::RequestError;
+use super::method::Method;
 use super::routes::Route;
 use super::target::{Target, is_host_value, parse_target};
 
@@ -23,6 +24,8 @@ pub enum Framing {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RequestHead {
     pub route: Route,
+    /// The method, as the metrics count it.
+    pub method: Method,
     pub is_head: bool,
     /// 0 for HTTP/1.0, 1 for HTTP/1.1 (and later 1.x).
     pub minor_version: u8,
@@ -113,6 +116,7 @@ pub fn parse_head(
     Ok(Some((
         RequestHead {
             route,
+            method: Method::of(method),
             is_head: method == "HEAD",
             minor_version,
             framing,

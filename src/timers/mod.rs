@@ -138,6 +138,25 @@ pub struct ListInfo {
     pub next_expiry: Micros,
 }
 
+/// A timer popped by [`TimerLists::pop_due`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Due<T> {
+    pub id: TimerId,
+    pub payload: T,
+    /// When it was due: `start + duration`, at or before the `now` it fired at.
+    pub deadline: Micros,
+}
+
+/// One live timer as [`TimerLists::walk_list`] shows it.
+#[derive(Clone, Copy, Debug)]
+pub struct TimerView<'a, T> {
+    pub id: TimerId,
+    /// When it was (re)started; its age is `now - start`.
+    pub start: Micros,
+    pub refed: bool,
+    pub payload: &'a T,
+}
+
 /// All timers of an event loop: per-duration lists ordered by a heap of their
 /// heads. See the module documentation for the design and its invariants.
 ///
@@ -322,6 +341,12 @@ impl<T> TimerLists<T> {
     /// removing it; `None` when nothing is due. Lists whose head is not due
     /// yet are re-keyed past `now` on the way (the `now + 1` rule).
     pub fn expire(&mut self, now: Micros) -> Option<(TimerId, T)> {
+        self.pop_due(now).map(|due| (due.id, due.payload))
+    }
+
+    /// [`TimerLists::expire`], also telling the timer's exact deadline, so
+    /// the caller can measure how late it fired (`now - deadline`).
+    pub fn pop_due(&mut self, now: Micros) -> Option<Due<T>> {
         loop {
             let top = *self.heap.peek()?;
             if top.expiry > now {
@@ -344,7 +369,12 @@ impl<T> TimerLists<T> {
                 self.rekey(top.list, due);
             } else {
                 let id = TimerId(head);
-                return Some((id, self.unenroll(id)));
+                let payload = self.unenroll(id);
+                return Some(Due {
+                    id,
+                    payload,
+                    deadline: due,
+                });
             }
         }
     }
@@ -361,6 +391,13 @@ impl<T> TimerLists<T> {
 
     /// Timers of one duration, oldest first; empty if there is no such list.
     pub fn iter_list(&self, duration_ms: u64) -> impl Iterator<Item = (TimerId, &T)> + '_ {
+        self.walk_list(duration_ms)
+            .map(|timer| (timer.id, timer.payload))
+    }
+
+    /// Timers of one duration, oldest first, with their start and ref
+    /// state (what the admin view draws); empty if there is no such list.
+    pub fn walk_list(&self, duration_ms: u64) -> impl Iterator<Item = TimerView<'_, T>> + '_ {
         let mut cur = match self.by_duration.get(duration_ms) {
             Some(list) => self.lists[list as usize].head,
             None => NIL,
@@ -370,7 +407,12 @@ impl<T> TimerLists<T> {
                 return None;
             }
             let node = &self.nodes[cur as usize];
-            let item = (TimerId(cur), &node.payload);
+            let item = TimerView {
+                id: TimerId(cur),
+                start: node.start,
+                refed: node.refed,
+                payload: &node.payload,
+            };
             cur = node.next;
             Some(item)
         })

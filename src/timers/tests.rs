@@ -157,7 +157,7 @@ fn after_expire_returns_none_next_expiry_is_in_the_future() {
         let id = t.enroll(0, d, false, i as u64);
         t.refresh(id, 9 * MS); // every key goes stale
     }
-    assert_eq!(drain(&mut t, 12 * MS), []);
+    assert_eq!(drain(&mut t, 12 * MS), Vec::<u64>::new());
     assert!(t.next_expiry().unwrap() > 12 * MS);
     assert_eq!(t.next_expiry(), Some(19 * MS));
 }

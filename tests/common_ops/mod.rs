@@ -6,6 +6,8 @@
 
 #![allow(dead_code)]
 
+pub mod exposition;
+
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -159,6 +161,32 @@ impl Client {
         }
         assert!(self.buf.is_empty(), "unread bytes before the close");
         start.elapsed()
+    }
+}
+
+/// A server started in-process with the admin listener beside it, both
+/// on port 0.
+pub struct AdminFixture {
+    pub handle: keepalive_server::ServerHandle,
+    pub addr: SocketAddr,
+    pub admin: SocketAddr,
+}
+
+impl AdminFixture {
+    pub fn start(config: keepalive_server::Config) -> AdminFixture {
+        let handle = keepalive_server::Server::bind(config.settings())
+            .unwrap()
+            .start()
+            .unwrap();
+        let (admin, _thread) =
+            keepalive_server::admin::spawn("127.0.0.1:0".parse().unwrap(), handle.remote())
+                .unwrap();
+        let addr = handle.local_addr();
+        AdminFixture {
+            handle,
+            addr,
+            admin,
+        }
     }
 }
 

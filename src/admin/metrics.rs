@@ -1,0 +1,313 @@
+//! `/metrics`: the Prometheus text exposition (format 0.0.4). Counters and
+//! histograms are summed over the workers' [`Stats`]; gauges of state come
+//! from the snapshot round that the scrape asked for; `process_*` from
+//! /proc. Every family is listed in the README.
+//!
+//! Why not the `prometheus-client` crate: its label families are hash maps
+//! behind a lock, looked up (and the label set cloned) on every increment,
+//! which the hot path cannot afford; our counters are plain per-worker
+//! arrays indexed by enum, so only the text format is left to write, and
+//! that is this file.
+
+use std::fmt::{Display, Write as _};
+
+use crate::http::Method;
+use crate::introspect::{ConnCounts, Snapshot};
+use crate::server::Remote;
+use crate::stats::{
+    CONNECTION_DURATION_US, CloseCause, HistogramData, REQUEST_DURATION_US,
+    REQUESTS_PER_CONNECTION, Stats, TIMER_LATENESS_US, TimerKind,
+};
+
+use super::process;
+
+/// The exposition for one scrape; `viewers`: dashboard feeds open now.
+pub fn render(remote: &Remote, snapshots: &[Snapshot], viewers: usize) -> String {
+    let relaxed = std::sync::atomic::Ordering::Relaxed;
+    let stats = || remote.stats();
+    let sum = |read: &dyn Fn(&Stats) -> u64| stats().map(read).sum::<u64>();
+    let state =
+        |pick: fn(&ConnCounts) -> u64| snapshots.iter().map(|s| pick(&s.connections)).sum::<u64>();
+    let total = |pick: fn(&Snapshot) -> usize| snapshots.iter().map(pick).sum::<usize>();
+    let histogram = |bounds: &'static [u64], pick: fn(&Stats) -> HistogramData| {
+        HistogramData::sum_of(bounds, stats().map(pick))
+    };
+    let mut out = Exposition::default();
+
+    out.family("kas_connections", "gauge", "Open connections by state.");
+    for (label, value) in [
+        ("reading", state(|c| c.reading)),
+        ("writing", state(|c| c.writing)),
+        ("idle", state(|c| c.idle)),
+        ("closing", state(|c| c.closing)),
+    ] {
+        out.sample("kas_connections", &[("state", label)], value);
+    }
+    out.single(
+        "kas_connections_accepted_total",
+        "counter",
+        "Connections accepted.",
+        sum(&|s| s.accepted.load(relaxed)),
+    );
+    out.single(
+        "kas_connections_refused_total",
+        "counter",
+        "Connections refused at --max-connections with none idle to evict.",
+        sum(&|s| s.refused.load(relaxed)),
+    );
+    out.family(
+        "kas_connections_closed_total",
+        "counter",
+        "Connections closed, by cause.",
+    );
+    for cause in CloseCause::ALL {
+        let value = sum(&|s| s.closed_by(cause));
+        out.sample(
+            "kas_connections_closed_total",
+            &[("cause", cause.label())],
+            value,
+        );
+    }
+    out.histogram(
+        "kas_connection_duration_seconds",
+        "Connection lifetimes, accept to close.",
+        &histogram(&CONNECTION_DURATION_US, |s| s.connection_duration.read()),
+        1e6,
+    );
+    out.histogram(
+        "kas_requests_per_connection",
+        "Responses sent per connection, counted at its close.",
+        &histogram(&REQUESTS_PER_CONNECTION, |s| {
+            s.requests_per_connection.read()
+        }),
+        1.0,
+    );
+
+    out.family(
+        "kas_requests_total",
+        "counter",
+        "Responses sent, by status class.",
+    );
+    for class in 1..=5 {
+        let value = sum(&|s| s.responses_in_class(class));
+        out.sample(
+            "kas_requests_total",
+            &[("class", &format!("{class}xx"))],
+            value,
+        );
+    }
+    out.family(
+        "kas_responses_total",
+        "counter",
+        "Responses sent, by status code and request method (other: any other method, or unread).",
+    );
+    let mut by_code: std::collections::BTreeMap<(u16, usize), u64> = Default::default();
+    for (code, method, count) in stats().flat_map(Stats::responses) {
+        *by_code.entry((code, method.index())).or_default() += count;
+    }
+    for ((code, method), count) in by_code {
+        let code = code.to_string();
+        let method = Method::ALL[method].label();
+        out.sample(
+            "kas_responses_total",
+            &[("code", &code), ("method", method)],
+            count,
+        );
+    }
+    out.single(
+        "kas_keepalive_reused_requests_total",
+        "counter",
+        "Requests served on a connection that had served one before.",
+        sum(&|s| s.reused.get()),
+    );
+    out.histogram(
+        "kas_request_duration_seconds",
+        "First byte of a request to the last byte of its response, on the loop clock \
+         (0 when both fall in one loop turn).",
+        &histogram(&REQUEST_DURATION_US, |s| s.request_duration.read()),
+        1e6,
+    );
+
+    out.single(
+        "kas_timer_lists",
+        "gauge",
+        "Timer lists (one per distinct duration per worker).",
+        total(|s| s.lists.len()),
+    );
+    out.single(
+        "kas_timers",
+        "gauge",
+        "Timers enrolled in all lists.",
+        total(|s| s.timers),
+    );
+    out.single(
+        "kas_timers_refed",
+        "gauge",
+        "Ref'd timers: what keeps a draining server alive.",
+        total(|s| s.ref_count),
+    );
+    out.family(
+        "kas_timer_expirations_total",
+        "counter",
+        "Timers that fired, by what they measured.",
+    );
+    for kind in TimerKind::ALL {
+        let value = sum(&|s| s.timer_expirations(kind));
+        out.sample(
+            "kas_timer_expirations_total",
+            &[("timer", kind.label())],
+            value,
+        );
+    }
+    out.histogram(
+        "kas_timer_lateness_seconds",
+        "How long after its deadline a connection timer fired (loop clock at expiry).",
+        &histogram(&TIMER_LATENESS_US, |s| s.timer_lateness.read()),
+        1e6,
+    );
+    out.single(
+        "kas_admin_viewers",
+        "gauge",
+        "Dashboard event streams open.",
+        viewers,
+    );
+    out.single(
+        "kas_snapshots_total",
+        "counter",
+        "Snapshots the workers built for the admin view (each woke a worker).",
+        sum(&|s| s.snapshots.get()),
+    );
+    out.family(
+        "kas_build_info",
+        "gauge",
+        "Always 1; the version that is running.",
+    );
+    out.sample(
+        "kas_build_info",
+        &[("version", env!("CARGO_PKG_VERSION"))],
+        1,
+    );
+
+    if let Some(p) = process::read() {
+        out.single(
+            "process_resident_memory_bytes",
+            "gauge",
+            "Resident memory size in bytes.",
+            p.resident_memory_bytes,
+        );
+        out.single(
+            "process_open_fds",
+            "gauge",
+            "Number of open file descriptors.",
+            p.open_fds,
+        );
+        if let Some(max) = p.max_fds {
+            out.single(
+                "process_max_fds",
+                "gauge",
+                "Maximum number of open file descriptors.",
+                max,
+            );
+        }
+        out.single(
+            "process_cpu_seconds_total",
+            "counter",
+            "Total user and system CPU time spent in seconds.",
+            p.cpu_seconds,
+        );
+        out.single(
+            "process_start_time_seconds",
+            "gauge",
+            "Start time of the process since unix epoch in seconds.",
+            p.start_time_seconds,
+        );
+    }
+    out.text
+}
+
+/// The text being written.
+#[derive(Default)]
+struct Exposition {
+    text: String,
+}
+
+impl Exposition {
+    /// `# HELP` and `# TYPE` lines.
+    fn family(&mut self, name: &str, kind: &str, help: &str) {
+        let _ = writeln!(self.text, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    }
+
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: impl Display) {
+        self.text.push_str(name);
+        if !labels.is_empty() {
+            self.text.push('{');
+            for (i, (key, value)) in labels.iter().enumerate() {
+                if i > 0 {
+                    self.text.push(',');
+                }
+                let _ = write!(self.text, "{key}=\"{}\"", escape(value));
+            }
+            self.text.push('}');
+        }
+        let _ = writeln!(self.text, " {value}");
+    }
+
+    /// A family with one unlabelled sample.
+    fn single(&mut self, name: &str, kind: &str, help: &str, value: impl Display) {
+        self.family(name, kind, help);
+        self.sample(name, &[], value);
+    }
+
+    /// A histogram family: cumulative `_bucket`s up to `+Inf`, `_sum` and
+    /// `_count`; bounds and sum divided by `per_unit` (1e6: µs to seconds;
+    /// dividing by an exact power of ten prints `0.0005`, not `0.00049…`).
+    fn histogram(&mut self, name: &str, help: &str, data: &HistogramData, per_unit: f64) {
+        self.family(name, "histogram", help);
+        let bucket = format!("{name}_bucket");
+        let mut cumulative = 0;
+        for (bound, count) in data.bounds.iter().zip(&data.counts) {
+            cumulative += count;
+            let le = (*bound as f64 / per_unit).to_string();
+            self.sample(&bucket, &[("le", &le)], cumulative);
+        }
+        self.sample(&bucket, &[("le", "+Inf")], data.count());
+        self.sample(&format!("{name}_sum"), &[], data.sum as f64 / per_unit);
+        self.sample(&format!("{name}_count"), &[], data.count());
+    }
+}
+
+/// A label value escaped as the text format wants (`\\`, `\"`, `\n`).
+fn escape(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histograms_are_cumulative_and_scaled_to_seconds() {
+        static BOUNDS: [u64; 2] = [500, 2_000_000];
+        let mut out = Exposition::default();
+        let data = HistogramData {
+            bounds: &BOUNDS,
+            counts: vec![3, 1, 2],
+            sum: 7_000_000,
+        };
+        out.histogram("x_seconds", "A test.", &data, 1e6);
+        let expected = "# HELP x_seconds A test.\n# TYPE x_seconds histogram\n\
+                        x_seconds_bucket{le=\"0.0005\"} 3\nx_seconds_bucket{le=\"2\"} 4\n\
+                        x_seconds_bucket{le=\"+Inf\"} 6\nx_seconds_sum 7\nx_seconds_count 6\n";
+        assert_eq!(out.text, expected);
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        let mut out = Exposition::default();
+        out.sample("x", &[("a", "q\"b\\n\n")], 1);
+        assert_eq!(out.text, "x{a=\"q\\\"b\\\\n\\n\"} 1\n");
+    }
+}

@@ -1,0 +1,378 @@
+// The live dashboard: subscribes to /events (a snapshot of every worker's
+// timer lists, connections and counters, pushed while this page is open),
+// draws each timer list as a track of its timers' ages, and keeps 60 s of
+// rolling charts. Plain DOM and canvas: no library, nothing fetched from
+// elsewhere.
+"use strict";
+
+const WINDOW_MS = 60_000;
+const COLORS = ["#58a6ff", "#3fb950", "#f0883e", "#d2a8ff", "#ff7b72", "#e3b341", "#79c0ff", "#a5d6ff", "#8b949e", "#56d364", "#db61a2"];
+
+const state = {
+  view: null,        // the latest snapshot document
+  receivedAt: 0,     // performance.now() when it arrived
+  history: [],       // {t, view} over the last WINDOW_MS
+  rows: new Map(),   // row key -> {row, canvas, cells}
+};
+
+const $ = (id) => document.getElementById(id);
+
+// ---------- formatting ----------
+
+function duration(ms) {
+  if (ms === null || ms === undefined) return "off";
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  const s = ms / 1000;
+  if (s < 60) return `${+s.toFixed(s < 10 ? 1 : 0)} s`;
+  const m = Math.floor(s / 60), r = Math.round(s % 60);
+  return r ? `${m} min ${r} s` : `${m} min`;
+}
+
+function plural(n, one, many) { return `${n} ${n === 1 ? one : many}`; }
+
+// ---------- the feed ----------
+
+function connect() {
+  const query = new URLSearchParams(location.search);
+  const interval = query.get("interval");
+  const feed = new EventSource(interval ? `/events?interval=${encodeURIComponent(interval)}` : "/events");
+  feed.onopen = () => setStatus("live", "live");
+  feed.onerror = () => setStatus("down", "reconnecting…");
+  feed.onmessage = (event) => {
+    let view;
+    try { view = JSON.parse(event.data); } catch (e) { return; }
+    const now = performance.now();
+    state.view = view;
+    state.receivedAt = now;
+    state.history.push({ t: now, view: compact(view) });
+    while (state.history.length && now - state.history[0].t > WINDOW_MS + 2000) state.history.shift();
+    render(view);
+  };
+}
+
+function setStatus(kind, text) {
+  const status = $("status");
+  status.className = `status ${kind}`;
+  status.textContent = text;
+}
+
+/// What the charts need of a snapshot (the full one is large).
+function compact(view) {
+  return {
+    connections: view.total.connections,
+    responses: view.counters.responses,
+    closed: view.counters.closed,
+    lateness: view.counters.lateness_counts,
+  };
+}
+
+// ---------- summary cards ----------
+
+function render(view) {
+  const total = view.total;
+  const workers = view.workers.length;
+  $("status").textContent = `live · ${plural(workers, "worker", "workers")} · updated ${new Date(view.at_ms).toLocaleTimeString()}` +
+    (view.stopping ? " · shutting down" : "");
+
+  const listening = total.accepting;
+  $("alive").textContent = total.stays_alive
+    ? `stays alive: yes (${[listening ? "listener open" : null, total.ref_count ? plural(total.ref_count, "ref'd timer", "ref'd timers") : null].filter(Boolean).join(" + ")})`
+    : "stays alive: no (nothing ref'd)";
+  $("alive-detail").textContent = `ref count ${total.ref_count} of ${plural(total.timers, "timer", "timers")}. ` +
+    (total.ref_count === 0
+      ? "Asked to stop now, it would exit at once: idle sockets and the Date tick are unref'd."
+      : `Asked to stop now, it would wait for ${plural(total.ref_count, "ref'd timer", "ref'd timers")} (requests in flight).`);
+
+  const c = total.connections;
+  $("connections").textContent = `${c.reading + c.writing + c.idle + c.closing} open`;
+  $("connections-detail").textContent = `${c.idle} idle · ${c.reading} reading · ${c.writing} writing · ${c.closing} closing`;
+
+  const t = view.workers.length ? view.workers[0].timeouts : null;
+  const dl = $("timeouts");
+  dl.replaceChildren();
+  if (t) {
+    const entries = [
+      ["keep-alive", t.keep_alive_advertised_s === null ? "off" : `${t.keep_alive_advertised_s} s advertised, closed at ${duration(t.keep_alive_ms)}`],
+      ["headers", duration(t.headers_ms)],
+      ["inactivity", duration(t.inactivity_ms)],
+      ["request", duration(t.request_ms)],
+      ["shutdown", duration(t.shutdown_ms)],
+    ];
+    for (const [name, value] of entries) {
+      const dt = document.createElement("dt"); dt.textContent = name;
+      const dd = document.createElement("dd"); dd.textContent = value;
+      dl.append(dt, dd);
+    }
+  }
+  const dates = [...new Set(view.workers.map((w) => w.date).filter(Boolean))];
+  $("date").textContent = dates.length ? dates.join(" / ") : "none cached (no response in the last second)";
+
+  renderLists(view);
+}
+
+// ---------- timer list rows ----------
+
+function renderLists(view) {
+  const scopes = [{ key: "total", title: "All workers", lists: view.total.lists }];
+  if (view.workers.length > 1) {
+    for (const w of view.workers) scopes.push({ key: `worker-${w.worker}`, title: `Worker ${w.worker}`, lists: w.lists });
+  }
+  const container = $("lists");
+  const seen = new Set();
+  for (const scope of scopes) {
+    let section = document.getElementById(`scope-${scope.key}`);
+    if (!section) {
+      section = document.createElement("div");
+      section.id = `scope-${scope.key}`;
+      const h = document.createElement("h3");
+      h.textContent = scope.title;
+      const table = document.createElement("table");
+      table.className = "lists";
+      table.innerHTML = "<thead><tr><th>holds</th><th>duration</th><th>length</th><th>ref</th><th>next expiry in</th><th>timers by age (0 → duration)</th></tr></thead><tbody></tbody>";
+      const empty = document.createElement("p");
+      empty.className = "empty";
+      empty.textContent = "no timers: this loop sleeps until the next event";
+      section.append(h, table, empty);
+      container.append(section);
+    }
+    const tbody = section.querySelector("tbody");
+    section.querySelector(".empty").hidden = scope.lists.length > 0;
+    section.querySelector("table").hidden = scope.lists.length === 0;
+    for (const list of scope.lists) {
+      const key = `${scope.key}/${list.duration_ms}`;
+      seen.add(key);
+      let entry = state.rows.get(key);
+      if (!entry) {
+        entry = makeRow(scope.key, list);
+        state.rows.set(key, entry);
+      }
+      tbody.append(entry.row); // keeps rows in duration order
+      fillRow(entry, list);
+    }
+  }
+  for (const [key, entry] of state.rows) {
+    if (!seen.has(key)) {
+      entry.row.remove();
+      state.rows.delete(key);
+    }
+  }
+}
+
+function makeRow(scope, list) {
+  const row = document.createElement("tr");
+  row.dataset.scope = scope;
+  row.dataset.duration = list.duration_ms;
+  const cells = {};
+  for (const name of ["label", "duration", "length", "ref", "next", "track"]) {
+    const td = document.createElement("td");
+    td.className = name;
+    row.append(td);
+    cells[name] = td;
+  }
+  cells.length.classList.add("num");
+  cells.next.classList.add("num");
+  const canvas = document.createElement("canvas");
+  canvas.className = "track";
+  cells.track.append(canvas);
+  return { row, canvas, cells, list };
+}
+
+function fillRow(entry, list) {
+  entry.list = list;
+  const { row, cells } = entry;
+  row.dataset.label = list.label;
+  cells.label.textContent = list.label;
+  cells.label.title = list.holds.map((h) => `${h.kind}: ${h.count}`).join(", ");
+  cells.duration.textContent = duration(list.duration_ms);
+  cells.length.textContent = String(list.length);
+  cells.ref.textContent = list.refed ? `ref'd (${list.refed_timers})` : "unref'd";
+  cells.ref.className = `ref ${list.refed ? "refed" : "unrefed"}`;
+}
+
+// ---------- animation: countdowns and tracks ----------
+
+function frame() {
+  const elapsed = state.view ? performance.now() - state.receivedAt : 0;
+  for (const entry of state.rows.values()) {
+    const left = entry.list.next_expiry_in_ms - elapsed;
+    entry.cells.next.textContent = left > 0 ? duration(left) : "due";
+    drawTrack(entry.canvas, entry.list, elapsed);
+  }
+  drawCharts();
+  requestAnimationFrame(frame);
+}
+
+function fitCanvas(canvas) {
+  const ratio = window.devicePixelRatio || 1;
+  const w = Math.max(1, Math.round(canvas.clientWidth * ratio));
+  const h = Math.max(1, Math.round(canvas.clientHeight * ratio));
+  if (canvas.width !== w || canvas.height !== h) { canvas.width = w; canvas.height = h; }
+  const ctx = canvas.getContext("2d");
+  ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
+  return { ctx, w: canvas.clientWidth, h: canvas.clientHeight };
+}
+
+function drawTrack(canvas, list, elapsed) {
+  const { ctx, w, h } = fitCanvas(canvas);
+  ctx.clearRect(0, 0, w, h);
+  ctx.fillStyle = "#21262d";
+  ctx.fillRect(0, h / 2 - 2, w, 4);
+  const span = list.duration_ms || 1;
+  // The rest (past the sample): shaded bars by age bucket.
+  if (list.rest.length) {
+    const most = Math.max(...list.rest);
+    const bw = w / list.rest.length;
+    list.rest.forEach((count, i) => {
+      if (!count) return;
+      const bh = Math.max(2, (h - 4) * Math.sqrt(count / most));
+      ctx.fillStyle = "rgba(88,166,255,0.28)";
+      ctx.fillRect(i * bw, h - bh, Math.max(1, bw - 1), bh);
+    });
+  }
+  // The sample: one mark per timer at its age, aged on between snapshots.
+  ctx.fillStyle = list.refed ? "#f0883e" : "#58a6ff";
+  for (const age of list.ages_ms) {
+    const x = Math.min(w - 1, ((age + elapsed) / span) * w);
+    ctx.fillRect(x - 1, 3, 2, h - 6);
+  }
+  ctx.fillStyle = "#8b949e";
+  ctx.fillRect(w - 1, 0, 1, h);
+}
+
+// ---------- rolling charts ----------
+
+function series(fn) {
+  const points = [];
+  const hist = state.history;
+  for (let i = 0; i < hist.length; i++) {
+    const y = fn(hist, i);
+    if (y !== undefined) points.push({ t: hist[i].t, y });
+  }
+  return points;
+}
+
+/// The sample about a second before sample `i` (for rates).
+function secondBefore(hist, i) {
+  let j = i - 1;
+  while (j > 0 && hist[i].t - hist[j].t < 1000) j--;
+  return j >= 0 && hist[i].t > hist[j].t ? j : -1;
+}
+
+function rate(pick) {
+  return (hist, i) => {
+    const j = secondBefore(hist, i);
+    if (j < 0) return undefined;
+    return Math.max(0, (pick(hist[i].view) - pick(hist[j].view)) * 1000 / (hist[i].t - hist[j].t));
+  };
+}
+
+/// Quantile q of the timers that fired between two snapshots, from the
+/// lateness histogram (bucket upper bounds in µs), in ms; null if none fired.
+function latenessQuantile(q) {
+  return (hist, i) => {
+    const j = secondBefore(hist, i);
+    if (j < 0) return undefined;
+    const bounds = state.view.counters.lateness_bounds_us;
+    const a = hist[j].view.lateness, b = hist[i].view.lateness;
+    const counts = b.map((n, k) => n - (a[k] || 0));
+    const total = counts.reduce((s, n) => s + n, 0);
+    if (total <= 0) return null;
+    let seen = 0;
+    for (let k = 0; k < counts.length; k++) {
+      seen += counts[k];
+      if (seen >= q * total) {
+        const upper = k < bounds.length ? bounds[k] : bounds[bounds.length - 1] * 2;
+        const lower = k > 0 ? bounds[k - 1] : 0;
+        const within = counts[k] ? (q * total - (seen - counts[k])) / counts[k] : 1;
+        return (lower + (upper - lower) * within) / 1000;
+      }
+    }
+    return null;
+  };
+}
+
+function drawChart(id, lines) {
+  const canvas = $(`chart-${id}`);
+  const { ctx, w, h } = fitCanvas(canvas);
+  ctx.clearRect(0, 0, w, h);
+  const now = performance.now();
+  const pad = { l: 40, r: 6, t: 6, b: 16 };
+  let max = 0;
+  for (const line of lines) for (const p of line.points) if (p.y !== null) max = Math.max(max, p.y);
+  max = niceCeil(max);
+  ctx.strokeStyle = "#30363d"; ctx.fillStyle = "#8b949e"; ctx.font = "11px system-ui, sans-serif";
+  ctx.lineWidth = 1;
+  for (let k = 0; k <= 2; k++) {
+    const y = pad.t + (h - pad.t - pad.b) * (1 - k / 2);
+    ctx.beginPath(); ctx.moveTo(pad.l, y); ctx.lineTo(w - pad.r, y); ctx.stroke();
+    ctx.fillText(shortNumber(max * k / 2), 2, y + 4);
+  }
+  ctx.fillText("-60 s", pad.l, h - 3);
+  ctx.fillText("now", w - pad.r - 22, h - 3);
+  const x = (t) => pad.l + (w - pad.l - pad.r) * (1 - (now - t) / WINDOW_MS);
+  const y = (v) => pad.t + (h - pad.t - pad.b) * (1 - (max ? v / max : 0));
+  lines.forEach((line) => {
+    ctx.strokeStyle = line.color; ctx.lineWidth = 1.6;
+    ctx.beginPath();
+    let drawing = false;
+    for (const p of line.points) {
+      if (p.y === null || now - p.t > WINDOW_MS) { drawing = false; continue; }
+      if (drawing) ctx.lineTo(x(p.t), y(p.y)); else ctx.moveTo(x(p.t), y(p.y));
+      drawing = true;
+    }
+    ctx.stroke();
+  });
+}
+
+function niceCeil(v) {
+  if (v <= 0) return 1;
+  const p = Math.pow(10, Math.floor(Math.log10(v)));
+  for (const m of [1, 2, 5, 10]) if (v <= m * p) return m * p;
+  return 10 * p;
+}
+
+function shortNumber(v) {
+  if (v >= 1e6) return `${+(v / 1e6).toFixed(1)}M`;
+  if (v >= 1e3) return `${+(v / 1e3).toFixed(1)}k`;
+  return `${+v.toFixed(v < 10 ? 1 : 0)}`;
+}
+
+function keys(id, lines) {
+  const box = $(`keys-${id}`);
+  const text = lines.map((l) => l.name).join("|");
+  if (box.dataset.names === text) return;
+  box.dataset.names = text;
+  box.replaceChildren(...lines.map((l) => {
+    const span = document.createElement("span");
+    span.textContent = l.name;
+    span.style.setProperty("--key", l.color);
+    return span;
+  }));
+}
+
+function drawCharts() {
+  if (!state.view) return;
+  const states = ["reading", "writing", "idle"].map((s, k) => ({
+    name: s, color: COLORS[k], points: series((hist, i) => hist[i].view.connections[s]),
+  }));
+  const rps = [{ name: "requests/s", color: COLORS[0], points: series(rate((v) => v.responses)) }];
+  // Causes that happened in the window, or the usual ones.
+  const last = state.history[state.history.length - 1].view.closed;
+  const first = state.history[0].view.closed;
+  const active = Object.keys(last).filter((c) => last[c] > first[c]);
+  const causes = (active.length ? active : ["keep_alive_timeout", "client"]).map((cause, k) => ({
+    name: cause.replaceAll("_", " "), color: COLORS[(k + 3) % COLORS.length],
+    points: series(rate((v) => v.closed[cause])),
+  }));
+  const lateness = [
+    { name: "p50", color: COLORS[1], points: series(latenessQuantile(0.5)) },
+    { name: "p99", color: COLORS[2], points: series(latenessQuantile(0.99)) },
+  ];
+  for (const [id, lines] of [["states", states], ["rps", rps], ["closes", causes], ["lateness", lateness]]) {
+    drawChart(id, lines);
+    keys(id, lines);
+  }
+}
+
+connect();
+requestAnimationFrame(frame);

@@ -1,0 +1,289 @@
+//! Per-worker counters and histograms: connections accepted, open and
+//! closed by cause; responses by status code and method; request and
+//! connection durations; timer expirations by kind and how late they fired.
+//!
+//! Each worker owns its `Stats` and is its only writer ([`Counter`]: a
+//! plain load and store, no locked instruction); the admin thread sums
+//! the workers' values on a scrape. Durations are stamped with the loop
+//! clock (see [`timing`]), never with a clock read per request.
+
+mod counter;
+pub mod timing;
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+pub use counter::{Counter, Histogram, HistogramData};
+
+use crate::http::{Method, Status};
+use crate::timers::Micros;
+
+/// Why a connection was closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CloseCause {
+    /// The client closed (or half-closed with nothing left to answer).
+    Client,
+    KeepAliveTimeout,
+    HeadersTimeout,
+    RequestTimeout,
+    Inactivity,
+    /// Closed to make room under `--max-connections`.
+    Evicted,
+    /// Answered a bad request, then closed.
+    BadRequest,
+    /// The socket failed (reset, broken pipe).
+    Reset,
+    /// Answered with `Connection: close`.
+    Done,
+    /// Closed by a graceful shutdown.
+    Shutdown,
+    Error,
+}
+
+impl CloseCause {
+    pub const ALL: [CloseCause; 11] = [
+        CloseCause::Client,
+        CloseCause::KeepAliveTimeout,
+        CloseCause::HeadersTimeout,
+        CloseCause::RequestTimeout,
+        CloseCause::Inactivity,
+        CloseCause::Evicted,
+        CloseCause::BadRequest,
+        CloseCause::Reset,
+        CloseCause::Done,
+        CloseCause::Shutdown,
+        CloseCause::Error,
+    ];
+
+    /// The label used in metrics.
+    pub fn label(self) -> &'static str {
+        match self {
+            CloseCause::Client => "client",
+            CloseCause::KeepAliveTimeout => "keep_alive_timeout",
+            CloseCause::HeadersTimeout => "headers_timeout",
+            CloseCause::RequestTimeout => "request_timeout",
+            CloseCause::Inactivity => "inactivity",
+            CloseCause::Evicted => "evicted",
+            CloseCause::BadRequest => "bad_request",
+            CloseCause::Reset => "reset",
+            CloseCause::Done => "done",
+            CloseCause::Shutdown => "shutdown",
+            CloseCause::Error => "error",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// What a timer in a worker's lists stands for, in the words a user knows:
+/// how `/timers` labels a list and `kas_timer_expirations_total` its series.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum TimerKind {
+    /// Idle between requests (`--keep-alive-timeout` + buffer).
+    KeepAlive,
+    /// The head deadline (`--headers-timeout`).
+    Headers,
+    /// Socket inactivity while a request is in progress (`--timeout`).
+    Inactivity,
+    /// The whole-request deadline (`--request-timeout`).
+    Request,
+    /// A `/delay/<ms>` answer waiting.
+    Delay,
+    /// Draining input after a final response, before the close.
+    Linger,
+    /// The cached Date value's one-second tick.
+    Date,
+    /// accept() paused after running out of descriptors.
+    AcceptPause,
+    /// Memory freed by a burst, to be handed back to the system.
+    MemoryReturn,
+}
+
+impl TimerKind {
+    pub const COUNT: usize = 9;
+    pub const ALL: [TimerKind; TimerKind::COUNT] = [
+        TimerKind::KeepAlive,
+        TimerKind::Headers,
+        TimerKind::Inactivity,
+        TimerKind::Request,
+        TimerKind::Delay,
+        TimerKind::Linger,
+        TimerKind::Date,
+        TimerKind::AcceptPause,
+        TimerKind::MemoryReturn,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            TimerKind::KeepAlive => "keep-alive",
+            TimerKind::Headers => "headers",
+            TimerKind::Inactivity => "inactivity",
+            TimerKind::Request => "request",
+            TimerKind::Delay => "delay",
+            TimerKind::Linger => "linger",
+            TimerKind::Date => "date",
+            TimerKind::AcceptPause => "accept-pause",
+            TimerKind::MemoryReturn => "memory-return",
+        }
+    }
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Histogram bounds for request durations, in µs: 25 µs to 60 s.
+pub static REQUEST_DURATION_US: [u64; 20] = [
+    25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000,
+    1_000_000, 2_500_000, 5_000_000, 10_000_000, 30_000_000, 60_000_000,
+];
+/// Histogram bounds for connection lifetimes, in µs: 1 ms to 1 h.
+pub static CONNECTION_DURATION_US: [u64; 14] = [
+    1_000,
+    10_000,
+    100_000,
+    1_000_000,
+    5_000_000,
+    10_000_000,
+    30_000_000,
+    60_000_000,
+    120_000_000,
+    300_000_000,
+    600_000_000,
+    1_200_000_000,
+    1_800_000_000,
+    3_600_000_000,
+];
+/// Histogram bounds for requests served per connection.
+pub static REQUESTS_PER_CONNECTION: [u64; 12] = [
+    0, 1, 2, 5, 10, 20, 50, 100, 1_000, 10_000, 100_000, 1_000_000,
+];
+/// Histogram bounds for timer lateness (fired after the deadline), in µs.
+pub static TIMER_LATENESS_US: [u64; 16] = [
+    10, 50, 100, 250, 500, 1_000, 2_000, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000,
+    1_000_000, 5_000_000,
+];
+
+/// Status codes counted exactly: 100..=599.
+const CODES: usize = 500;
+
+/// One worker's counters.
+#[derive(Debug)]
+pub struct Stats {
+    pub accepted: AtomicU64,
+    /// Refused at accept (over `--max-connections` with nothing idle to evict).
+    pub refused: AtomicU64,
+    pub open: AtomicU64,
+    closed: [Counter; CloseCause::ALL.len()],
+    /// Responses by status code (100..=599) and method: `code * methods + method`.
+    responses: Box<[Counter]>,
+    /// Responses on a connection that had answered before (keep-alive reuse).
+    pub reused: Counter,
+    /// First byte of a request to the last byte of its response, in µs.
+    pub request_duration: Histogram,
+    /// Accept to close, in µs.
+    pub connection_duration: Histogram,
+    /// Responses per connection, recorded at its close.
+    pub requests_per_connection: Histogram,
+    timer_expirations: [Counter; TimerKind::COUNT],
+    /// How long after its deadline a connection timer fired, in µs (loop
+    /// clock).
+    pub timer_lateness: Histogram,
+    /// Snapshots built for the admin view (each one woke the worker).
+    pub snapshots: Counter,
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Stats {
+            accepted: AtomicU64::default(),
+            refused: AtomicU64::default(),
+            open: AtomicU64::default(),
+            closed: Default::default(),
+            responses: (0..CODES * Method::ALL.len())
+                .map(|_| Counter::default())
+                .collect(),
+            reused: Counter::default(),
+            request_duration: Histogram::new(&REQUEST_DURATION_US),
+            connection_duration: Histogram::new(&CONNECTION_DURATION_US),
+            requests_per_connection: Histogram::new(&REQUESTS_PER_CONNECTION),
+            timer_expirations: Default::default(),
+            timer_lateness: Histogram::new(&TIMER_LATENESS_US),
+            snapshots: Counter::default(),
+        }
+    }
+}
+
+impl Stats {
+    pub fn accepted(&self) {
+        self.accepted.fetch_add(1, Relaxed);
+        self.open.fetch_add(1, Relaxed);
+    }
+
+    pub fn closed(&self, cause: CloseCause) {
+        self.closed[cause.index()].add(1);
+        self.open.fetch_sub(1, Relaxed);
+    }
+
+    /// A response was queued; `reused` if the connection had answered before.
+    #[inline]
+    pub fn responded(&self, status: Status, method: Method, reused: bool) {
+        let code = usize::from(status.code()).clamp(100, 599) - 100;
+        self.responses[code * Method::ALL.len() + method.index()].add(1);
+        if reused {
+            self.reused.add(1);
+        }
+    }
+
+    /// A timer fired, `late` µs after its deadline where that is measured.
+    #[inline]
+    pub fn timer_fired(&self, kind: TimerKind, late: Option<Micros>) {
+        self.timer_expirations[kind.index()].add(1);
+        if let Some(late) = late {
+            self.timer_lateness.record(late);
+        }
+    }
+
+    pub fn closed_by(&self, cause: CloseCause) -> u64 {
+        self.closed[cause.index()].get()
+    }
+
+    /// Responses sent with `code` to `method`.
+    pub fn responses_to(&self, code: u16, method: Method) -> u64 {
+        let code = usize::from(code);
+        if !(100..=599).contains(&code) {
+            return 0;
+        }
+        self.responses[(code - 100) * Method::ALL.len() + method.index()].get()
+    }
+
+    /// Every non-zero `(code, method, count)`.
+    pub fn responses(&self) -> impl Iterator<Item = (u16, Method, u64)> + '_ {
+        self.responses
+            .iter()
+            .enumerate()
+            .filter_map(|(i, counter)| {
+                let count = counter.get();
+                let code = (i / Method::ALL.len() + 100) as u16;
+                let method = Method::ALL[i % Method::ALL.len()];
+                (count > 0).then_some((code, method, count))
+            })
+    }
+
+    /// Responses sent with status class `class` (1..=5).
+    pub fn responses_in_class(&self, class: usize) -> u64 {
+        self.responses()
+            .filter(|(code, _, _)| usize::from(code / 100) == class)
+            .map(|(_, _, count)| count)
+            .sum()
+    }
+
+    pub fn timer_expirations(&self, kind: TimerKind) -> u64 {
+        self.timer_expirations[kind.index()].get()
+    }
+
+    pub fn open_connections(&self) -> u64 {
+        self.open.load(Relaxed)
+    }
+}

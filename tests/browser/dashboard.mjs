@@ -1,0 +1,127 @@
+// Drives the admin dashboard in real Chromium (Debian's, headless) for
+// tests/dashboard.rs: opens N idle keep-alive connections to the server,
+// waits until the page's text shows the keep-alive list holding N, closes
+// some and waits for the count to follow, checks the console stayed clean,
+// and saves a screenshot.
+//
+// node dashboard.mjs ADMIN_URL SERVER_PORT N CLOSE SCREENSHOT
+import { chromium } from "playwright-core";
+import net from "node:net";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+
+const [adminUrl, serverPort, nArg, closeArg, screenshot] = process.argv.slice(2);
+const N = Number(nArg), CLOSE = Number(closeArg);
+const TIMEOUT = 30_000;
+
+/// One persistent connection that has had `GET /` answered.
+function idleConnection() {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(Number(serverPort), "127.0.0.1");
+    let got = "";
+    socket.setEncoding("latin1");
+    socket.on("error", reject);
+    socket.on("connect", () => socket.write("GET / HTTP/1.1\r\nHost: t\r\n\r\n"));
+    socket.on("data", (chunk) => {
+      got += chunk;
+      if (got.includes("Hello, World!")) resolve(socket);
+    });
+  });
+}
+
+/// A connection that sends `bytes` (maybe nothing) and then waits.
+function rawConnection(bytes) {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(Number(serverPort), "127.0.0.1");
+    socket.on("error", reject);
+    socket.on("connect", () => {
+      if (bytes) socket.write(bytes);
+      resolve(socket);
+    });
+  });
+}
+
+/// The text of the all-workers keep-alive row's length cell, or null.
+async function keepAliveLength(page) {
+  return page.evaluate(() => {
+    const row = document.querySelector('tr[data-scope="total"][data-label="keep-alive"]');
+    return row ? row.querySelector("td.length").textContent : null;
+  });
+}
+
+async function waitForLength(page, want) {
+  const deadline = Date.now() + TIMEOUT;
+  let last = null;
+  while (Date.now() < deadline) {
+    last = await keepAliveLength(page);
+    if (last === String(want)) return;
+    await page.waitForTimeout(100);
+  }
+  throw new Error(`keep-alive list shows ${last}, wanted ${want}`);
+}
+
+const profile = fs.mkdtempSync(path.join(os.tmpdir(), "kas-chromium-"));
+// A fresh profile (--user-data-dir) each run, so nothing carries over.
+const browser = await chromium.launchPersistentContext(profile, {
+  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+  headless: true,
+  viewport: { width: 1280, height: 1000 },
+  args: [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+  ],
+});
+const problems = [];
+try {
+  const page = browser.pages()[0] || (await browser.newPage());
+  page.on("console", (msg) => {
+    if (msg.type() === "error" || msg.type() === "warning") problems.push(`console ${msg.type()}: ${msg.text()}`);
+  });
+  page.on("pageerror", (err) => problems.push(`page error: ${err.message}`));
+  page.on("requestfailed", (req) => {
+    // The event stream is cut when the page closes; anything else failing is a problem.
+    if (!req.url().includes("/events")) problems.push(`request failed: ${req.url()}`);
+  });
+  await page.goto(adminUrl, { waitUntil: "load", timeout: TIMEOUT });
+
+  // Spread over a couple of seconds, so the marks spread along the track.
+  const sockets = [];
+  for (let i = 0; i < N; i++) {
+    sockets.push(await idleConnection());
+    await new Promise((done) => setTimeout(done, 50));
+  }
+  // Something in the other lists too: accepted but silent (headers), a
+  // head cut short (headers + the request deadline), a /delay in flight
+  // (ref'd: it would keep a draining server alive).
+  const others = [
+    await rawConnection(""),
+    await rawConnection(""),
+    await rawConnection("GET / HTTP/1.1\r\nHo"),
+    await rawConnection("GET /delay/30000 HTTP/1.1\r\nHost: t\r\n\r\n"),
+  ];
+  await waitForLength(page, N);
+  const text = (await page.innerText("body")).toLowerCase();
+  for (const needle of ["keep-alive", "unref'd", "stays alive", "effective timeouts", "cached date", "requests per second"]) {
+    if (!text.includes(needle)) throw new Error(`page text lacks ${JSON.stringify(needle)}`);
+  }
+  console.log(`shown: keep-alive list holding ${N}`);
+
+  for (const socket of sockets.splice(0, CLOSE)) socket.destroy();
+  await waitForLength(page, N - CLOSE);
+  console.log(`shown: keep-alive list holding ${N - CLOSE} after closing ${CLOSE}`);
+
+  // Let the charts gather a few seconds before the picture.
+  await page.waitForTimeout(3000);
+  await page.screenshot({ path: screenshot, fullPage: true });
+  console.log(`screenshot: ${screenshot}`);
+  for (const socket of [...sockets, ...others]) socket.destroy();
+} finally {
+  await browser.close();
+  fs.rmSync(profile, { recursive: true, force: true });
+}
+if (problems.length) {
+  console.error(problems.join("\n"));
+  process.exit(1);
+}
+console.log("console: clean");
