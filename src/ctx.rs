@@ -3,6 +3,9 @@
 //! settings and counters), the [`Resources`] it lends them from, and what a
 //! timer in those lists stands for.
 
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use crate::config::Settings;
 use crate::date::DateCache;
 use crate::pool::BufferPool;
@@ -43,10 +46,36 @@ pub struct Ctx<'a> {
     pub stats: &'a Stats,
     /// The server is shutting down: no new persistence.
     pub draining: bool,
-    /// The connection's slab key, for logs.
-    pub conn_id: u32,
-    /// The peer's address, looked up only when the access log is on.
-    pub peer: Option<std::net::SocketAddr>,
+    /// Which connection, for logs.
+    pub conn: ConnLabel,
+}
+
+/// A connection as logs name it: an id unique over the process's life and
+/// the peer's address (as accept() returned it, so no lookup is needed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnLabel {
+    pub id: u64,
+    pub peer: SocketAddr,
+}
+
+impl Default for ConnLabel {
+    fn default() -> Self {
+        ConnLabel {
+            id: 0,
+            peer: SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), 0),
+        }
+    }
+}
+
+impl ConnLabel {
+    /// A label with the next connection id (ids start at 1).
+    pub fn next(peer: SocketAddr) -> Self {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+        ConnLabel {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            peer,
+        }
+    }
 }
 
 /// What a worker owns and lends its connections, one event at a time.
@@ -66,8 +95,8 @@ impl Resources {
         }
     }
 
-    /// A context at loop time `now`, not draining, for connection 0 with no
-    /// peer address; the worker sets those three per event.
+    /// A context at loop time `now`, not draining, for an unlabelled
+    /// connection; the worker sets those per event.
     pub fn lend<'a>(
         &'a mut self,
         now: Micros,
@@ -82,8 +111,7 @@ impl Resources {
             settings,
             stats,
             draining: false,
-            conn_id: 0,
-            peer: None,
+            conn: ConnLabel::default(),
         }
     }
 }

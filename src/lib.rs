@@ -6,7 +6,8 @@
 //! - [`timers`]: the pure, clock-injected timer lists.
 //! - [`http`]: request parsing, body framing, responses, routes.
 //! - [`date`]: the cached `Date` header.
-//! - [`config`]: flags, environment variables, defaults.
+//! - [`config`]: flags, environment variables, the config file, defaults;
+//!   [`reload`]: re-reading the file on SIGHUP; [`logging`]: diagnostics.
 //! - [`server`]: binding, worker threads, graceful shutdown.
 //! - [`admin`], [`introspect`]: the admin listener and the worker snapshots it shows.
 //! - [`session`]: one connection's HTTP exchange, without the socket.
@@ -22,7 +23,9 @@ pub mod ctx;
 pub mod date;
 pub mod http;
 pub mod introspect;
+pub mod logging;
 pub mod pool;
+pub mod reload;
 pub mod server;
 pub mod session;
 pub mod stats;

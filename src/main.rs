@@ -1,34 +1,38 @@
-//! The `keepalive-server` binary: load the configuration, bind, log the
-//! effective settings, serve until SIGINT/SIGTERM has drained it (a second
-//! signal exits at once).
+//! The `keepalive-server` binary: load the configuration (`--check` stops
+//! there), bind, log where to find the server and what it runs with, then
+//! serve until SIGINT/SIGTERM has drained it (a second signal exits at
+//! once). SIGHUP reloads the `--config` file.
 
+use std::ffi::OsString;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::process::ExitCode;
 
-use keepalive_server::{Config, Remote, Server, admin};
-use signal_hook::consts::{SIGINT, SIGTERM};
+use keepalive_server::config::format_duration;
+use keepalive_server::{Config, Remote, Server, admin, logging, reload};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
 fn main() -> ExitCode {
-    let config = Config::load_from(std::env::args_os()).unwrap_or_else(|e| e.exit());
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
-    match run(&config) {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    let config = Config::load_from(&args).unwrap_or_else(|e| e.exit());
+    if config.check {
+        print!("{}", config.check_report());
+        return ExitCode::SUCCESS;
+    }
+    logging::init(config.log_format);
+    match run(config, args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
-            eprintln!("error: {message}");
+            tracing::error!("{message}");
             ExitCode::from(1)
         }
     }
 }
 
-fn run(config: &Config) -> Result<(), String> {
+fn run(config: Config, args: Vec<OsString>) -> Result<(), String> {
     // Registered before anything is logged: a signal sent as soon as the
-    // "listening" line appears must drain, not kill by default action.
-    let signals = Signals::new([SIGINT, SIGTERM])
+    // startup line appears must be handled, not kill by default action.
+    let signals = Signals::new([SIGINT, SIGTERM, SIGHUP])
         .map_err(|e| format!("cannot install signal handlers: {e}"))?;
     let settings = config.settings();
     let server = Server::bind(settings.clone())
@@ -44,44 +48,68 @@ fn run(config: &Config) -> Result<(), String> {
         }
         None => None,
     };
-    let duration = |d| humantime::format_duration(d).to_string();
+    let listen = handle.local_addr();
+    let every_interface = if listen.ip().is_unspecified() {
+        " (every interface)"
+    } else {
+        ""
+    };
     tracing::info!(
-        listen = %handle.local_addr(),
-        admin = ?admin_addr,
         workers = settings.workers,
-        keep_alive_timeout = %duration(config.keep_alive_timeout),
-        keep_alive_buffer = %duration(config.keep_alive_buffer),
-        timeout = %duration(config.timeout),
-        headers_timeout = %duration(config.headers_timeout),
-        request_timeout = %duration(config.request_timeout),
-        max_requests_per_socket = config.max_requests_per_socket,
-        max_header_size = config.max_header_size,
-        max_body_size = config.max_body_size,
-        max_connections = config.max_connections,
-        shutdown_timeout = %duration(config.shutdown_timeout),
-        "listening"
+        keep_alive_timeout = %format_duration(config.keep_alive_timeout),
+        keep_alive_buffer = %format_duration(config.keep_alive_buffer),
+        timeout = %format_duration(config.timeout),
+        headers_timeout = %format_duration(config.headers_timeout),
+        request_timeout = %format_duration(config.request_timeout),
+        shutdown_timeout = %format_duration(config.shutdown_timeout),
+        admin = %admin_addr.map_or_else(|| "off".to_owned(), url),
+        access_log = %config.access_log,
+        "listening on {}{every_interface}",
+        url(listen)
     );
-    watch_signals(signals, handle.remote())
+    watch_signals(signals, handle.remote(), config, args)
         .map_err(|e| format!("cannot install signal handlers: {e}"))?;
     handle.join().map_err(|e| e.to_string())?;
     tracing::info!("stopped");
     Ok(())
 }
 
-/// First SIGINT/SIGTERM: graceful shutdown. Second: exit at once.
-fn watch_signals(mut signals: Signals, remote: Remote) -> std::io::Result<()> {
+/// The URL to open for a listening address (loopback for "every interface").
+fn url(addr: SocketAddr) -> String {
+    let ip = match addr.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+        ip => ip,
+    };
+    format!("http://{}/", SocketAddr::new(ip, addr.port()))
+}
+
+/// First SIGINT/SIGTERM: graceful shutdown. Second: exit at once. SIGHUP:
+/// reload the config file.
+fn watch_signals(
+    mut signals: Signals,
+    remote: Remote,
+    mut config: Config,
+    args: Vec<OsString>,
+) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
-            let mut received = 0;
+            let mut stopping = false;
             for signal in signals.forever() {
-                received += 1;
-                if received == 1 {
-                    tracing::info!(signal, "shutting down: finishing in-flight requests");
-                    remote.shutdown();
-                } else {
-                    tracing::warn!(signal, "second signal: exiting now");
-                    std::process::exit(130);
+                match signal {
+                    SIGHUP => {
+                        reload::reload(&mut config, &args, &remote);
+                    }
+                    _ if !stopping => {
+                        stopping = true;
+                        tracing::info!(signal, "shutting down: finishing in-flight requests");
+                        remote.shutdown();
+                    }
+                    _ => {
+                        tracing::warn!(signal, "second signal: exiting now");
+                        std::process::exit(130);
+                    }
                 }
             }
         })?;

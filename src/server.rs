@@ -221,6 +221,23 @@ impl Remote {
         self.workers.iter().map(|(shared, _)| &shared.stats)
     }
 
+    /// Leaves `settings` for every worker and wakes it: each swaps them in
+    /// at the top of its next turn (see [`crate::reload`]).
+    pub fn offer_settings(&self, settings: &Arc<Settings>) {
+        for (shared, waker) in &self.workers {
+            shared.reloaded.offer(Arc::clone(settings));
+            let _ = waker.wake();
+        }
+    }
+
+    /// Workers that have not yet taken the settings last offered.
+    pub fn workers_yet_to_take_settings(&self) -> usize {
+        self.workers
+            .iter()
+            .filter(|(shared, _)| shared.reloaded.is_pending())
+            .count()
+    }
+
     /// Each worker's shared state and the waker of its poll.
     pub(crate) fn workers(&self) -> impl Iterator<Item = (&WorkerShared, &Waker)> {
         self.workers

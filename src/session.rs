@@ -650,9 +650,7 @@ fn remember_request_line(buffers: &mut Buffers, now: crate::timers::Micros) {
 /// One access-log line: common log format, then duration and connection id.
 fn access_log(buffers: &mut Buffers, status: Status, bytes: usize, ctx: &Ctx<'_>) {
     let line = String::from_utf8_lossy(&buffers.log.request_line);
-    let peer = ctx
-        .peer
-        .map_or_else(|| "-".to_string(), |peer| peer.ip().to_string());
+    let peer = ctx.conn.peer.ip();
     let date = ctx.date.cached().unwrap_or("-");
     let micros = ctx.now.saturating_sub(buffers.log.started);
     tracing::info!(
@@ -661,7 +659,7 @@ fn access_log(buffers: &mut Buffers, status: Status, bytes: usize, ctx: &Ctx<'_>
         status.code(),
         micros / 1000,
         micros % 1000,
-        ctx.conn_id,
+        ctx.conn.id,
     );
     buffers.log.request_line.clear();
 }

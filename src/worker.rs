@@ -15,6 +15,7 @@
 //!    their read budget), so one busy client cannot starve the rest.
 
 use std::io;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -26,7 +27,7 @@ use slab::Slab;
 use crate::clock::LoopClock;
 use crate::config::Settings;
 use crate::conn::{Conn, Flow, Readiness, would_block};
-use crate::ctx::{Ctx, Resources, Slot, TimerEvent};
+use crate::ctx::{ConnLabel, Ctx, Resources, Slot, TimerEvent};
 use crate::introspect::{ConnCounts, Snapshot, Timeouts, WorkerShared, list_views};
 use crate::memory::MemoryReturn;
 use crate::server::Control;
@@ -124,6 +125,9 @@ impl Worker {
         let mut events = Events::with_capacity(EVENTS_CAPACITY);
         loop {
             let now = self.clock.now();
+            if let Some(settings) = self.shared.reloaded.take() {
+                self.settings = settings; // SIGHUP: timers armed from now on use these
+            }
             if self.control.stopping.load(Ordering::Acquire) && self.drain_deadline.is_none() {
                 self.start_draining(now);
             }
@@ -206,11 +210,9 @@ impl Worker {
         let Some(conn) = self.conns.get_mut(key) else {
             return; // closed earlier this turn
         };
-        let peer = self.settings.access_log.then(|| conn.peer_addr()).flatten();
         let mut ctx = self.resources.lend(now, &self.settings, &self.shared.stats);
         ctx.draining = self.drain_deadline.is_some();
-        ctx.conn_id = key as u32;
-        ctx.peer = peer;
+        ctx.conn = conn.label;
         match handle(conn, &mut ctx) {
             Flow::Open => {
                 self.timing.observe(key, conn.progress(), ctx.stats);
@@ -225,9 +227,10 @@ impl Worker {
             Flow::Close(cause) => {
                 self.timing.closed(key, conn.progress(), ctx.stats);
                 conn.release(&mut ctx);
+                let id = conn.label.id;
                 self.conns.remove(key);
                 self.shared.stats.closed(cause);
-                tracing::trace!(key, ?cause, "connection closed");
+                tracing::trace!(conn = id, ?cause, "connection closed");
             }
         }
     }
@@ -287,9 +290,9 @@ impl Worker {
                 return;
             };
             match listener.accept() {
-                Ok((stream, _peer)) => {
+                Ok((stream, peer)) => {
                     self.accept_warned = false;
-                    self.admit(stream, now);
+                    self.admit(stream, peer, now);
                 }
                 Err(e) if would_block(&e) => return,
                 Err(e) if is_transient_accept_error(&e) => {}
@@ -314,7 +317,7 @@ impl Worker {
 
     /// Registers a new connection, making room under `--max-connections`
     /// by evicting the oldest idle one, or refusing when none is idle.
-    fn admit(&mut self, mut stream: TcpStream, now: Micros) {
+    fn admit(&mut self, mut stream: TcpStream, peer: SocketAddr, now: Micros) {
         let limit = self.settings.max_connections;
         if limit > 0 && self.conns.len() >= limit && !self.evict_oldest_idle(now) {
             self.shared.stats.refused.fetch_add(1, Ordering::Relaxed);
@@ -332,6 +335,7 @@ impl Worker {
             return;
         }
         let mut conn = Conn::new(stream);
+        conn.label = ConnLabel::next(peer);
         conn.touched = true;
         entry.insert(conn);
         self.touched.push(key as u32);

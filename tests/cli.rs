@@ -73,22 +73,22 @@ fn zero_workers_exits_2_naming_the_flag() {
 }
 
 #[test]
-fn bad_env_var_exits_2_naming_the_setting() {
-    let mut cmd = command(&["--listen", "127.0.0.1:0"]);
-    cmd.env("KAS_TIMEOUT", "bogus");
-    let finished = run(cmd, LIMIT);
-    assert_eq!(
-        finished.status.code(),
-        Some(2),
-        "stderr: {}",
-        finished.stderr
-    );
-    assert!(
-        finished.stderr.contains("--timeout") || finished.stderr.contains("KAS_TIMEOUT"),
-        "stderr names neither --timeout nor KAS_TIMEOUT: {}",
-        finished.stderr
-    );
-    assert!(finished.stderr.contains("bogus"), "{}", finished.stderr);
+fn bad_env_var_exits_2_naming_the_variable_not_the_flag() {
+    for (var, flag) in [
+        ("KAS_TIMEOUT", "--timeout"),
+        ("KAS_KEEP_ALIVE_TIMEOUT", "--keep-alive-timeout"),
+    ] {
+        let mut cmd = command(&["--listen", "127.0.0.1:0"]);
+        cmd.env(var, "bogus");
+        let finished = run(cmd, LIMIT);
+        assert_usage_error(&finished, var);
+        assert!(
+            !finished.stderr.contains(flag),
+            "blames {flag}, which was not given: {}",
+            finished.stderr
+        );
+        assert!(finished.stderr.contains("bogus"), "{}", finished.stderr);
+    }
 }
 
 #[test]
@@ -170,4 +170,252 @@ fn good_flags_start_a_server_that_answers() {
         running.child.try_wait().unwrap().is_none(),
         "the server exited while serving"
     );
+}
+
+/// Asserts a usage error whose message says `says`, and no raw clap or
+/// Rust parse wording.
+fn assert_explained(finished: &Finished, flag: &str, says: &str) {
+    assert_usage_error(finished, flag);
+    assert!(
+        finished.stderr.contains(says),
+        "the message for {flag} does not say {says:?}: {}",
+        finished.stderr
+    );
+    for raw in [
+        "unexpected argument",
+        "non-zero",
+        "invalid digit",
+        "NumberExpected",
+    ] {
+        assert!(
+            !finished.stderr.contains(raw),
+            "raw parser wording {raw:?}: {}",
+            finished.stderr
+        );
+    }
+}
+
+#[test]
+fn nonsense_values_get_messages_people_understand() {
+    for (args, flag, says) in [
+        (&["--workers", "0"][..], "--workers", "at least 1"),
+        (&["--workers", "-2"], "--workers", "negative"),
+        (
+            &["--keep-alive-timeout", "-1s"],
+            "--keep-alive-timeout",
+            "negative",
+        ),
+        (&["--timeout", "5"], "--timeout", "5s"),
+        (
+            &["--max-requests-per-socket", "-3"],
+            "--max-requests-per-socket",
+            "negative",
+        ),
+        (
+            &["--max-connections", "lots"],
+            "--max-connections",
+            "whole number",
+        ),
+        (
+            &["--max-header-size", "0"],
+            "--max-header-size",
+            "too small",
+        ),
+        (
+            &["--max-header-size", "512"],
+            "--max-header-size",
+            "at least 1KiB",
+        ),
+        (&["--listen", "nowhere"], "--listen", "no port"),
+        (&["--listen", "::1:80"], "--listen", "brackets"),
+        (&["--log-format", "xml"], "--log-format", "xml"),
+    ] {
+        let mut all = args.to_vec();
+        if flag != "--listen" {
+            all.extend(["--listen", "127.0.0.1:0"]);
+        }
+        let finished = run(command(&all), LIMIT);
+        assert_explained(&finished, flag, says);
+    }
+}
+
+/// Starts the binary with `args` and one request on the address its
+/// startup line names.
+fn serves(args: &[&str]) -> Running {
+    let mut running = Running::start(command(args));
+    let mut client = Client::connect(running.addr);
+    client.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(client.read_response().status, 200, "{args:?}");
+    assert!(running.child.try_wait().unwrap().is_none());
+    running
+}
+
+#[test]
+fn listen_takes_a_port_alone_or_after_a_colon_on_every_interface() {
+    for listen in [":0", "0"] {
+        let running = serves(&["--listen", listen, "--workers", "1"]);
+        let startup = running.log().join("\n");
+        assert!(
+            startup.contains("(every interface)"),
+            "--listen {listen}: {startup}"
+        );
+        assert!(
+            running.addr.ip().is_loopback(),
+            "the URL to open: {}",
+            running.addr
+        );
+    }
+}
+
+#[test]
+fn listen_resolves_a_host_name() {
+    let running = serves(&["--listen", "localhost:0", "--workers", "1"]);
+    assert!(running.addr.ip().is_loopback(), "{}", running.addr);
+}
+
+#[test]
+fn listen_takes_a_bracketed_ipv6_address() {
+    if std::net::TcpListener::bind("[::1]:0").is_err() {
+        eprintln!("skipped: this machine has no IPv6 loopback");
+        return;
+    }
+    let running = serves(&["--listen", "[::1]:0", "--workers", "1"]);
+    assert_eq!(
+        running.addr.ip(),
+        "::1".parse::<std::net::IpAddr>().unwrap()
+    );
+}
+
+#[test]
+fn switches_from_the_environment_take_the_usual_words() {
+    for (value, shown) in [
+        ("1", "access_log=-"),
+        ("yes", "access_log=-"),
+        ("off", "access_log=off"),
+    ] {
+        let mut cmd = command(&["--listen", "127.0.0.1:0", "--workers", "1"]);
+        cmd.env("KAS_ACCESS_LOG", value);
+        let running = Running::start(cmd);
+        let startup = running.log().join("\n");
+        assert!(startup.contains(shown), "KAS_ACCESS_LOG={value}: {startup}");
+    }
+}
+
+#[test]
+fn help_is_wrapped_and_names_placeholders_and_rust_log() {
+    let finished = run(command(&["--help"]), LIMIT);
+    assert!(finished.status.success(), "{}", finished.stderr);
+    let help = &finished.stdout;
+    for needle in [
+        "<DURATION>",
+        "<SIZE>",
+        "<ADDR>",
+        "RUST_LOG",
+        "NO_COLOR",
+        "SIGHUP",
+        "KAS_KEEP_ALIVE_TIMEOUT",
+    ] {
+        assert!(help.contains(needle), "--help lacks {needle}:\n{help}");
+    }
+    let widest = help.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+    assert!(
+        widest <= 100,
+        "a --help line is {widest} columns wide:\n{help}"
+    );
+}
+
+#[test]
+fn diagnostics_go_to_stderr_without_colour_when_piped() {
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let mut cmd = command(&["--listen", &addr, "--workers", "1"]);
+    cmd.env_remove("NO_COLOR");
+    let finished = run(cmd, LIMIT);
+    assert_eq!(finished.status.code(), Some(1), "{}", finished.stderr);
+    assert!(finished.stdout.is_empty(), "stdout: {:?}", finished.stdout);
+    assert!(finished.stderr.contains("ERROR"), "{}", finished.stderr);
+    assert!(
+        !finished.stderr.contains('\u{1b}'),
+        "colour codes in piped stderr: {:?}",
+        finished.stderr
+    );
+}
+
+#[test]
+fn the_startup_line_gives_the_url_and_readable_timeouts() {
+    let running = Running::start(command(&["--listen", "127.0.0.1:0", "--workers", "1"]));
+    assert!(running.stdout.try_recv().is_err(), "something on stdout");
+    let log = running.log();
+    let startup = log
+        .iter()
+        .find(|line| line.contains("listening on"))
+        .expect("a startup line");
+    assert!(
+        startup.contains(&format!("listening on http://{}/", running.addr)),
+        "{startup}"
+    );
+    for field in [
+        "keep_alive_timeout=1m5s",
+        "keep_alive_buffer=1s",
+        "timeout=2m",
+        "headers_timeout=1m",
+        "request_timeout=5m",
+        "shutdown_timeout=30s",
+    ] {
+        assert!(startup.contains(field), "{field} not in {startup}");
+    }
+}
+
+#[test]
+fn json_logs_are_one_object_per_line() {
+    let mut running = Running::start(command(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--workers",
+        "1",
+        "--log-format",
+        "json",
+    ]));
+    running.signal("TERM");
+    running.wait_exit(LIMIT).expect("exits on SIGTERM");
+    std::thread::sleep(Duration::from_millis(100));
+    let log = running.log();
+    assert!(log.len() >= 2, "{log:?}");
+    for line in &log {
+        let value: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        assert!(
+            value["level"].is_string() && value["fields"].is_object(),
+            "{line}"
+        );
+    }
+    let startup: serde_json::Value = serde_json::from_str(&log[0]).unwrap();
+    assert_eq!(startup["fields"]["keep_alive_timeout"], "1m5s", "{startup}");
+}
+
+#[test]
+fn timer_expiry_debug_lines_name_the_connection_and_peer() {
+    let mut cmd = command(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--workers",
+        "1",
+        "--keep-alive-timeout",
+        "1s",
+        "--keep-alive-buffer",
+        "0s",
+    ]);
+    cmd.env("RUST_LOG", "keepalive_server=debug");
+    let running = Running::start(cmd);
+    let mut client = Client::connect(running.addr);
+    client.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(client.read_response().status, 200);
+    let peer = client.stream.local_addr().unwrap();
+    let line = running.wait_for_line("timer expired", Duration::from_secs(10));
+    assert!(line.contains(&format!("peer={peer}")), "{line}");
+    let id = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("conn="))
+        .unwrap_or_else(|| panic!("no conn= in {line}"));
+    assert!(id.parse::<u64>().is_ok_and(|id| id >= 1), "{line}");
 }

@@ -4,45 +4,12 @@
 
 mod common_ops;
 
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use common_ops::{Client, Running, command, repo_path, run_to_exit};
+use common_ops::{Client, Running, TempFile, command, repo_path, run_to_exit};
 
 const EXIT_WITHIN: Duration = Duration::from_secs(20);
-
-/// A TOML file in a fresh temporary directory (removed when dropped).
-struct TempFile {
-    dir: PathBuf,
-    path: PathBuf,
-}
-
-impl TempFile {
-    fn new(name: &str, contents: &str) -> TempFile {
-        use std::sync::atomic::{AtomicUsize, Ordering};
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "kas-config-test-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(name);
-        std::fs::write(&path, contents).unwrap();
-        TempFile { dir, path }
-    }
-
-    fn arg(&self) -> &str {
-        self.path.to_str().unwrap()
-    }
-}
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
 
 /// Starts the binary on port 0 with `args` and returns the `Keep-Alive`
 /// header of its answer to `GET /`.
@@ -63,6 +30,19 @@ fn refuses(command: Command) -> String {
     let (status, _, stderr) = run_to_exit(command, EXIT_WITHIN);
     assert_eq!(status.code(), Some(2), "status {status}, stderr: {stderr}");
     stderr
+}
+
+/// Runs the binary on a config file holding `contents`, expecting it to
+/// refuse to start: the file (for its path) and the stderr.
+fn refuses_file(name: &str, contents: &str) -> (TempFile, String) {
+    let file = TempFile::new(name, contents);
+    let stderr = refuses(command(&[
+        "--config",
+        file.arg(),
+        "--listen",
+        "127.0.0.1:0",
+    ]));
+    (file, stderr)
 }
 
 #[test]
@@ -120,13 +100,7 @@ fn a_flag_overrides_one_file_key_and_keeps_the_rest() {
 
 #[test]
 fn a_misspelt_key_exits_2_naming_it() {
-    let file = TempFile::new("server.toml", "keep_alive_timout = \"5s\"\n");
-    let stderr = refuses(command(&[
-        "--config",
-        file.arg(),
-        "--listen",
-        "127.0.0.1:0",
-    ]));
+    let (_file, stderr) = refuses_file("server.toml", "keep_alive_timout = \"5s\"\n");
     assert!(stderr.contains("keep_alive_timout"), "{stderr}");
     assert!(stderr.contains("unknown key"), "{stderr}");
 }
@@ -139,7 +113,9 @@ fn a_bad_value_in_the_file_exits_2_naming_key_and_file() {
         ("max_connections = -3\n", "max_connections"),
         ("listen = \"nowhere\"\n", "listen"),
         ("keep_alive_timeout = 5.5\n", "keep_alive_timeout"),
-        ("access_log = \"yes\"\n", "access_log"),
+        ("log_format = \"xml\"\n", "log_format"),
+        ("max_header_size = 100\n", "max_header_size"),
+        ("workers = 0\n", "workers"),
     ] {
         let file = TempFile::new("server.toml", contents);
         let mut cmd = command(&["--config", file.arg()]);
@@ -159,13 +135,7 @@ fn a_bad_value_in_the_file_exits_2_naming_key_and_file() {
 
 #[test]
 fn bad_toml_exits_2() {
-    let file = TempFile::new("server.toml", "keep_alive_timeout = \n");
-    let stderr = refuses(command(&[
-        "--config",
-        file.arg(),
-        "--listen",
-        "127.0.0.1:0",
-    ]));
+    let (file, stderr) = refuses_file("server.toml", "keep_alive_timeout = \n");
     assert!(stderr.contains(file.arg()), "{stderr}");
 }
 
@@ -205,7 +175,7 @@ fn version_prints_the_version() {
 }
 
 #[test]
-fn help_explains_every_timeout_in_one_line() {
+fn help_explains_every_timeout() {
     let (status, stdout, _) = run_to_exit(command(&["--help"]), EXIT_WITHIN);
     assert!(status.success());
     let lines: Vec<&str> = stdout.lines().collect();
@@ -221,7 +191,14 @@ fn help_explains_every_timeout_in_one_line() {
             .iter()
             .position(|l| l.trim_start().starts_with(&format!("{flag} ")))
             .unwrap_or_else(|| panic!("{flag} not in --help:\n{stdout}"));
-        let explanation = lines.get(at + 1).map_or("", |l| l.trim());
+        // The explanation: the lines after the flag, up to the next flag.
+        let explanation = lines[at + 1..]
+            .iter()
+            .map(|l| l.trim())
+            .take_while(|l| !l.starts_with('-'))
+            .filter(|l| !l.is_empty())
+            .collect::<Vec<_>>()
+            .join(" ");
         assert!(
             explanation.len() > 20 && !explanation.starts_with("--"),
             "{flag} is not explained: {explanation:?}"
@@ -231,4 +208,108 @@ fn help_explains_every_timeout_in_one_line() {
             "{flag}: no default shown: {explanation:?}"
         );
     }
+}
+
+/// A named pipe in a fresh directory (removed when dropped).
+fn fifo() -> TempFile {
+    let file = TempFile::new("placeholder", "");
+    std::fs::remove_file(&file.path).unwrap();
+    let made = Command::new("mkfifo")
+        .arg(&file.path)
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
+    file
+}
+
+#[test]
+fn a_config_that_is_not_a_regular_file_fails_fast() {
+    let pipe = fifo();
+    for (path, what) in [
+        ("/dev/zero", "character device"),
+        (pipe.arg(), "FIFO"),
+        ("/tmp", "directory"),
+    ] {
+        let started = std::time::Instant::now();
+        let stderr = refuses(command(&["--config", path, "--listen", "127.0.0.1:0"]));
+        assert!(stderr.contains(path), "{path}: {stderr}");
+        assert!(
+            stderr.contains(what) && stderr.contains("not a regular file"),
+            "{path}: {stderr}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{path} took {:?}",
+            started.elapsed()
+        );
+    }
+}
+
+#[test]
+fn a_config_file_over_a_mebibyte_is_refused() {
+    let padding = format!("# {}\n", "x".repeat(1 << 20));
+    let (file, stderr) = refuses_file("huge.toml", &padding);
+    assert!(stderr.contains(file.arg()), "{stderr}");
+    assert!(stderr.contains("larger than 1MiB"), "{stderr}");
+}
+
+#[test]
+fn a_header_size_below_a_kibibyte_in_the_file_is_refused() {
+    let (_file, stderr) = refuses_file("server.toml", "max_header_size = \"0\"\n");
+    assert!(
+        stderr.contains("max_header_size") && stderr.contains("too small"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn check_prints_the_effective_configuration_and_its_origins() {
+    let file = TempFile::new(
+        "server.toml",
+        "keep_alive_timeout = \"5s\"\nmax_body_size = \"2MiB\"\n",
+    );
+    let mut cmd = command(&["--check", "--config", file.arg(), "--timeout", "90s"]);
+    cmd.env("KAS_MAX_CONNECTIONS", "100");
+    let (status, stdout, stderr) = run_to_exit(cmd, EXIT_WITHIN);
+    assert!(status.success(), "status {status}: {stderr}");
+    let line = |key: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("{key} =")))
+            .unwrap_or_else(|| panic!("no {key} in:\n{stdout}"))
+            .to_owned()
+    };
+    assert!(
+        line("keep_alive_timeout").contains("\"5s\"")
+            && line("keep_alive_timeout").ends_with("# config file")
+    );
+    assert!(line("max_body_size").contains("\"2MiB\""));
+    assert!(line("timeout").contains("\"1m30s\"") && line("timeout").ends_with("# flag"));
+    assert!(
+        line("max_connections").contains("100")
+            && line("max_connections").ends_with("# KAS_MAX_CONNECTIONS")
+    );
+    assert!(line("listen").ends_with("# default"));
+    // What it prints is itself a config file that loads.
+    let printed = TempFile::new("effective.toml", &stdout);
+    let (status, again, stderr) = run_to_exit(
+        command(&["--check", "--config", printed.arg()]),
+        EXIT_WITHIN,
+    );
+    assert!(
+        status.success(),
+        "the printed configuration does not load: {stderr}"
+    );
+    assert!(again.contains("timeout = \"1m30s\""), "{again}");
+}
+
+#[test]
+fn check_exits_2_on_any_error() {
+    let file = TempFile::new("server.toml", "keep_alive_timeout = \"soon\"\n");
+    let stderr = refuses(command(&["--check", "--config", file.arg()]));
+    assert!(stderr.contains("keep_alive_timeout"), "{stderr}");
+    let mut env = command(&["--check"]);
+    env.env("KAS_WORKERS", "0");
+    let stderr = refuses(env);
+    assert!(stderr.contains("KAS_WORKERS"), "{stderr}");
 }

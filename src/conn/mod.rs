@@ -36,7 +36,7 @@ use std::net::Shutdown;
 use mio::net::TcpStream;
 
 use crate::config::Settings;
-use crate::ctx::{Ctx, Slot, TimerEvent};
+use crate::ctx::{ConnLabel, Ctx, Slot, TimerEvent};
 use crate::pool::Buffers;
 use crate::session::{Phase, Session};
 use crate::stats::timing::Progress;
@@ -139,6 +139,8 @@ enum ReadOutcome {
 /// One client connection.
 pub struct Conn {
     stream: TcpStream,
+    /// Its id and peer, for logs (set by the worker on accept).
+    pub label: ConnLabel,
     /// Present while the connection has work; back in the pool when idle.
     buffers: Option<Box<Buffers>>,
     session: Session,
@@ -170,6 +172,7 @@ impl Conn {
     pub fn new(stream: TcpStream) -> Self {
         Conn {
             stream,
+            label: ConnLabel::default(),
             buffers: None,
             session: Session::new(),
             activity: None,
@@ -185,10 +188,6 @@ impl Conn {
             write_shut: false,
             nodelay: false,
         }
-    }
-
-    pub fn peer_addr(&self) -> Option<std::net::SocketAddr> {
-        self.stream.peer_addr().ok()
     }
 
     pub fn phase(&self) -> Phase {
@@ -253,7 +252,8 @@ impl Conn {
                 self.deadline_watch
             }
         };
-        tracing::debug!(?slot, ?watch, phase = ?self.phase(), "timer expired");
+        let ConnLabel { id, peer } = ctx.conn;
+        tracing::debug!(conn = id, %peer, ?slot, ?watch, phase = ?self.phase(), "timer expired");
         let cause = match watch {
             Watch::KeepAlive => return self.expire_idle(ctx),
             Watch::Linger | Watch::LingerTotal => {
@@ -575,7 +575,8 @@ fn sync_slot(
                 timers.rearm(id, want.ms, now);
                 *current = want.watch;
             } else if moved && want.watch.refreshes() {
-                timers.refresh(id, now);
+                // A refresh, unless a reload changed the duration.
+                timers.rearm(id, want.ms, now);
             }
             if timers.is_refed(id) != want.refed {
                 timers.set_ref(id, want.refed);

@@ -17,6 +17,7 @@ pub use snapshot::{
     AGE_SAMPLE, ConnCounts, KindCount, ListView, REST_BUCKETS, Snapshot, Timeouts, list_views,
 };
 
+use crate::reload::SettingsSlot;
 use crate::stats::Stats;
 
 /// The admin loop's line to one worker.
@@ -105,6 +106,8 @@ impl Mailbox {
 pub struct WorkerShared {
     pub stats: Stats,
     pub mailbox: Mailbox,
+    /// Settings from a SIGHUP reload, swapped in at the worker's next turn.
+    pub reloaded: SettingsSlot,
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! Helpers for the operational tests (admin listener, signals, config file):
 //! a raw-socket HTTP/1.1 client, the built binary run as a child process
-//! (its bound address read from the startup log line), and polling with
+//! (its bound address read from the startup line on stderr), and polling with
 //! generous deadlines: the test machine is shared and noisy, so upper bounds
 //! on timing are loose and lower bounds strict.
 
@@ -337,35 +337,36 @@ pub fn wait_timeout(child: &mut Child, within: Duration) -> Option<ExitStatus> {
 pub struct Running {
     pub child: Child,
     pub addr: SocketAddr,
-    /// Log lines after the startup line, ANSI stripped.
+    /// Diagnostics (stderr) after the startup line, ANSI stripped.
     pub lines: Receiver<String>,
-    stderr: Receiver<String>,
+    /// Standard output (the access log with `--access-log -`).
+    pub stdout: Receiver<String>,
     /// Every line from stdout and stderr, in the order they arrived.
     log: Arc<Mutex<Vec<String>>>,
 }
 
 impl Running {
-    /// Starts the binary and waits for its `listening` line.
+    /// Starts the binary and waits for its `listening on http://ADDR/` line.
     pub fn start(command: Command) -> Running {
         let mut child = spawn_piped(command);
         let log = Arc::new(Mutex::new(Vec::new()));
-        let lines = forward_lines(child.stdout.take().unwrap(), Arc::clone(&log));
-        let stderr = forward_lines(child.stderr.take().unwrap(), Arc::clone(&log));
+        let stdout = forward_lines(child.stdout.take().unwrap(), Arc::clone(&log));
+        let lines = forward_lines(child.stderr.take().unwrap(), Arc::clone(&log));
         let deadline = Instant::now() + STARTUP_TIMEOUT;
         let mut seen = Vec::new();
         let addr = loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match lines.recv_timeout(left) {
                 Ok(line) => {
-                    if let Some(addr) = field(&line, "listen") {
-                        break addr.parse().expect("listen=ADDR in the startup line");
+                    if let Some(addr) = listening_on(&line) {
+                        break addr.parse().expect("http://ADDR/ in the startup line");
                     }
                     seen.push(line);
                 }
                 Err(_) => {
                     let _ = child.kill();
-                    let errors: Vec<String> = stderr.try_iter().collect();
-                    panic!("no startup line; stdout: {seen:?}; stderr: {errors:?}");
+                    let out: Vec<String> = stdout.try_iter().collect();
+                    panic!("no startup line; stderr: {seen:?}; stdout: {out:?}");
                 }
             }
         };
@@ -373,7 +374,7 @@ impl Running {
             child,
             addr,
             lines,
-            stderr,
+            stdout,
             log,
         }
     }
@@ -414,12 +415,29 @@ impl Running {
         fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
     }
 
-    /// Everything logged so far (stdout then stderr) and not yet taken
-    /// from `lines`.
+    /// Everything written so far (stderr then stdout) and not yet taken
+    /// from `lines` or `stdout`.
     pub fn output(&self) -> String {
         let mut out: Vec<String> = self.lines.try_iter().collect();
-        out.extend(self.stderr.try_iter());
+        out.extend(self.stdout.try_iter());
         out.join("\n")
+    }
+
+    /// Waits up to `within` for a diagnostic line containing `text`, and
+    /// returns it (lines before it are consumed).
+    pub fn wait_for_line(&self, text: &str, within: Duration) -> String {
+        let deadline = Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) if line.contains(text) => return line,
+                Ok(_) => {}
+                Err(_) => panic!(
+                    "no line with {text:?} within {within:?}; log: {:?}",
+                    self.log()
+                ),
+            }
+        }
     }
 }
 
@@ -452,8 +470,45 @@ fn forward_lines(
     rx
 }
 
-/// The value of `name=VALUE` in a tracing line.
-fn field<'a>(line: &'a str, name: &str) -> Option<&'a str> {
-    line.split_whitespace()
-        .find_map(|word| word.strip_prefix(name)?.strip_prefix('='))
+/// The `ADDR` of `listening on http://ADDR/` in the startup line.
+pub fn listening_on(line: &str) -> Option<&str> {
+    let (_, after) = line.split_once("listening on http://")?;
+    after.split_once('/').map(|(addr, _)| addr)
+}
+
+/// A file in a fresh temporary directory (removed when dropped).
+pub struct TempFile {
+    dir: PathBuf,
+    pub path: PathBuf,
+}
+
+impl TempFile {
+    pub fn new(name: &str, contents: &str) -> TempFile {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "kas-test-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, contents).unwrap();
+        TempFile { dir, path }
+    }
+
+    pub fn arg(&self) -> &str {
+        self.path.to_str().unwrap()
+    }
+
+    /// Replaces the file's contents.
+    pub fn write(&self, contents: &str) {
+        std::fs::write(&self.path, contents).unwrap();
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }

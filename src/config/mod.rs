@@ -1,0 +1,291 @@
+//! Configuration: every flag, its `KAS_*` environment variable, its key in
+//! the `--config` TOML file and its default ([`Config`]); where values come
+//! from and in what precedence ([`load`]: flag > environment > file >
+//! default); how values are written ([`values`]); the effective listing
+//! `--check` prints ([`effective`]). [`Config::settings`] turns the result
+//! into the whole-millisecond [`Settings`] workers run on.
+
+mod effective;
+mod load;
+pub mod values;
+
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{FromArgMatches, Parser, ValueEnum};
+
+pub use effective::Change;
+pub use load::{MAX_CONFIG_FILE, Origin, Origins, read_config_file};
+pub use values::{AccessLogTarget, format_duration, format_size, parse_duration, parse_size};
+use values::{parse_access_log, parse_count, parse_header_size, parse_listen, parse_workers};
+
+const AFTER_HELP: &str = "\
+Every option also reads the environment variable KAS_<NAME> (KAS_KEEP_ALIVE_TIMEOUT=5s) \
+and the key <name> in the --config file (keep_alive_timeout = \"5s\"); \
+precedence is flag > environment > file > default.
+Durations: 150ms, 5s, 1m5s (0 disables a timeout). Sizes: 512, 16KiB, 1MiB.
+
+Logs go to stderr; RUST_LOG sets the level (default info; debug shows every timeout \
+with its connection), NO_COLOR turns colour off.
+Signals: SIGINT/SIGTERM finish in-flight requests and exit (a second one exits at once); \
+SIGHUP reloads the --config file; SIGUSR1 reopens the access log.";
+
+/// How diagnostics are written to stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines (coloured on a terminal).
+    #[default]
+    Text,
+    /// One JSON object per line, for log shippers.
+    Json,
+}
+
+/// keepalive-server: a non-blocking HTTP/1.0–1.1 server whose idle timeouts
+/// live in Node.js-style per-duration timer lists.
+#[derive(Parser, Debug, Clone)]
+#[command(version, about, long_about = None, after_help = AFTER_HELP)]
+pub struct Config {
+    /// TOML file with any of these options as snake_case keys (keep_alive_timeout = "5s"); reloaded on SIGHUP.
+    #[arg(long, env = "KAS_CONFIG", value_name = "PATH")]
+    pub config: Option<PathBuf>,
+
+    /// Validate the flags, environment and config file, print the effective configuration and exit (0 if valid, 2 if not).
+    #[arg(long)]
+    pub check: bool,
+
+    /// Address to listen on: PORT or :PORT (every interface), HOST:PORT, [IPv6]:PORT.
+    #[arg(long, env = "KAS_LISTEN", value_name = "ADDR", default_value = "127.0.0.1:8080", value_parser = parse_listen, allow_hyphen_values = true)]
+    pub listen: SocketAddr,
+
+    /// Event-loop threads, each with its own SO_REUSEPORT listener [default: available cores].
+    #[arg(long, env = "KAS_WORKERS", value_name = "N", value_parser = parse_workers, allow_hyphen_values = true)]
+    pub workers: Option<NonZeroUsize>,
+
+    /// Idle time allowed between requests on a persistent connection (advertised in Keep-Alive: timeout=N); 0 disables keep-alive.
+    #[arg(long, env = "KAS_KEEP_ALIVE_TIMEOUT", value_name = "DURATION", default_value = "65s", value_parser = parse_duration, allow_hyphen_values = true)]
+    pub keep_alive_timeout: Duration,
+
+    /// Grace added past the advertised keep-alive timeout before the server closes, to dodge the close-versus-new-request race.
+    #[arg(long, env = "KAS_KEEP_ALIVE_BUFFER", value_name = "DURATION", default_value = "1s", value_parser = parse_duration, allow_hyphen_values = true)]
+    pub keep_alive_buffer: Duration,
+
+    /// Socket inactivity allowed while a request is in progress (slow body, stalled write); 0 disables.
+    #[arg(long, env = "KAS_TIMEOUT", value_name = "DURATION", default_value = "120s", value_parser = parse_duration, allow_hyphen_values = true)]
+    pub timeout: Duration,
+
+    /// Deadline for a complete request head, from accept or from the next request's first byte; 0 disables.
+    #[arg(long, env = "KAS_HEADERS_TIMEOUT", value_name = "DURATION", default_value = "60s", value_parser = parse_duration, allow_hyphen_values = true)]
+    pub headers_timeout: Duration,
+
+    /// Deadline for receiving a whole request (head and body), from its first byte; 0 disables.
+    #[arg(long, env = "KAS_REQUEST_TIMEOUT", value_name = "DURATION", default_value = "300s", value_parser = parse_duration, allow_hyphen_values = true)]
+    pub request_timeout: Duration,
+
+    /// Requests served on one connection before it is closed (counted down in Keep-Alive: max=N); 0 is unlimited.
+    #[arg(long, env = "KAS_MAX_REQUESTS_PER_SOCKET", value_name = "N", default_value = "0", value_parser = parse_count::<u32>, allow_hyphen_values = true)]
+    pub max_requests_per_socket: u32,
+
+    /// Largest request head accepted (request line and headers), at least 1KiB; larger gets 431.
+    #[arg(long, env = "KAS_MAX_HEADER_SIZE", value_name = "SIZE", default_value = "16KiB", value_parser = parse_header_size, allow_hyphen_values = true)]
+    pub max_header_size: usize,
+
+    /// Largest request body accepted; larger gets 413.
+    #[arg(long, env = "KAS_MAX_BODY_SIZE", value_name = "SIZE", default_value = "1MiB", value_parser = values::parse_size, allow_hyphen_values = true)]
+    pub max_body_size: usize,
+
+    /// Open connections per worker; at the limit the longest-idle (or a silent new) connection is evicted, else new ones are refused; 0 is unlimited.
+    #[arg(long, env = "KAS_MAX_CONNECTIONS", value_name = "N", default_value = "0", value_parser = parse_count::<usize>, allow_hyphen_values = true)]
+    pub max_connections: usize,
+
+    /// On SIGINT/SIGTERM, how long in-flight requests may take before they are cut.
+    #[arg(long, env = "KAS_SHUTDOWN_TIMEOUT", value_name = "DURATION", default_value = "30s", value_parser = parse_duration, allow_hyphen_values = true)]
+    pub shutdown_timeout: Duration,
+
+    /// Serve /metrics, /timers and /healthz on this address (off unless set).
+    #[arg(long, env = "KAS_ADMIN", value_name = "ADDR", value_parser = parse_listen, allow_hyphen_values = true)]
+    pub admin: Option<SocketAddr>,
+
+    /// Access log (nginx combined format, then request time and connection id): a file, - for stdout, or off.
+    #[arg(long, env = "KAS_ACCESS_LOG", value_name = "PATH", default_value = "off", value_parser = parse_access_log, allow_hyphen_values = true)]
+    pub access_log: AccessLogTarget,
+
+    /// How diagnostics are written to stderr.
+    #[arg(long, env = "KAS_LOG_FORMAT", value_name = "FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
+    /// Where each value came from (filled by [`Config::load_from`]).
+    #[arg(skip)]
+    pub origins: Origins,
+}
+
+/// The effective settings a worker runs with: durations as whole
+/// milliseconds (the timer lists' unit), `None` where a timeout is disabled.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub listen: SocketAddr,
+    pub workers: usize,
+    /// Advertised keep-alive timeout in whole seconds; `None` disables keep-alive.
+    pub keep_alive_advertised_secs: Option<u64>,
+    /// How long an idle persistent connection is really kept: timeout + buffer.
+    pub keep_alive_ms: u64,
+    pub inactivity_ms: Option<u64>,
+    pub headers_ms: Option<u64>,
+    pub request_ms: Option<u64>,
+    pub max_requests_per_socket: u32,
+    pub max_header_size: usize,
+    pub max_body_size: usize,
+    /// Per worker; 0 is unlimited.
+    pub max_connections: usize,
+    pub shutdown_ms: u64,
+    pub access_log: bool,
+    /// The `Keep-Alive` response header line, built once: `Keep-Alive: timeout=N[, max=M]\r\n`.
+    pub keep_alive_header: Vec<u8>,
+}
+
+impl Config {
+    /// The settings the workers run on.
+    pub fn settings(&self) -> Settings {
+        let keep_alive_advertised_secs =
+            (!self.keep_alive_timeout.is_zero()).then_some(self.keep_alive_timeout.as_secs());
+        let mut keep_alive_header = Vec::new();
+        if let Some(secs) = keep_alive_advertised_secs {
+            keep_alive_header.extend_from_slice(format!("Keep-Alive: timeout={secs}").as_bytes());
+            if self.max_requests_per_socket > 0 {
+                let max = self.max_requests_per_socket;
+                keep_alive_header.extend_from_slice(format!(", max={max}").as_bytes());
+            }
+            keep_alive_header.extend_from_slice(b"\r\n");
+        }
+        Settings {
+            listen: self.listen,
+            workers: self
+                .workers
+                .or_else(|| std::thread::available_parallelism().ok())
+                .map_or(1, NonZeroUsize::get),
+            keep_alive_advertised_secs,
+            keep_alive_ms: whole_ms(self.keep_alive_timeout + self.keep_alive_buffer),
+            inactivity_ms: enabled_ms(self.timeout),
+            headers_ms: enabled_ms(self.headers_timeout),
+            request_ms: enabled_ms(self.request_timeout),
+            max_requests_per_socket: self.max_requests_per_socket,
+            max_header_size: self.max_header_size,
+            max_body_size: self.max_body_size,
+            max_connections: self.max_connections,
+            shutdown_ms: whole_ms(self.shutdown_timeout),
+            access_log: self.access_log != AccessLogTarget::Off,
+            keep_alive_header,
+        }
+    }
+
+    /// Parses `args` (program name first) and the `KAS_*` environment,
+    /// then fills whatever neither set from the `--config` file. A bad
+    /// value, an unreadable file, bad TOML or an unknown key is an error
+    /// naming the flag, variable or key (exit status 2).
+    pub fn load_from<I, T>(args: I) -> Result<Config, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString>,
+    {
+        load::load(args.into_iter().map(Into::into).collect())
+    }
+
+    /// A configuration with every default (the environment ignored),
+    /// listening on `listen`: for tests and embedding.
+    pub fn with_listen(listen: SocketAddr) -> Self {
+        let matches = load::parser()
+            .try_get_matches_from(["keepalive-server"])
+            .expect("the defaults parse");
+        let mut config = Config::from_arg_matches(&matches).expect("the defaults parse");
+        config.listen = listen;
+        config
+    }
+}
+
+/// Rounds up to whole milliseconds, so a timer never fires before the
+/// configured duration.
+fn whole_ms(duration: Duration) -> u64 {
+    duration
+        .as_micros()
+        .div_ceil(1000)
+        .try_into()
+        .unwrap_or(u64::MAX)
+}
+
+fn enabled_ms(duration: Duration) -> Option<u64> {
+    (!duration.is_zero()).then(|| whole_ms(duration))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn settings_round_up_and_advertise_whole_seconds() {
+        let mut config = Config::with_listen("127.0.0.1:0".parse().unwrap());
+        config.keep_alive_timeout = Duration::from_millis(1500);
+        config.keep_alive_buffer = Duration::from_micros(1);
+        config.max_requests_per_socket = 7;
+        let settings = config.settings();
+        assert_eq!(settings.keep_alive_ms, 1501);
+        assert_eq!(settings.keep_alive_advertised_secs, Some(1));
+        assert_eq!(
+            settings.keep_alive_header,
+            b"Keep-Alive: timeout=1, max=7\r\n".to_vec()
+        );
+    }
+
+    /// config/server.toml names every option, and loads once uncommented.
+    #[test]
+    fn sample_config_lists_every_option() {
+        let sample = include_str!("../../config/server.toml");
+        let uncommented: String = sample
+            .lines()
+            .filter_map(|line| line.strip_prefix("# "))
+            .filter(|line| {
+                line.split_once(" = ")
+                    .is_some_and(|(key, _)| !key.contains(' '))
+            })
+            .map(|line| format!("{line}\n"))
+            .collect();
+        let table: toml::Table = uncommented.parse().expect("sample keys parse as TOML");
+        for arg in Config::command().get_arguments() {
+            let id = arg.get_id().as_str();
+            if load::in_file(arg) {
+                assert!(table.contains_key(id), "config/server.toml lacks `{id}`");
+            }
+        }
+        let path = std::env::temp_dir().join(format!("kas-sample-{}.toml", std::process::id()));
+        std::fs::write(&path, uncommented).unwrap();
+        let loaded = Config::load_from(["kas", "--config", path.to_str().unwrap()]);
+        std::fs::remove_file(&path).unwrap();
+        let loaded = loaded.expect("the uncommented sample loads");
+        assert_eq!(loaded.keep_alive_timeout, Duration::from_secs(65));
+        assert_eq!(loaded.admin, Some("127.0.0.1:9901".parse().unwrap()));
+    }
+
+    #[test]
+    fn unknown_config_keys_are_errors_naming_the_key() {
+        let path = std::env::temp_dir().join(format!("kas-bad-{}.toml", std::process::id()));
+        std::fs::write(&path, "keep_alive_timout = \"5s\"\n").unwrap();
+        let error = Config::load_from(["kas", "--config", path.to_str().unwrap()]).unwrap_err();
+        std::fs::remove_file(&path).unwrap();
+        assert!(error.to_string().contains("keep_alive_timout"), "{error}");
+        assert_eq!(error.exit_code(), 2);
+    }
+
+    #[test]
+    fn zero_disables_a_timeout() {
+        let mut config = Config::with_listen("127.0.0.1:0".parse().unwrap());
+        config.timeout = Duration::ZERO;
+        config.keep_alive_timeout = Duration::ZERO;
+        let settings = config.settings();
+        assert_eq!(settings.inactivity_ms, None);
+        assert_eq!(settings.keep_alive_advertised_secs, None);
+        assert!(settings.keep_alive_header.is_empty());
+    }
+}

@@ -1,0 +1,385 @@
+//! Option values as people write them, and back: durations (`150ms`, `5s`,
+//! `1m5s`), sizes (`16KiB`, `1MiB`), counts, listen addresses (`8080`,
+//! `:8080`, `localhost:8080`, `[::1]:8080`), the access-log target (`PATH`,
+//! `-`, `off`) and booleans (`1/0/true/false/yes/no/on/off`). Every parser
+//! returns an error a person can act on: what was wrong and what would do.
+
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The longest duration accepted.
+const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+/// The smallest `--max-header-size`: a request line and a Host header.
+pub const MIN_HEADER_SIZE: usize = 1024;
+/// Most worker threads accepted.
+const MAX_WORKERS: usize = 1024;
+
+/// Parses a humantime duration: `150ms`, `5s`, `2m`, `1m5s`, `1h 30m`; a
+/// bare `0` is zero.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    if text == "0" {
+        return Ok(Duration::ZERO);
+    }
+    if text.starts_with('-') {
+        return Err(format!(
+            "'{text}' is negative; use 0 to disable, or a duration such as 150ms, 5s or 2m"
+        ));
+    }
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!(
+            "'{text}' has no unit (write {text}s for seconds or {text}ms for milliseconds)"
+        ));
+    }
+    let duration = humantime::parse_duration(text)
+        .map_err(|e| format!("'{text}' is not a duration: {e} (expected e.g. 150ms, 5s or 2m)"))?;
+    if duration > MAX_DURATION {
+        return Err(format!("'{text}' is over a year, the longest supported"));
+    }
+    Ok(duration)
+}
+
+/// A duration the way this server prints it, and parses it back: `0`,
+/// `150ms`, `5s`, `1m5s`, `1h30m`, `1m5s250ms`; below a millisecond, `µs`.
+pub fn format_duration(duration: Duration) -> String {
+    if duration.is_zero() {
+        return "0".into();
+    }
+    let mut out = String::new();
+    let total_ms = duration.as_millis();
+    let parts = [
+        (total_ms / 86_400_000, "d"),
+        (total_ms / 3_600_000 % 24, "h"),
+        (total_ms / 60_000 % 60, "m"),
+        (total_ms / 1000 % 60, "s"),
+        (total_ms % 1000, "ms"),
+    ];
+    for (value, unit) in parts {
+        if value > 0 {
+            out.push_str(&format!("{value}{unit}"));
+        }
+    }
+    let micros = duration.subsec_micros() % 1000;
+    if micros > 0 || out.is_empty() {
+        out.push_str(&format!("{micros}us"));
+    }
+    out
+}
+
+/// Parses a byte size: `512`, `16KiB`, `1MiB`, `2GiB` (also `KB`/`MB`/`K`/`M`,
+/// as binary units).
+pub fn parse_size(text: &str) -> Result<usize, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    if digits.is_empty() {
+        return Err(format!(
+            "'{text}' is not a size (expected e.g. 512, 16KiB or 1MiB)"
+        ));
+    }
+    let number: usize = digits
+        .parse()
+        .map_err(|_| format!("'{text}' is too large"))?;
+    let multiplier: usize = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        other => {
+            return Err(format!(
+                "'{text}': unknown size unit '{other}' (use KiB, MiB or GiB)"
+            ));
+        }
+    };
+    number
+        .checked_mul(multiplier)
+        .ok_or_else(|| format!("'{text}' is too large"))
+}
+
+/// A size the way this server prints it: `16KiB`, `1MiB`, or plain bytes.
+pub fn format_size(bytes: usize) -> String {
+    for (shift, unit) in [(30, "GiB"), (20, "MiB"), (10, "KiB")] {
+        if bytes >= 1 << shift && bytes % (1 << shift) == 0 {
+            return format!("{}{unit}", bytes >> shift);
+        }
+    }
+    bytes.to_string()
+}
+
+/// `--max-header-size`: a size of at least [`MIN_HEADER_SIZE`] (smaller
+/// would refuse every real request with 431).
+pub fn parse_header_size(text: &str) -> Result<usize, String> {
+    let size = parse_size(text)?;
+    if size < MIN_HEADER_SIZE {
+        return Err(format!(
+            "'{text}' is too small: every request would get 431 (at least 1KiB; the default is 16KiB)"
+        ));
+    }
+    Ok(size)
+}
+
+/// A whole number, refused with a message people understand.
+pub fn parse_count<T: std::str::FromStr>(text: &str) -> Result<T, String> {
+    let text = text.trim();
+    if let Ok(value) = text.parse() {
+        return Ok(value);
+    }
+    Err(if text.starts_with('-') {
+        format!("'{text}' is negative (use 0 for unlimited)")
+    } else if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+        format!("'{text}' is too large")
+    } else {
+        format!("'{text}' is not a whole number")
+    })
+}
+
+/// `--workers`: 1 to 1024 event-loop threads.
+pub fn parse_workers(text: &str) -> Result<NonZeroUsize, String> {
+    let count: usize = parse_count(text).map_err(|e| e.replace(" (use 0 for unlimited)", ""))?;
+    match NonZeroUsize::new(count) {
+        None => Err(
+            "0 workers would serve nothing: give at least 1 (leave --workers out for one per core)"
+                .into(),
+        ),
+        Some(_) if count > MAX_WORKERS => Err(format!(
+            "{count} workers is more than the {MAX_WORKERS} supported (one per core is usual)"
+        )),
+        Some(workers) => Ok(workers),
+    }
+}
+
+/// An address to listen on: `8080` or `:8080` (every interface, as nginx's
+/// `listen 8080`), `127.0.0.1:8080`, `[::1]:8080`, or `HOST:PORT` with a
+/// name that resolves (`localhost:8080`; the first IPv4 address it resolves
+/// to, else the first address).
+pub fn parse_listen(text: &str) -> Result<SocketAddr, String> {
+    let text = text.trim();
+    let expected = "expected PORT, :PORT, HOST:PORT or [IPv6]:PORT, e.g. 127.0.0.1:8080";
+    let all_interfaces = |port: &str| {
+        parse_port(port, text).map(|port| SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port))
+    };
+    if text.matches(':').count() > 1 && !text.starts_with('[') {
+        return Err(format!(
+            "'{text}': put an IPv6 address in brackets, e.g. [::1]:8080"
+        ));
+    }
+    if let Some(port) = text.strip_prefix(':') {
+        return all_interfaces(port);
+    }
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+        return all_interfaces(text);
+    }
+    if let Ok(addr) = text.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    let Some((host, port)) = text.rsplit_once(':') else {
+        return Err(format!("'{text}' has no port ({expected})"));
+    };
+    let port = parse_port(port, text)?;
+    if host.parse::<IpAddr>().is_ok() || host.starts_with('[') {
+        return Err(format!("'{text}' is not a valid address ({expected})"));
+    }
+    let resolved: Vec<SocketAddr> = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve '{host}': {e}"))?
+        .collect();
+    resolved
+        .iter()
+        .find(|addr| addr.is_ipv4())
+        .or(resolved.first())
+        .copied()
+        .ok_or_else(|| format!("'{host}' resolves to no address"))
+}
+
+fn parse_port(port: &str, whole: &str) -> Result<u16, String> {
+    port.parse()
+        .map_err(|_| format!("'{whole}': '{port}' is not a port (0 to 65535)"))
+}
+
+/// Where the access log goes.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum AccessLogTarget {
+    /// No access log.
+    #[default]
+    Off,
+    /// Standard output (`-`).
+    Stdout,
+    /// Appended to this file, reopened on SIGUSR1.
+    File(PathBuf),
+}
+
+impl fmt::Display for AccessLogTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AccessLogTarget::Off => f.write_str("off"),
+            AccessLogTarget::Stdout => f.write_str("-"),
+            AccessLogTarget::File(path) => write!(f, "{}", path.display()),
+        }
+    }
+}
+
+/// `--access-log`: a file path, `-` for standard output, `off`; as a
+/// switch (`KAS_ACCESS_LOG=1`, `access_log = true`), on means standard
+/// output. (A file named like a boolean is written `./on`.)
+pub fn parse_access_log(text: &str) -> Result<AccessLogTarget, String> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Err("an empty path (use - for standard output, or off)".into());
+    }
+    if text == "-" {
+        return Ok(AccessLogTarget::Stdout);
+    }
+    Ok(match parse_bool(text) {
+        Ok(true) => AccessLogTarget::Stdout,
+        Ok(false) => AccessLogTarget::Off,
+        Err(_) => AccessLogTarget::File(PathBuf::from(text)),
+    })
+}
+
+/// A boolean as people write it in environment variables and files:
+/// `1/0`, `true/false`, `yes/no`, `on/off`, in any case.
+pub fn parse_bool(text: &str) -> Result<bool, String> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" => Ok(false),
+        _ => Err(format!(
+            "'{text}' is not a boolean (use 1/0, true/false, yes/no or on/off)"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_with_binary_units() {
+        assert_eq!(parse_size("512"), Ok(512));
+        assert_eq!(parse_size("16KiB"), Ok(16 * 1024));
+        assert_eq!(parse_size("1MiB"), Ok(1 << 20));
+        assert_eq!(parse_size("2 gib"), Ok(2 << 30));
+        assert!(parse_size("12 parsecs").unwrap_err().contains("parsecs"));
+        assert!(parse_size("-1").unwrap_err().contains("not a size"));
+        assert!(parse_size("99999999999999999999GiB").is_err());
+    }
+
+    #[test]
+    fn sizes_print_in_the_largest_whole_unit() {
+        assert_eq!(format_size(16 * 1024), "16KiB");
+        assert_eq!(format_size(1 << 20), "1MiB");
+        assert_eq!(format_size(1500), "1500");
+        assert_eq!(format_size(0), "0");
+    }
+
+    #[test]
+    fn header_sizes_below_a_kibibyte_are_refused() {
+        assert!(parse_header_size("0").unwrap_err().contains("too small"));
+        assert!(parse_header_size("1023").is_err());
+        assert_eq!(parse_header_size("1KiB"), Ok(1024));
+    }
+
+    #[test]
+    fn durations_parse_as_humantime() {
+        assert_eq!(parse_duration("150ms"), Ok(Duration::from_millis(150)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1m5s"), Ok(Duration::from_secs(65)));
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        assert!(parse_duration("soon").unwrap_err().contains("soon"));
+        assert!(parse_duration("-1s").unwrap_err().contains("negative"));
+        assert!(parse_duration("5").unwrap_err().contains("5s"));
+        assert!(parse_duration("2y").unwrap_err().contains("over a year"));
+    }
+
+    #[test]
+    fn durations_print_compactly_and_parse_back() {
+        for (ms, text) in [
+            (0, "0"),
+            (150, "150ms"),
+            (5000, "5s"),
+            (65_000, "1m5s"),
+            (5_400_000, "1h30m"),
+            (65_250, "1m5s250ms"),
+            (90_000_000, "1d1h"),
+        ] {
+            let duration = Duration::from_millis(ms);
+            assert_eq!(format_duration(duration), text);
+            assert_eq!(parse_duration(text), Ok(duration), "{text}");
+        }
+        assert_eq!(format_duration(Duration::from_micros(1500)), "1ms500us");
+    }
+
+    #[test]
+    fn counts_explain_what_is_wrong() {
+        assert_eq!(parse_count::<u32>("7"), Ok(7));
+        assert!(parse_count::<u32>("-3").unwrap_err().contains("negative"));
+        assert!(
+            parse_count::<u32>("99999999999")
+                .unwrap_err()
+                .contains("too large")
+        );
+        assert!(
+            parse_count::<u32>("many")
+                .unwrap_err()
+                .contains("whole number")
+        );
+    }
+
+    #[test]
+    fn workers_must_be_between_one_and_the_cap() {
+        assert_eq!(parse_workers("2").map(NonZeroUsize::get), Ok(2));
+        assert!(parse_workers("0").unwrap_err().contains("at least 1"));
+        assert!(parse_workers("100000").unwrap_err().contains("supported"));
+        assert!(parse_workers("-1").unwrap_err().contains("negative"));
+    }
+
+    #[test]
+    fn listen_accepts_port_forms_names_and_bracketed_ipv6() {
+        let any = |port| SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port);
+        assert_eq!(parse_listen(":8080"), Ok(any(8080)));
+        assert_eq!(parse_listen("8080"), Ok(any(8080)));
+        assert_eq!(
+            parse_listen("127.0.0.1:80"),
+            Ok("127.0.0.1:80".parse().unwrap())
+        );
+        assert_eq!(parse_listen("[::1]:80"), Ok("[::1]:80".parse().unwrap()));
+        let local = parse_listen("localhost:8080").expect("localhost resolves");
+        assert!(local.ip().is_loopback() && local.port() == 8080, "{local}");
+        assert!(parse_listen("nowhere").unwrap_err().contains("no port"));
+        assert!(parse_listen(":99999").unwrap_err().contains("not a port"));
+        assert!(parse_listen("::1:80").unwrap_err().contains("brackets"));
+        assert!(parse_listen("300.1.1.1:80").is_err());
+    }
+
+    #[test]
+    fn access_log_takes_a_path_a_dash_or_a_switch() {
+        assert_eq!(parse_access_log("-"), Ok(AccessLogTarget::Stdout));
+        assert_eq!(parse_access_log("1"), Ok(AccessLogTarget::Stdout));
+        assert_eq!(parse_access_log("off"), Ok(AccessLogTarget::Off));
+        assert_eq!(parse_access_log("false"), Ok(AccessLogTarget::Off));
+        assert_eq!(
+            parse_access_log("/var/log/kas.log"),
+            Ok(AccessLogTarget::File("/var/log/kas.log".into()))
+        );
+        assert_eq!(
+            parse_access_log("./on"),
+            Ok(AccessLogTarget::File("./on".into()))
+        );
+        assert!(parse_access_log("").is_err());
+    }
+
+    #[test]
+    fn booleans_accept_the_usual_words() {
+        for yes in ["1", "true", "YES", "On"] {
+            assert_eq!(parse_bool(yes), Ok(true), "{yes}");
+        }
+        for no in ["0", "false", "no", "OFF"] {
+            assert_eq!(parse_bool(no), Ok(false), "{no}");
+        }
+        assert!(parse_bool("maybe").is_err());
+    }
+}

@@ -1,0 +1,156 @@
+//! SIGHUP: read the `--config` file again, validated exactly as at startup,
+//! and hand the new settings to every worker; log what changed.
+//!
+//! Each worker has a [`SettingsSlot`] beside its snapshot mailbox: the
+//! reload puts the new settings there and wakes the worker's poll; the
+//! worker swaps them in at the top of its next turn, before it handles
+//! another event. Connections stay open; a timer armed after the swap uses
+//! the new durations, one already running keeps its own. Options the
+//! running server cannot change (the listening address, the number of
+//! workers, the admin address, the log format, the access log) keep their
+//! old values and are reported as ignored until a restart. An invalid file
+//! changes nothing.
+
+use std::ffi::OsString;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::config::{Config, Settings};
+use crate::server::Remote;
+
+/// How long a reload waits for every worker to take the new settings.
+const APPLY_WITHIN: Duration = Duration::from_secs(5);
+
+/// New settings waiting for one worker's next turn.
+#[derive(Debug, Default)]
+pub struct SettingsSlot {
+    pending: AtomicBool,
+    settings: Mutex<Option<Arc<Settings>>>,
+}
+
+impl SettingsSlot {
+    /// Leaves `settings` for the worker (replacing any not yet taken).
+    pub fn offer(&self, settings: Arc<Settings>) {
+        if let Ok(mut slot) = self.settings.lock() {
+            *slot = Some(settings);
+            self.pending.store(true, Ordering::Release);
+        }
+    }
+
+    /// The worker's check, once per turn: one atomic load unless a reload
+    /// is waiting.
+    pub fn take(&self) -> Option<Arc<Settings>> {
+        if !self.pending.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut slot = self.settings.lock().ok()?;
+        self.pending.store(false, Ordering::Release);
+        slot.take()
+    }
+
+    /// Whether the worker has yet to take what was offered.
+    pub fn is_pending(&self) -> bool {
+        self.pending.load(Ordering::Acquire)
+    }
+}
+
+/// What a reload did.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Started without `--config`: nothing to read.
+    NoConfigFile,
+    /// The file (or the environment) is invalid: the message, which names
+    /// the key; nothing changed.
+    Invalid(String),
+    /// The new configuration is in force (restart-only options kept as
+    /// they were); `workers` is how many took it in time.
+    Applied { workers: usize },
+}
+
+/// Reloads from `args` (the process's own command line) on behalf of a
+/// running server whose configuration is `running`; on success `running`
+/// becomes the configuration now in force. Logs the outcome.
+pub fn reload(running: &mut Config, args: &[OsString], remote: &Remote) -> Outcome {
+    let Some(path) = running.config.clone() else {
+        tracing::info!("SIGHUP: nothing to reload (started without --config)");
+        return Outcome::NoConfigFile;
+    };
+    let path = path.display().to_string();
+    let loaded = match Config::load_from(args) {
+        Ok(loaded) => loaded,
+        Err(e) => {
+            let rendered = e.to_string();
+            let message = rendered.trim().trim_start_matches("error: ").to_owned();
+            tracing::error!(
+                config = %path,
+                "reload failed, the running configuration stays in force: {message}"
+            );
+            return Outcome::Invalid(message);
+        }
+    };
+    let mut next = loaded.clone();
+    next.listen = running.listen;
+    next.workers = running.workers;
+    next.admin = running.admin;
+    next.log_format = running.log_format;
+    next.access_log = running.access_log.clone();
+    for ignored in running.changes(&loaded).iter().filter(|c| c.needs_restart) {
+        tracing::warn!(
+            config = %path,
+            "reload: {} changed ({} -> {}), ignored until restart",
+            ignored.key,
+            ignored.old,
+            ignored.new
+        );
+    }
+    let changed: Vec<String> = running
+        .changes(&next)
+        .iter()
+        .map(|c| format!("{} {} -> {}", c.key, c.old, c.new))
+        .collect();
+    let workers = apply(remote, Arc::new(next.settings()));
+    *running = next;
+    let summary = if changed.is_empty() {
+        "no changes".to_owned()
+    } else {
+        changed.join(", ")
+    };
+    tracing::info!(config = %path, applied_by = workers, "reloaded: {summary}");
+    Outcome::Applied { workers }
+}
+
+/// Offers `settings` to every worker and waits until each has taken them
+/// (so a request sent after the log line meets them), up to
+/// [`APPLY_WITHIN`]. Returns how many did.
+fn apply(remote: &Remote, settings: Arc<Settings>) -> usize {
+    remote.offer_settings(&settings);
+    let deadline = Instant::now() + APPLY_WITHIN;
+    loop {
+        let waiting = remote.workers_yet_to_take_settings();
+        if waiting == 0 || Instant::now() >= deadline {
+            return remote.worker_count() - waiting;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slot_hands_over_the_latest_settings_once() {
+        let slot = SettingsSlot::default();
+        assert!(slot.take().is_none());
+        let settings = Config::with_listen("127.0.0.1:0".parse().unwrap()).settings();
+        let mut newer = settings.clone();
+        newer.max_connections = 7;
+        slot.offer(Arc::new(settings));
+        slot.offer(Arc::new(newer));
+        assert!(slot.is_pending());
+        assert_eq!(slot.take().map(|s| s.max_connections), Some(7));
+        assert!(!slot.is_pending());
+        assert!(slot.take().is_none());
+    }
+}

@@ -1,0 +1,146 @@
+//! SIGHUP reloads the `--config` file, against the built binary: open
+//! connections survive and their next response advertises the new
+//! keep-alive timeout, timers armed afterwards use the new durations, an
+//! invalid file changes nothing, options that need a restart are reported
+//! as ignored, and without a file there is nothing to reload. SIGHUP never
+//! ends the process.
+
+mod common_ops;
+
+use std::time::{Duration, Instant};
+
+use common_ops::{Client, Running, TempFile, command};
+
+const WITHIN: Duration = Duration::from_secs(10);
+
+fn start(file: &TempFile, extra: &[&str]) -> Running {
+    let mut args = vec!["--config", file.arg(), "--listen", "127.0.0.1:0"];
+    args.extend_from_slice(extra);
+    Running::start(command(&args))
+}
+
+fn keep_alive(client: &mut Client) -> String {
+    let response = client.request("/");
+    assert_eq!(response.status, 200);
+    response.header("keep-alive").unwrap_or_default().to_owned()
+}
+
+/// Rewrites the file, sends SIGHUP and waits for the log line containing
+/// `outcome` ("reloaded", "reload failed"), which it returns.
+fn reload(server: &Running, file: &TempFile, contents: &str, outcome: &str) -> String {
+    file.write(contents);
+    server.signal("HUP");
+    server.wait_for_line(outcome, WITHIN)
+}
+
+fn assert_running(server: &mut Running) {
+    assert!(
+        server.child.try_wait().unwrap().is_none(),
+        "the server exited; log: {:?}",
+        server.log()
+    );
+}
+
+#[test]
+fn an_open_connection_survives_a_reload_and_advertises_the_new_timeout() {
+    let file = TempFile::new("server.toml", "keep_alive_timeout = \"5s\"\n");
+    let mut server = start(&file, &["--workers", "2"]);
+    let mut open = Client::connect(server.addr);
+    assert_eq!(keep_alive(&mut open), "timeout=5");
+
+    let line = reload(&server, &file, "keep_alive_timeout = \"7s\"\n", "reloaded");
+    assert!(line.contains("keep_alive_timeout 5s -> 7s"), "{line}");
+    assert!(
+        line.contains("applied_by=2"),
+        "both workers took it: {line}"
+    );
+
+    assert_eq!(
+        keep_alive(&mut open),
+        "timeout=7",
+        "the same connection, after the reload"
+    );
+    assert_eq!(keep_alive(&mut Client::connect(server.addr)), "timeout=7");
+    assert_running(&mut server);
+}
+
+#[test]
+fn timers_armed_after_a_reload_use_the_new_durations() {
+    let file = TempFile::new(
+        "server.toml",
+        "keep_alive_timeout = \"30s\"\nkeep_alive_buffer = \"0s\"\n",
+    );
+    let mut server = start(&file, &["--workers", "1"]);
+    let mut open = Client::connect(server.addr);
+    assert_eq!(keep_alive(&mut open), "timeout=30");
+
+    let fast = "keep_alive_timeout = \"1s\"\nkeep_alive_buffer = \"0s\"\n";
+    reload(&server, &file, fast, "reloaded");
+    assert_eq!(keep_alive(&mut open), "timeout=1");
+    let idle_since = Instant::now();
+    let waited = open.expect_closed(WITHIN);
+    assert!(
+        waited >= Duration::from_millis(900) && idle_since.elapsed() < Duration::from_secs(10),
+        "closed {waited:?} after a response advertising timeout=1 (the old timeout was 30s)"
+    );
+    assert_running(&mut server);
+}
+
+#[test]
+fn an_invalid_file_keeps_the_running_configuration() {
+    let file = TempFile::new("server.toml", "keep_alive_timeout = \"5s\"\n");
+    let mut server = start(&file, &["--workers", "1"]);
+    let mut open = Client::connect(server.addr);
+    assert_eq!(keep_alive(&mut open), "timeout=5");
+
+    for (contents, named) in [
+        ("keep_alive_timeout = \"soon\"\n", "keep_alive_timeout"),
+        ("keep_alive_timout = \"9s\"\n", "keep_alive_timout"),
+        ("max_header_size = 10\n", "max_header_size"),
+    ] {
+        let line = reload(&server, &file, contents, "reload failed");
+        assert!(line.contains(named), "{contents:?}: {line}");
+        assert!(line.contains("ERROR"), "{line}");
+        assert_eq!(keep_alive(&mut open), "timeout=5", "after {contents:?}");
+    }
+    // A good file afterwards still applies.
+    reload(&server, &file, "keep_alive_timeout = \"6s\"\n", "reloaded");
+    assert_eq!(keep_alive(&mut open), "timeout=6");
+    assert_running(&mut server);
+}
+
+#[test]
+fn options_that_need_a_restart_are_reported_and_ignored() {
+    let file = TempFile::new("server.toml", "workers = 1\n");
+    let mut server = start(&file, &[]);
+    file.write("workers = 2\nkeep_alive_timeout = \"4s\"\n");
+    server.signal("HUP");
+    let warning = server.wait_for_line("ignored until restart", WITHIN);
+    assert!(
+        warning.contains("workers") && warning.contains("1 -> 2"),
+        "{warning}"
+    );
+    let line = server.wait_for_line("reloaded", WITHIN);
+    assert!(!line.contains("workers 1"), "{line}");
+    assert_eq!(keep_alive(&mut Client::connect(server.addr)), "timeout=4");
+    assert_running(&mut server);
+}
+
+#[test]
+fn without_a_config_file_sighup_says_there_is_nothing_to_reload() {
+    let mut server = Running::start(command(&["--listen", "127.0.0.1:0", "--workers", "1"]));
+    server.signal("HUP");
+    server.wait_for_line("nothing to reload", WITHIN);
+    assert_eq!(keep_alive(&mut Client::connect(server.addr)), "timeout=65");
+    assert_running(&mut server);
+}
+
+#[test]
+fn sighup_right_after_the_startup_line_does_not_end_the_process() {
+    for _ in 0..5 {
+        let mut server = Running::start(command(&["--listen", "127.0.0.1:0", "--workers", "1"]));
+        server.signal("HUP");
+        std::thread::sleep(Duration::from_millis(50));
+        assert_running(&mut server);
+    }
+}
