@@ -15,11 +15,22 @@ const RESPONSE: &[u8] =
     b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 13\r\n\r\nHello, World!";
 const LISTENER: Token = Token(usize::MAX - 1);
 
+const USAGE: &str = "usage: floor [ADDR]   (default 127.0.0.1:18470)";
+
 fn main() -> std::io::Result<()> {
-    let addr = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "127.0.0.1:18470".into());
-    let mut listener = TcpListener::bind(addr.parse().expect("an address"))?;
+    let arg = std::env::args().nth(1);
+    let addr = match arg.as_deref() {
+        Some("-h" | "--help") => {
+            println!("{USAGE}\nA bare mio loop answering every request with Hello, World!");
+            return Ok(());
+        }
+        Some(text) => text.parse().unwrap_or_else(|e| {
+            eprintln!("floor: '{text}' is not an address: {e}\n{USAGE}");
+            std::process::exit(2)
+        }),
+        None => std::net::SocketAddr::from(([127, 0, 0, 1], 18470)),
+    };
+    let mut listener = TcpListener::bind(addr)?;
     let mut poll = Poll::new()?;
     poll.registry()
         .register(&mut listener, LISTENER, Interest::READABLE)?;

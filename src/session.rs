@@ -1,6 +1,6 @@
 //! The HTTP exchange on one connection, without the socket: bytes in the
 //! input buffer become responses in the output buffer, request by request,
-//! in order. An explicit state machine ([`Exchange`]) says where the request
+//! in order. An explicit state machine (`Exchange`) says where the request
 //! in progress stands; [`Session::phase`] condenses it, with the buffers, into
 //! what the connection's timers and the worker need to know.
 //!

@@ -1,8 +1,8 @@
 //! Configuration: every flag, its `KAS_*` environment variable, its key in
 //! the `--config` TOML file and its default ([`Config`]); where values come
-//! from and in what precedence ([`load`]: flag > environment > file >
+//! from and in what precedence (`load`: flag > environment > file >
 //! default); how values are written ([`values`]); the effective listing
-//! `--check` prints ([`effective`]). [`Config::settings`] turns the result
+//! `--check` prints (`effective`). [`Config::settings`] turns the result
 //! into the whole-millisecond [`Settings`] workers run on.
 
 mod effective;
@@ -56,7 +56,7 @@ pub struct Config {
     #[arg(long)]
     pub check: bool,
 
-    /// Address to listen on: PORT or :PORT (every interface), HOST:PORT, [IPv6]:PORT.
+    /// Address to listen on: PORT or :PORT (every interface), HOST:PORT or `[IPv6]:PORT`.
     #[arg(long, env = "KAS_LISTEN", value_name = "ADDR", default_value = "127.0.0.1:8080", value_parser = parse_listen, allow_hyphen_values = true)]
     pub listen: SocketAddr,
 

@@ -1,0 +1,105 @@
+//! What packaging promises: the systemd unit is valid (`systemd-analyze
+//! verify`, where installed) and stops after the server's own drain, and
+//! the package installs one binary and says its license and minimum Rust.
+
+mod common_ops;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common_ops::{BIN, TempFile, repo_path};
+
+fn unit() -> String {
+    std::fs::read_to_string(repo_path("config/keepalive-server.service")).expect("the unit file")
+}
+
+/// The values of `key=` lines in the unit.
+fn values<'a>(unit: &'a str, key: &str) -> Vec<&'a str> {
+    unit.lines()
+        .filter_map(|line| line.strip_prefix(key)?.strip_prefix('='))
+        .collect()
+}
+
+#[test]
+fn the_unit_stops_by_sigterm_after_the_shutdown_timeout_and_reloads_by_sighup() {
+    let unit = unit();
+    assert_eq!(values(&unit, "KillSignal"), ["SIGTERM"]);
+    let reload = values(&unit, "ExecReload");
+    assert_eq!(
+        reload.last(),
+        Some(&"/bin/kill -HUP $MAINPID"),
+        "{reload:?}"
+    );
+    let stop = values(&unit, "TimeoutStopSec");
+    let stop = humantime::parse_duration(stop.first().expect("TimeoutStopSec")).unwrap();
+    let shutdown =
+        keepalive_server::Config::with_listen("127.0.0.1:0".parse().unwrap()).shutdown_timeout;
+    assert!(
+        stop > shutdown + Duration::from_secs(5),
+        "TimeoutStopSec {stop:?} leaves no margin over --shutdown-timeout {shutdown:?}"
+    );
+    let files: u64 = values(&unit, "LimitNOFILE")[0].parse().unwrap();
+    assert!(files >= 65536, "LimitNOFILE={files}");
+}
+
+#[test]
+fn the_unit_passes_systemd_analyze_verify() {
+    if Command::new("systemd-analyze")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: systemd-analyze is not installed");
+        return;
+    }
+    // verify checks that the binaries exist: point it at the built one.
+    let file = TempFile::new(
+        "keepalive-server.service",
+        &unit().replace("/usr/local/bin/keepalive-server", BIN),
+    );
+    let output = Command::new("systemd-analyze")
+        .args(["verify", file.arg()])
+        .output()
+        .expect("run systemd-analyze");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let about_ours: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.contains("keepalive-server.service"))
+        .collect();
+    assert!(about_ours.is_empty(), "systemd-analyze: {about_ours:?}");
+}
+
+#[test]
+fn the_package_installs_only_the_server_and_states_license_and_msrv() {
+    let output = Command::new(env!("CARGO"))
+        .args(["metadata", "--no-deps", "--format-version", "1"])
+        .current_dir(repo_path(""))
+        .output()
+        .expect("cargo metadata");
+    assert!(output.status.success());
+    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let server = metadata["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "keepalive-server")
+        .expect("the server package");
+    let bins: Vec<&str> = server["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["kind"].as_array().unwrap().iter().any(|k| k == "bin"))
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        bins,
+        ["keepalive-server"],
+        "cargo install would install these"
+    );
+    assert_eq!(server["license"], "MIT");
+    assert!(server["rust_version"].is_string(), "no rust-version");
+    assert!(server["description"].is_string(), "no description");
+    let license = std::fs::read_to_string(repo_path("LICENSE")).expect("a LICENSE file");
+    assert!(license.starts_with("MIT License"), "{license}");
+}
