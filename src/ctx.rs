@@ -6,6 +6,7 @@
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::access_log::AccessLog;
 use crate::config::Settings;
 use crate::date::DateCache;
 use crate::pool::BufferPool;
@@ -42,6 +43,8 @@ pub struct Ctx<'a> {
     pub timers: &'a mut TimerLists<TimerEvent>,
     pub pool: &'a mut BufferPool,
     pub date: &'a mut DateCache,
+    /// This worker's buffered access-log lines.
+    pub access_log: &'a mut AccessLog,
     pub settings: &'a Settings,
     pub stats: &'a Stats,
     /// The server is shutting down: no new persistence.
@@ -50,12 +53,14 @@ pub struct Ctx<'a> {
     pub conn: ConnLabel,
 }
 
-/// A connection as logs name it: an id unique over the process's life and
-/// the peer's address (as accept() returned it, so no lookup is needed).
+/// A connection as logs name it: an id unique over the process's life,
+/// the peer's address (as accept() returned it, so no lookup is needed)
+/// and when it was accepted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnLabel {
     pub id: u64,
     pub peer: SocketAddr,
+    pub accepted: Micros,
 }
 
 impl Default for ConnLabel {
@@ -63,17 +68,19 @@ impl Default for ConnLabel {
         ConnLabel {
             id: 0,
             peer: SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), 0),
+            accepted: 0,
         }
     }
 }
 
 impl ConnLabel {
     /// A label with the next connection id (ids start at 1).
-    pub fn next(peer: SocketAddr) -> Self {
+    pub fn next(peer: SocketAddr, accepted: Micros) -> Self {
         static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         ConnLabel {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             peer,
+            accepted,
         }
     }
 }
@@ -84,6 +91,7 @@ pub struct Resources {
     pub timers: TimerLists<TimerEvent>,
     pub pool: BufferPool,
     pub date: DateCache,
+    pub access_log: AccessLog,
 }
 
 impl Resources {
@@ -108,6 +116,7 @@ impl Resources {
             timers: &mut self.timers,
             pool: &mut self.pool,
             date: &mut self.date,
+            access_log: &mut self.access_log,
             settings,
             stats,
             draining: false,

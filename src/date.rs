@@ -19,6 +19,8 @@ pub const DATE_LEN: usize = 29;
 #[derive(Debug, Default)]
 pub struct DateCache {
     value: [u8; DATE_LEN],
+    /// The Unix second `value` shows.
+    unix_second: u64,
     /// True from formatting until the invalidation timer fires.
     valid: bool,
 }
@@ -51,11 +53,16 @@ impl DateCache {
         let written = write!(cursor, "{}", httpdate::HttpDate::from(wall));
         debug_assert!(written.is_ok() && cursor.position() as usize == DATE_LEN);
         self.valid = true;
-        let into_second = wall
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |since| since.subsec_micros());
+        let since = wall.duration_since(UNIX_EPOCH).unwrap_or_default();
+        self.unix_second = since.as_secs();
+        let into_second = since.subsec_micros();
         // Round up: firing a little after the boundary is fine, before is not.
         (1_000_000 - u64::from(into_second)).div_ceil(1000)
+    }
+
+    /// The Unix second of the last formatted value (the access log's time).
+    pub fn unix_second(&self) -> u64 {
+        self.unix_second
     }
 
     /// Called when the invalidation timer fires.

@@ -17,6 +17,7 @@
 //!   timers, and the loop clock with its one kernel timer (a timerfd).
 //! - `memory`: handing memory freed after a burst back to the system.
 
+pub mod access_log;
 pub mod admin;
 pub mod config;
 pub mod ctx;

@@ -1,7 +1,7 @@
 //! The `keepalive-server` binary: load the configuration (`--check` stops
 //! there), bind, log where to find the server and what it runs with, then
 //! serve until SIGINT/SIGTERM has drained it (a second signal exits at
-//! once). SIGHUP reloads the `--config` file.
+//! once). SIGHUP reloads the `--config` file; SIGUSR1 reopens the access log.
 
 use std::ffi::OsString;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use keepalive_server::config::format_duration;
 use keepalive_server::{Config, Remote, Server, admin, logging, reload};
-use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 use signal_hook::iterator::Signals;
 
 fn main() -> ExitCode {
@@ -32,7 +32,7 @@ fn main() -> ExitCode {
 fn run(config: Config, args: Vec<OsString>) -> Result<(), String> {
     // Registered before anything is logged: a signal sent as soon as the
     // startup line appears must be handled, not kill by default action.
-    let signals = Signals::new([SIGINT, SIGTERM, SIGHUP])
+    let signals = Signals::new([SIGINT, SIGTERM, SIGHUP, SIGUSR1])
         .map_err(|e| format!("cannot install signal handlers: {e}"))?;
     let settings = config.settings();
     let server = Server::bind(settings.clone())
@@ -85,7 +85,7 @@ fn url(addr: SocketAddr) -> String {
 }
 
 /// First SIGINT/SIGTERM: graceful shutdown. Second: exit at once. SIGHUP:
-/// reload the config file.
+/// reload the config file. SIGUSR1: reopen the access log.
 fn watch_signals(
     mut signals: Signals,
     remote: Remote,
@@ -101,6 +101,19 @@ fn watch_signals(
                     SIGHUP => {
                         reload::reload(&mut config, &args, &remote);
                     }
+                    SIGUSR1 => match remote.reopen_access_log() {
+                        Ok(Some(path)) => {
+                            tracing::info!(path = %path.display(), "reopened the access log");
+                        }
+                        Ok(None) => tracing::info!(
+                            access_log = %config.access_log,
+                            "SIGUSR1: no access log file to reopen"
+                        ),
+                        Err(e) => tracing::error!(
+                            error = %e,
+                            "cannot reopen the access log: still writing to the old file"
+                        ),
+                    },
                     _ if !stopping => {
                         stopping = true;
                         tracing::info!(signal, "shutting down: finishing in-flight requests");

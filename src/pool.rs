@@ -10,6 +10,8 @@
 //! that is freed, and counted ([`BufferPool::take_released`]) so the worker
 //! can hand the memory back to the system once a burst is over.
 
+use crate::access_log::AccessRecord;
+
 /// Initial input buffer size; it grows up to the head limit when a head needs it.
 const INPUT_START: usize = 4096;
 /// Buffers that grew past this are shrunk before going back to the pool.
@@ -144,13 +146,6 @@ pub struct Buffers {
     pub log: AccessRecord,
 }
 
-/// The request line and when it was parsed, kept for the access log.
-#[derive(Debug, Default)]
-pub struct AccessRecord {
-    pub request_line: Vec<u8>,
-    pub started: crate::timers::Micros,
-}
-
 impl Buffers {
     fn new() -> Self {
         Buffers {
@@ -168,7 +163,7 @@ impl Buffers {
             + self.input.buf.len()
             + self.output.buf.capacity()
             + self.body.capacity()
-            + self.log.request_line.capacity()
+            + self.log.capacity()
     }
 
     /// Whether nothing is buffered in either direction.
@@ -180,6 +175,7 @@ impl Buffers {
         self.input.reset();
         self.output.reset();
         self.head_scanned = 0;
+        self.log.reset();
         self.body.clear();
         if self.body.capacity() > KEEP_CAPACITY {
             self.body = Vec::new();

@@ -12,6 +12,7 @@ use std::thread::JoinHandle;
 use mio::{Poll, Waker};
 use socket2::{Domain, Protocol, Socket, Type};
 
+use crate::access_log::AccessLogSink;
 use crate::config::Settings;
 use crate::introspect::{Snapshot, WorkerShared};
 use crate::stats::Stats;
@@ -19,22 +20,25 @@ use crate::worker::{WAKER, Worker};
 
 const LISTEN_BACKLOG: i32 = 1024;
 
-/// What every worker watches: the stop flag.
+/// What every worker shares: the stop flag and the access log.
 #[derive(Debug, Default)]
 pub struct Control {
     pub stopping: AtomicBool,
+    pub access_log: AccessLogSink,
 }
 
 /// Bound listeners, not yet serving.
 pub struct Server {
     settings: Arc<Settings>,
+    access_log: AccessLogSink,
     listeners: Vec<std::net::TcpListener>,
     local_addr: SocketAddr,
 }
 
 impl Server {
-    /// Binds `settings.workers` listeners to `settings.listen`. A port that is
-    /// already taken (even by a SO_REUSEPORT listener) is an `AddrInUse` error.
+    /// Binds `settings.workers` listeners to `settings.listen` and opens the
+    /// access log. A port that is already taken (even by a SO_REUSEPORT
+    /// listener) is an `AddrInUse` error.
     pub fn bind(settings: Settings) -> io::Result<Server> {
         // A plain probe bind first: SO_REUSEPORT sockets would silently share
         // a port with another instance, so prove the port is free (and learn
@@ -46,8 +50,15 @@ impl Server {
             .map(|_| reuseport_listener(local_addr))
             .collect::<io::Result<Vec<_>>>()?;
         reserve_descriptor_table(&listeners[0]);
+        let access_log = AccessLogSink::open(&settings.access_log).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot open access log {}: {e}", settings.access_log),
+            )
+        })?;
         Ok(Server {
             settings: Arc::new(settings),
+            access_log,
             listeners,
             local_addr,
         })
@@ -59,7 +70,10 @@ impl Server {
 
     /// Starts one thread per worker.
     pub fn start(self) -> io::Result<ServerHandle> {
-        let control = Arc::new(Control::default());
+        let control = Arc::new(Control {
+            stopping: AtomicBool::new(false),
+            access_log: self.access_log,
+        });
         let mut workers = Vec::new();
         for (index, listener) in self.listeners.into_iter().enumerate() {
             let poll = Poll::new()?;
@@ -211,6 +225,12 @@ impl Remote {
         for (_, waker) in &self.workers {
             let _ = waker.wake();
         }
+    }
+
+    /// Opens the access log file again (SIGUSR1, after logrotate moved
+    /// it); the path, or `None` when the log is standard output or off.
+    pub fn reopen_access_log(&self) -> io::Result<Option<&std::path::PathBuf>> {
+        self.control.access_log.reopen()
     }
 
     pub fn is_stopping(&self) -> bool {

@@ -17,6 +17,7 @@
 //!
 //! Keeping I/O out makes this the unit the fuzz target drives directly.
 
+use crate::access_log::Entry;
 use crate::config::Settings;
 use crate::ctx::{Ctx, TimerEvent};
 use crate::http::body::{BodyOut, BodySink};
@@ -227,6 +228,9 @@ impl Session {
             }
             match self.exchange {
                 Exchange::AwaitingHead => {
+                    if ctx.settings.logs_access() {
+                        buffers.log.begin(ctx.now);
+                    }
                     let limit = ctx.settings.max_header_size;
                     if !worth_parsing(buffers, limit) {
                         return;
@@ -234,8 +238,9 @@ impl Session {
                     let max_body = ctx.settings.max_body_size;
                     match parse_head(buffers.input.bytes_mut(), limit, max_body) {
                         Ok(Some((head, len))) => {
-                            if ctx.settings.access_log {
-                                remember_request_line(buffers, ctx.now);
+                            if ctx.settings.logs_access() {
+                                let Buffers { input, log, .. } = &mut *buffers;
+                                log.remember_head(&input.bytes()[..len]);
                             }
                             buffers.input.consume(len);
                             buffers.head_scanned = 0;
@@ -292,6 +297,7 @@ impl Session {
             return true;
         }
         if self.response_begun() {
+            self.log_stream(buffers, ctx);
             return false;
         }
         self.fail(Status::RequestTimeout, cause, buffers, ctx);
@@ -388,7 +394,7 @@ impl Session {
                 buffers.input.consume(progress.consumed);
                 if progress.done {
                     match target {
-                        BodyTarget::Stream(echo) => self.finish_stream(answer, echo, buffers, ctx),
+                        BodyTarget::Stream(_) => self.finish_stream(answer, buffers, ctx),
                         BodyTarget::Discard | BodyTarget::Gather => {
                             self.complete(answer, buffers, ctx)
                         }
@@ -397,7 +403,7 @@ impl Session {
                 progress.consumed > 0
             }
             Err(error) if self.response_begun() => {
-                self.abandon_stream(error, buffers);
+                self.abandon_stream(error, buffers, ctx);
                 false
             }
             Err(error) => {
@@ -420,7 +426,16 @@ impl Session {
         let Buffers { output, body, .. } = buffers;
         let length = length.map_or(BodyLength::Chunked, BodyLength::Known);
         let kind = "application/octet-stream";
-        write_head(&mut output.buf, Status::Ok, kind, length, persistence, ctx);
+        let left = self.requests_left(ctx.settings);
+        write_head(
+            &mut output.buf,
+            Status::Ok,
+            kind,
+            length,
+            persistence,
+            left,
+            ctx,
+        );
         let echo = match length {
             _ if answer.is_head => Echo::Nothing,
             BodyLength::Known(_) => Echo::Raw,
@@ -439,32 +454,53 @@ impl Session {
     }
 
     /// The streamed body ended: end the response too.
-    fn finish_stream(
-        &mut self,
-        answer: Answer,
-        echo: Echo,
-        buffers: &mut Buffers,
-        ctx: &mut Ctx<'_>,
-    ) {
+    fn finish_stream(&mut self, answer: Answer, buffers: &mut Buffers, ctx: &mut Ctx<'_>) {
         self.received += 1;
-        if echo == Echo::Chunks {
+        if let Exchange::Body {
+            target: BodyTarget::Stream(Echo::Chunks),
+            ..
+        } = self.exchange
+        {
             buffers.output.buf.extend_from_slice(LAST_CHUNK);
         }
-        if ctx.settings.access_log {
-            access_log(buffers, Status::Ok, 0, ctx);
-        }
+        self.log_stream(buffers, ctx);
         self.exchange = after_response(self.final_persistence(answer, ctx));
+    }
+
+    /// Logs the streamed response in progress, as far as it went: it ended,
+    /// or it will stay unfinished.
+    fn log_stream(&self, buffers: &mut Buffers, ctx: &mut Ctx<'_>) {
+        let Exchange::Body {
+            received,
+            target: BodyTarget::Stream(echo),
+            ..
+        } = self.exchange
+        else {
+            return;
+        };
+        if ctx.settings.logs_access() {
+            let sent = if echo == Echo::Nothing { 0 } else { received };
+            access_log(buffers, Status::Ok, sent, ctx);
+        }
+    }
+
+    /// Requests the connection will take after the one being answered,
+    /// when `--max-requests-per-socket` limits them (`Keep-Alive: max=N`).
+    fn requests_left(&self, settings: &Settings) -> Option<u32> {
+        let limit = settings.max_requests_per_socket;
+        (limit > 0).then(|| limit.saturating_sub(self.served + 1))
     }
 
     /// The body turned out bad after its echo began: no status can be sent
     /// any more, so the response stays unfinished (short of its length, or
     /// without its last chunk) and the connection closes once it is flushed,
     /// which tells the client the exchange failed.
-    fn abandon_stream(&mut self, error: RequestError, buffers: &mut Buffers) {
+    fn abandon_stream(&mut self, error: RequestError, buffers: &mut Buffers, ctx: &mut Ctx<'_>) {
         tracing::debug!(
             ?error,
             "request body refused after its echo began: the response ends unfinished"
         );
+        self.log_stream(buffers, ctx);
         buffers.input.clear();
         self.exchange = Exchange::Closing {
             cause: CloseCause::BadRequest,
@@ -519,6 +555,7 @@ impl Session {
             content_type,
             length,
             persistence,
+            self.requests_left(ctx.settings),
             ctx,
         );
         if !answer.is_head {
@@ -527,8 +564,9 @@ impl Session {
         body.clear();
         ctx.stats.responded(status, answer.method, self.served > 0);
         self.served += 1;
-        if ctx.settings.access_log {
-            access_log(buffers, status, content_length, ctx);
+        if ctx.settings.logs_access() {
+            let sent = if answer.is_head { 0 } else { content_length };
+            access_log(buffers, status, sent as u64, ctx);
         }
         self.exchange = after_response(persistence);
     }
@@ -547,17 +585,29 @@ impl Session {
         buffers: &mut Buffers,
         ctx: &mut Ctx<'_>,
     ) {
+        if ctx.settings.logs_access() {
+            let Buffers { input, log, .. } = &mut *buffers;
+            log.remember_partial(input.bytes());
+        }
         buffers.input.clear();
         buffers.head_scanned = 0;
         let reason = status.reason_line();
         let length = BodyLength::Known(reason.len() as u64);
         let out = &mut buffers.output.buf;
-        write_head(out, status, "text/plain", length, Persistence::Close, ctx);
+        write_head(
+            out,
+            status,
+            "text/plain",
+            length,
+            Persistence::Close,
+            None,
+            ctx,
+        );
         buffers.output.buf.extend_from_slice(reason);
         ctx.stats
             .responded(status, self.method_in_progress(), self.served > 0);
-        if ctx.settings.access_log {
-            access_log(buffers, status, reason.len(), ctx);
+        if ctx.settings.logs_access() {
+            access_log(buffers, status, reason.len() as u64, ctx);
         }
         self.exchange = Exchange::Closing { cause };
     }
@@ -571,6 +621,7 @@ fn write_head(
     content_type: &'static str,
     length: BodyLength,
     persistence: Persistence,
+    requests_left: Option<u32>,
     ctx: &mut Ctx<'_>,
 ) {
     ResponseHead {
@@ -582,6 +633,7 @@ fn write_head(
             .date
             .current(ctx.timers, ctx.now, TimerEvent::DateExpired),
         keep_alive_header: &ctx.settings.keep_alive_header,
+        requests_left,
     }
     .encode(out);
 }
@@ -592,7 +644,7 @@ fn after_response(persistence: Persistence) -> Exchange {
         Persistence::Close => Exchange::Closing {
             cause: CloseCause::Done,
         },
-        Persistence::KeepAlive | Persistence::KeepAliveHttp10 => Exchange::AwaitingHead,
+        Persistence::KeepAlive => Exchange::AwaitingHead,
     }
 }
 
@@ -608,10 +660,10 @@ fn persistence(
         && !draining
         && (limit == 0 || served + 1 < limit)
         && head.wants_persistence();
-    match (allowed, head.minor_version) {
-        (false, _) => Persistence::Close,
-        (true, 0) => Persistence::KeepAliveHttp10,
-        (true, _) => Persistence::KeepAlive,
+    if allowed {
+        Persistence::KeepAlive
+    } else {
+        Persistence::Close
     }
 }
 
@@ -630,36 +682,21 @@ fn worth_parsing(buffers: &Buffers, limit: usize) -> bool {
     input.len() <= EAGER_PARSE_BYTES || input[scanned..].contains(&b'\n') || input.len() >= limit
 }
 
-/// Keeps the request line for the access log (only when it is on).
-fn remember_request_line(buffers: &mut Buffers, now: crate::timers::Micros) {
-    let input = buffers.input.bytes();
-    let start = input
-        .iter()
-        .take_while(|b| matches!(b, b'\r' | b'\n'))
-        .count();
-    let line = &input[start..];
-    let end = line
-        .iter()
-        .position(|b| matches!(b, b'\r' | b'\n'))
-        .unwrap_or(line.len());
-    buffers.log.request_line.clear();
-    buffers.log.request_line.extend_from_slice(&line[..end]);
-    buffers.log.started = now;
-}
-
-/// One access-log line: common log format, then duration and connection id.
-fn access_log(buffers: &mut Buffers, status: Status, bytes: usize, ctx: &Ctx<'_>) {
-    let line = String::from_utf8_lossy(&buffers.log.request_line);
-    let peer = ctx.conn.peer.ip();
-    let date = ctx.date.cached().unwrap_or("-");
-    let micros = ctx.now.saturating_sub(buffers.log.started);
-    tracing::info!(
-        target: "access",
-        "{peer} - - [{date}] \"{line}\" {} {bytes} {}.{:03}ms conn={}",
-        status.code(),
-        micros / 1000,
-        micros % 1000,
-        ctx.conn.id,
-    );
-    buffers.log.request_line.clear();
+/// One access-log line for the response just queued (see `access_log`):
+/// the time is the Date cache's second, and asking for it keeps the Date
+/// tick armed, which is what flushes the line within a second.
+fn access_log(buffers: &mut Buffers, status: Status, bytes: u64, ctx: &mut Ctx<'_>) {
+    ctx.date
+        .current(ctx.timers, ctx.now, TimerEvent::DateExpired);
+    let started = buffers.log.started.unwrap_or(ctx.conn.accepted);
+    ctx.access_log.write(&Entry {
+        peer: ctx.conn.peer.ip(),
+        unix_second: ctx.date.unix_second(),
+        record: &buffers.log,
+        status: status.code(),
+        bytes,
+        micros: ctx.now.saturating_sub(started),
+        conn: ctx.conn.id,
+    });
+    buffers.log.clear();
 }

@@ -49,6 +49,8 @@ const ACCEPT_PAUSE_MS: u64 = 100;
 const EVENTS_CAPACITY: usize = 128;
 /// At most one eviction warning per this many milliseconds.
 const EVICTION_WARNING_EVERY_MS: u64 = 10_000;
+/// At most one warning about a failing access log per this many milliseconds.
+const ACCESS_LOG_WARNING_EVERY_MS: u64 = 10_000;
 
 /// One event loop and everything it owns.
 pub struct Worker {
@@ -64,6 +66,8 @@ pub struct Worker {
     /// Evictions since the last warning, and when that was (rate limit).
     evictions_unreported: u64,
     eviction_warned_at: Option<Micros>,
+    /// When a failed access-log write was last reported (rate limit).
+    access_log_warned_at: Option<Micros>,
     conns: Slab<Conn>,
     /// Timer lists, buffer pool and Date cache, lent to connections.
     resources: Resources,
@@ -106,6 +110,7 @@ impl Worker {
             accept_warned: false,
             evictions_unreported: 0,
             eviction_warned_at: None,
+            access_log_warned_at: None,
             conns: Slab::with_capacity(1024),
             resources: Resources::with_capacity(2048),
             settings,
@@ -139,6 +144,7 @@ impl Worker {
             }
             if self.drained(now) {
                 self.close_all(now);
+                self.flush_access_log();
                 return Ok(());
             }
             self.clock.arm(self.next_deadline())?;
@@ -148,6 +154,14 @@ impl Worker {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             }
+            // The access log times requests from when their bytes were
+            // seen, so it costs one more clock read per turn: after the
+            // poll, which may have slept.
+            let now = if self.settings.logs_access() {
+                self.clock.now()
+            } else {
+                now
+            };
             for event in events.iter() {
                 match event.token() {
                     LISTENER => self.accept(now),
@@ -168,6 +182,9 @@ impl Worker {
             if self.ready.is_empty() {
                 self.ready = ready; // keep its capacity for the next turn
             }
+            if self.resources.access_log.is_full() {
+                self.flush_access_log();
+            }
             self.return_memory(now);
         }
     }
@@ -183,6 +200,20 @@ impl Worker {
         if let Some(ms) = self.memory.freed(freed, now) {
             let timers = &mut self.resources.timers;
             timers.enroll(now, ms, false, TimerEvent::ReturnMemory);
+        }
+    }
+
+    /// Writes this worker's buffered access-log lines to the shared log.
+    fn flush_access_log(&mut self) {
+        if let Err(e) = self.resources.access_log.flush(&self.control.access_log) {
+            let now = self.clock.now();
+            let quiet = self
+                .access_log_warned_at
+                .is_some_and(|at| now < at + ACCESS_LOG_WARNING_EVERY_MS * 1000);
+            if !quiet {
+                tracing::warn!(error = %e, "cannot write the access log: lines dropped");
+                self.access_log_warned_at = Some(now);
+            }
         }
     }
 
@@ -263,7 +294,12 @@ impl Worker {
                 TimerEvent::Conn { key, slot } => {
                     self.with_conn(key as usize, now, |conn, ctx| conn.on_timer(slot, ctx));
                 }
-                TimerEvent::DateExpired => self.resources.date.invalidate(),
+                TimerEvent::DateExpired => {
+                    self.resources.date.invalidate();
+                    // Every logged response asked for the date, so this
+                    // tick comes within a second of any buffered line.
+                    self.flush_access_log();
+                }
                 TimerEvent::AcceptResume => {
                     self.accept_paused = false;
                     self.accept(now);
@@ -335,7 +371,7 @@ impl Worker {
             return;
         }
         let mut conn = Conn::new(stream);
-        conn.label = ConnLabel::next(peer);
+        conn.label = ConnLabel::next(peer, now);
         conn.touched = true;
         entry.insert(conn);
         self.touched.push(key as u32);

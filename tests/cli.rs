@@ -165,7 +165,7 @@ fn good_flags_start_a_server_that_answers() {
     let response = client.read_response();
     assert_eq!(response.status, 200);
     assert_eq!(response.body, HELLO);
-    assert_eq!(response.header("keep-alive"), Some("timeout=7, max=9"));
+    assert_eq!(response.header("keep-alive"), Some("timeout=7, max=8"));
     assert!(
         running.child.try_wait().unwrap().is_none(),
         "the server exited while serving"

@@ -53,7 +53,7 @@ fn file_settings_are_applied() {
          max_requests_per_socket = 3\naccess_log = true\n",
     );
     let header = keep_alive_header(command(&["--config", file.arg()]));
-    assert_eq!(header, "timeout=5, max=3");
+    assert_eq!(header, "timeout=5, max=2");
 }
 
 #[test]

@@ -159,7 +159,7 @@ fn activity_keeps_an_idle_connection_alive() {
 }
 
 #[test]
-fn keep_alive_header_advertises_whole_seconds_and_max() {
+fn keep_alive_header_advertises_whole_seconds_and_counts_max_down() {
     let server = start(|c| {
         c.keep_alive_timeout = ms(2500);
         c.max_requests_per_socket = 3;
@@ -170,9 +170,13 @@ fn keep_alive_header_advertises_whole_seconds_and_max() {
         let response = client.read_response();
         assert_eq!(response.status, 200, "request {i}");
         assert!(!response.closes(), "request {i}: {response:?}");
+        // Keep-Alive is hop-by-hop: Connection names it, on HTTP/1.1 too.
+        assert_eq!(response.header("connection"), Some("keep-alive"));
+        // max= counts down the requests the connection will still take.
+        let left = 3 - i - 1;
         assert_eq!(
             response.header("keep-alive"),
-            Some("timeout=2, max=3"),
+            Some(format!("timeout=2, max={left}").as_str()),
             "request {i}"
         );
     }

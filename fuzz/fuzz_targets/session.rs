@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use keepalive_server::Config;
 use keepalive_server::Settings;
+use keepalive_server::config::AccessLogTarget;
 use keepalive_server::ctx::{Ctx, Resources};
 use keepalive_server::pool::Buffers;
 use keepalive_server::session::{ECHO_BUFFER, OUTPUT_HIGH_WATER, Phase, Session};
@@ -56,7 +57,9 @@ fn settings(byte: u8) -> Settings {
         config.keep_alive_timeout = Duration::ZERO;
     }
     config.max_requests_per_socket = [0, 1, 2, 5][usize::from(byte >> 5 & 3)];
-    config.access_log = byte & 0x80 != 0;
+    if byte & 0x80 != 0 {
+        config.access_log = AccessLogTarget::Stdout;
+    }
     config.settings()
 }
 
@@ -109,7 +112,7 @@ impl Harness {
         self.now += 1000;
         let mut ctx = self.resources.lend(self.now, &self.settings, &self.stats);
         ctx.draining = self.draining;
-        ctx.conn_id = 7;
+        ctx.conn.id = 7;
         f(&mut self.session, &mut self.buffers, &mut ctx);
         self.check();
     }
@@ -349,9 +352,24 @@ fn parse_response(bytes: &[u8], settings: &Settings) -> Result<Head, String> {
         return Err("Keep-Alive parameters must come exactly with persistence".into());
     }
     if let Some(value) = keep_alive {
+        // The settings hold `Connection: keep-alive\r\nKeep-Alive: timeout=N`;
+        // a limited connection adds `, max=M` (M counting down).
         let expected = &settings.keep_alive_header;
-        if expected.len() < 14 || value != &expected[12..expected.len() - 2] {
-            return Err("Keep-Alive parameters differ from the settings".into());
+        let prefix = b"Connection: keep-alive\r\nKeep-Alive: ";
+        let timeout = expected.strip_prefix(prefix).ok_or("bad keep_alive_header")?;
+        let rest = value
+            .strip_prefix(timeout)
+            .ok_or("Keep-Alive parameters differ from the settings")?;
+        let max_ok = match rest.strip_prefix(b", max=") {
+            None => rest.is_empty() && settings.max_requests_per_socket == 0,
+            Some(digits) => {
+                settings.max_requests_per_socket > 0
+                    && !digits.is_empty()
+                    && digits.iter().all(u8::is_ascii_digit)
+            }
+        };
+        if !max_ok || connection != Some(b"keep-alive") {
+            return Err("Keep-Alive without Connection: keep-alive, or a bad max".into());
         }
     }
     if code >= 400 && code != 404 && !close {

@@ -140,9 +140,19 @@ pub struct Settings {
     /// Per worker; 0 is unlimited.
     pub max_connections: usize,
     pub shutdown_ms: u64,
-    pub access_log: bool,
-    /// The `Keep-Alive` response header line, built once: `Keep-Alive: timeout=N[, max=M]\r\n`.
+    /// Where the access log goes (`Off`: no access log).
+    pub access_log: AccessLogTarget,
+    /// What a persistent response says, built once, without the final CRLF
+    /// (the encoder adds `, max=N` when requests are limited):
+    /// `Connection: keep-alive\r\nKeep-Alive: timeout=N`.
     pub keep_alive_header: Vec<u8>,
+}
+
+impl Settings {
+    /// Whether requests are written to the access log.
+    pub fn logs_access(&self) -> bool {
+        self.access_log != AccessLogTarget::Off
+    }
 }
 
 impl Config {
@@ -150,15 +160,13 @@ impl Config {
     pub fn settings(&self) -> Settings {
         let keep_alive_advertised_secs =
             (!self.keep_alive_timeout.is_zero()).then_some(self.keep_alive_timeout.as_secs());
-        let mut keep_alive_header = Vec::new();
-        if let Some(secs) = keep_alive_advertised_secs {
-            keep_alive_header.extend_from_slice(format!("Keep-Alive: timeout={secs}").as_bytes());
-            if self.max_requests_per_socket > 0 {
-                let max = self.max_requests_per_socket;
-                keep_alive_header.extend_from_slice(format!(", max={max}").as_bytes());
-            }
-            keep_alive_header.extend_from_slice(b"\r\n");
-        }
+        // Keep-Alive is hop-by-hop, so Connection names it (as nginx and
+        // Node do): some proxies drop it otherwise.
+        let keep_alive_header = keep_alive_advertised_secs
+            .map(|secs| {
+                format!("Connection: keep-alive\r\nKeep-Alive: timeout={secs}").into_bytes()
+            })
+            .unwrap_or_default();
         Settings {
             listen: self.listen,
             workers: self
@@ -175,7 +183,7 @@ impl Config {
             max_body_size: self.max_body_size,
             max_connections: self.max_connections,
             shutdown_ms: whole_ms(self.shutdown_timeout),
-            access_log: self.access_log != AccessLogTarget::Off,
+            access_log: self.access_log.clone(),
             keep_alive_header,
         }
     }
@@ -235,7 +243,7 @@ mod tests {
         assert_eq!(settings.keep_alive_advertised_secs, Some(1));
         assert_eq!(
             settings.keep_alive_header,
-            b"Keep-Alive: timeout=1, max=7\r\n".to_vec()
+            b"Connection: keep-alive\r\nKeep-Alive: timeout=1".to_vec()
         );
     }
 

@@ -252,7 +252,7 @@ impl Conn {
                 self.deadline_watch
             }
         };
-        let ConnLabel { id, peer } = ctx.conn;
+        let ConnLabel { id, peer, .. } = ctx.conn;
         tracing::debug!(conn = id, %peer, ?slot, ?watch, phase = ?self.phase(), "timer expired");
         let cause = match watch {
             Watch::KeepAlive => return self.expire_idle(ctx),

@@ -80,15 +80,14 @@ impl Status {
     }
 }
 
-/// Whether the connection stays open after this response, and how to say so.
+/// Whether the connection stays open after this response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Persistence {
     /// `Connection: close`.
     Close,
-    /// HTTP/1.1 default persistence: only the `Keep-Alive` parameters.
+    /// `Connection: keep-alive` and the `Keep-Alive` parameters (HTTP/1.0
+    /// and 1.1 alike: Keep-Alive is hop-by-hop, so Connection names it).
     KeepAlive,
-    /// HTTP/1.0 opted in: `Connection: keep-alive` plus the parameters.
-    KeepAliveHttp10,
 }
 
 /// How the response body is delimited.
@@ -111,8 +110,12 @@ pub struct ResponseHead<'a> {
     pub length: BodyLength,
     pub persistence: Persistence,
     pub date: &'a [u8; DATE_LEN],
-    /// The prebuilt `Keep-Alive: timeout=N[, max=M]\r\n` line.
+    /// The prebuilt `Connection: keep-alive\r\nKeep-Alive: timeout=N`,
+    /// without its CRLF.
     pub keep_alive_header: &'a [u8],
+    /// Requests the connection will still take after this one, when they
+    /// are limited: sent as `max=N`, counting down as Apache does.
+    pub requests_left: Option<u32>,
 }
 
 impl ResponseHead<'_> {
@@ -136,10 +139,13 @@ impl ResponseHead<'_> {
         }
         match self.persistence {
             Persistence::Close => out.extend_from_slice(b"Connection: close\r\n"),
-            Persistence::KeepAlive => out.extend_from_slice(self.keep_alive_header),
-            Persistence::KeepAliveHttp10 => {
-                out.extend_from_slice(b"Connection: keep-alive\r\n");
+            Persistence::KeepAlive => {
                 out.extend_from_slice(self.keep_alive_header);
+                if let Some(left) = self.requests_left {
+                    out.extend_from_slice(b", max=");
+                    push_decimal(out, u64::from(left));
+                }
+                out.extend_from_slice(b"\r\n");
             }
         }
         out.extend_from_slice(b"\r\n");
@@ -193,7 +199,7 @@ mod tests {
 
     const DATE: &[u8; DATE_LEN] = b"Sun, 06 Nov 1994 08:49:37 GMT";
 
-    fn encoded(persistence: Persistence) -> String {
+    fn encoded(persistence: Persistence, requests_left: Option<u32>) -> String {
         let mut out = Vec::new();
         ResponseHead {
             status: Status::Ok,
@@ -201,30 +207,32 @@ mod tests {
             length: BodyLength::Known(13),
             persistence,
             date: DATE,
-            keep_alive_header: b"Keep-Alive: timeout=5\r\n",
+            keep_alive_header: b"Connection: keep-alive\r\nKeep-Alive: timeout=5",
+            requests_left,
         }
         .encode(&mut out);
         String::from_utf8(out).unwrap()
     }
 
     #[test]
-    fn persistent_http11_head_carries_keep_alive_parameters() {
+    fn persistent_heads_name_keep_alive_in_connection() {
         assert_eq!(
-            encoded(Persistence::KeepAlive),
+            encoded(Persistence::KeepAlive, None),
             "HTTP/1.1 200 OK\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\n\
-             Content-Type: text/plain\r\nContent-Length: 13\r\nKeep-Alive: timeout=5\r\n\r\n"
+             Content-Type: text/plain\r\nContent-Length: 13\r\n\
+             Connection: keep-alive\r\nKeep-Alive: timeout=5\r\n\r\n"
+        );
+        assert!(
+            encoded(Persistence::KeepAlive, Some(4))
+                .contains("\r\nKeep-Alive: timeout=5, max=4\r\n\r\n")
         );
     }
 
     #[test]
-    fn http10_keep_alive_and_close_say_so() {
-        assert!(
-            encoded(Persistence::KeepAliveHttp10)
-                .contains("Connection: keep-alive\r\nKeep-Alive: timeout=5\r\n")
-        );
-        let close = encoded(Persistence::Close);
+    fn close_says_so_without_parameters() {
+        let close = encoded(Persistence::Close, Some(4));
         assert!(close.contains("Connection: close\r\n"));
-        assert!(!close.contains("Keep-Alive"));
+        assert!(!close.contains("Keep-Alive") && !close.contains("keep-alive"));
     }
 
     #[test]
@@ -237,6 +245,7 @@ mod tests {
             persistence: Persistence::Close,
             date: DATE,
             keep_alive_header: b"",
+            requests_left: None,
         }
         .encode(&mut out);
         let text = String::from_utf8(out).unwrap();

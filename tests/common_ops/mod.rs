@@ -348,15 +348,12 @@ pub struct Running {
 impl Running {
     /// Starts the binary and waits for its `listening on http://ADDR/` line.
     pub fn start(command: Command) -> Running {
-        let mut child = spawn_piped(command);
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let stdout = forward_lines(child.stdout.take().unwrap(), Arc::clone(&log));
-        let lines = forward_lines(child.stderr.take().unwrap(), Arc::clone(&log));
+        let mut running = Running::spawn(command);
         let deadline = Instant::now() + STARTUP_TIMEOUT;
         let mut seen = Vec::new();
         let addr = loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            match lines.recv_timeout(left) {
+            match running.lines.recv_timeout(left) {
                 Ok(line) => {
                     if let Some(addr) = listening_on(&line) {
                         break addr.parse().expect("http://ADDR/ in the startup line");
@@ -364,19 +361,49 @@ impl Running {
                     seen.push(line);
                 }
                 Err(_) => {
-                    let _ = child.kill();
-                    let out: Vec<String> = stdout.try_iter().collect();
+                    let _ = running.child.kill();
+                    let out: Vec<String> = running.stdout.try_iter().collect();
                     panic!("no startup line; stderr: {seen:?}; stdout: {out:?}");
                 }
             }
         };
+        running.addr = addr;
+        running
+    }
+
+    /// The child, its output forwarded; `addr` not known yet.
+    fn spawn(command: Command) -> Running {
+        let mut child = spawn_piped(command);
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let stdout = forward_lines(child.stdout.take().unwrap(), Arc::clone(&log));
+        let lines = forward_lines(child.stderr.take().unwrap(), Arc::clone(&log));
         Running {
             child,
-            addr,
+            addr: SocketAddr::from(([0, 0, 0, 0], 0)),
             lines,
             stdout,
             log,
         }
+    }
+
+    /// Starts the binary with `--listen` on a free port and waits until it
+    /// accepts connections there: for runs that log nothing (`RUST_LOG=off`).
+    pub fn start_silent(mut command: Command) -> Running {
+        let free = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+        let addr = free.local_addr().unwrap();
+        drop(free);
+        command.arg("--listen").arg(addr.to_string());
+        let mut running = Running::spawn(command);
+        running.addr = addr;
+        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        while TcpStream::connect(addr).is_err() {
+            if Instant::now() >= deadline {
+                let _ = running.child.kill();
+                panic!("nothing listening on {addr}; log: {:?}", running.log());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        running
     }
 
     pub fn pid(&self) -> u32 {

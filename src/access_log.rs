@@ -1,0 +1,436 @@
+//! The access log (`--access-log PATH`, `-` for standard output): one line
+//! per response in nginx's `combined` format, then the request time in
+//! seconds (ms resolution) and the connection id, unique over the process's
+//! life:
+//!
+//! ```text
+//! 127.0.0.1 - - [22/Nov/2026:10:13:58 +0000] "GET / HTTP/1.1" 200 13 "-" "curl/8.5.0" 0.000 17
+//! ```
+//!
+//! Quoted fields escape `"`, `\` and bytes outside printable ASCII as
+//! `\xHH`, as nginx does; an empty field is `-`. A request refused before
+//! its head was complete shows what of its request line had arrived. The
+//! time is the Date cache's second, in UTC.
+//!
+//! Each worker formats its lines into its own [`AccessLog`] buffer (no
+//! allocation once it has grown, no system call per request) and writes
+//! the buffer to the shared [`AccessLogSink`] when it passes [`FLUSH_AT`],
+//! at the Date cache's one-second tick (which every logged response arms,
+//! so a line waits at most a second and an idle server never wakes for
+//! the log), and when the worker stops. SIGUSR1 reopens the file, for
+//! logrotate. Diagnostics (`RUST_LOG`) have nothing to do with it.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::net::IpAddr;
+use std::os::fd::AsFd;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use crate::config::AccessLogTarget;
+use crate::http::response::push_decimal;
+use crate::timers::Micros;
+
+/// A worker writes its buffered lines out once they pass this size.
+pub const FLUSH_AT: usize = 64 * 1024;
+/// Record fields that grew past this are freed when their buffers go back
+/// to the pool.
+const KEEP_FIELD_CAPACITY: usize = 4096;
+
+/// What the log needs of one request, kept while it is answered (in the
+/// connection's pooled buffers, so reused from request to request).
+#[derive(Debug, Default)]
+pub struct AccessRecord {
+    /// The request line as received, without its line end.
+    pub request_line: Vec<u8>,
+    pub referer: Vec<u8>,
+    pub user_agent: Vec<u8>,
+    /// When its first byte was seen.
+    pub started: Option<Micros>,
+}
+
+impl AccessRecord {
+    /// The request's first bytes are in: its time starts now (once).
+    pub fn begin(&mut self, now: Micros) {
+        self.started.get_or_insert(now);
+    }
+
+    /// Keeps the request line and the Referer and User-Agent fields of a
+    /// complete, parsed head.
+    pub fn remember_head(&mut self, head: &[u8]) {
+        let mut lines = head
+            .split(|&b| b == b'\n')
+            .map(|line| line.strip_suffix(b"\r").unwrap_or(line))
+            .skip_while(|line| line.is_empty());
+        copy(&mut self.request_line, lines.next().unwrap_or_default());
+        self.referer.clear();
+        self.user_agent.clear();
+        for line in lines {
+            let Some(colon) = line.iter().position(|&b| b == b':') else {
+                continue;
+            };
+            let (name, value) = (&line[..colon], line[colon + 1..].trim_ascii());
+            if name.eq_ignore_ascii_case(b"referer") {
+                copy(&mut self.referer, value);
+            } else if name.eq_ignore_ascii_case(b"user-agent") {
+                copy(&mut self.user_agent, value);
+            }
+        }
+    }
+
+    /// A request refused before its head was parsed: keeps what of its
+    /// request line has arrived, unless a line is remembered already.
+    pub fn remember_partial(&mut self, input: &[u8]) {
+        if !self.request_line.is_empty() {
+            return;
+        }
+        let line = input.trim_ascii_start();
+        let end = line
+            .iter()
+            .position(|&b| matches!(b, b'\r' | b'\n'))
+            .unwrap_or(line.len());
+        copy(&mut self.request_line, &line[..end]);
+    }
+
+    /// Ready for the next request (capacity kept).
+    pub fn clear(&mut self) {
+        self.request_line.clear();
+        self.referer.clear();
+        self.user_agent.clear();
+        self.started = None;
+    }
+
+    /// Cleared, and freed of any field that grew unusually large.
+    pub fn reset(&mut self) {
+        self.clear();
+        for field in [
+            &mut self.request_line,
+            &mut self.referer,
+            &mut self.user_agent,
+        ] {
+            if field.capacity() > KEEP_FIELD_CAPACITY {
+                *field = Vec::new();
+            }
+        }
+    }
+
+    /// Heap bytes held.
+    pub fn capacity(&self) -> usize {
+        self.request_line.capacity() + self.referer.capacity() + self.user_agent.capacity()
+    }
+}
+
+fn copy(into: &mut Vec<u8>, from: &[u8]) {
+    into.clear();
+    into.extend_from_slice(from);
+}
+
+/// One response to log.
+pub struct Entry<'a> {
+    pub peer: IpAddr,
+    /// The time, as Unix seconds.
+    pub unix_second: u64,
+    pub record: &'a AccessRecord,
+    pub status: u16,
+    /// Body bytes of the response.
+    pub bytes: u64,
+    /// From the request's first byte to its response.
+    pub micros: Micros,
+    pub conn: u64,
+}
+
+/// `dd/Mon/yyyy:HH:MM:SS +0000`
+const CLF_TIME_LEN: usize = 26;
+
+/// One worker's buffered access-log lines.
+#[derive(Debug, Default)]
+pub struct AccessLog {
+    buf: Vec<u8>,
+    /// The second `time` was formatted for.
+    second: Option<u64>,
+    time: [u8; CLF_TIME_LEN],
+}
+
+impl AccessLog {
+    /// Appends one line.
+    pub fn write(&mut self, entry: &Entry<'_>) {
+        if self.second != Some(entry.unix_second) {
+            self.time = clf_time(entry.unix_second);
+            self.second = Some(entry.unix_second);
+        }
+        let out = &mut self.buf;
+        let _ = write!(out, "{}", entry.peer);
+        out.extend_from_slice(b" - - [");
+        out.extend_from_slice(&self.time);
+        out.extend_from_slice(b"] ");
+        quoted(out, &entry.record.request_line);
+        out.push(b' ');
+        push_decimal(out, u64::from(entry.status));
+        out.push(b' ');
+        push_decimal(out, entry.bytes);
+        out.push(b' ');
+        quoted(out, &entry.record.referer);
+        out.push(b' ');
+        quoted(out, &entry.record.user_agent);
+        out.push(b' ');
+        let millis = entry.micros / 1000;
+        push_decimal(out, millis / 1000);
+        out.push(b'.');
+        let fraction = millis % 1000;
+        out.extend_from_slice(&[
+            b'0' + (fraction / 100) as u8,
+            b'0' + (fraction / 10 % 10) as u8,
+            b'0' + (fraction % 10) as u8,
+        ]);
+        out.push(b' ');
+        push_decimal(out, entry.conn);
+        out.push(b'\n');
+    }
+
+    /// Whether the buffer should be written out now.
+    pub fn is_full(&self) -> bool {
+        self.buf.len() >= FLUSH_AT
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    /// Writes the buffered lines to `sink` (whole lines, under its lock);
+    /// the buffer keeps its capacity. Lines that cannot be written are
+    /// dropped: the error is returned for the caller to report.
+    pub fn flush(&mut self, sink: &AccessLogSink) -> io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let written = sink.write(&self.buf);
+        self.buf.clear();
+        written
+    }
+
+    /// The buffered text (for tests).
+    pub fn buffered(&self) -> &[u8] {
+        &self.buf
+    }
+}
+
+/// Appends `field` in double quotes, escaped as nginx does; empty is `"-"`.
+fn quoted(out: &mut Vec<u8>, field: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    out.push(b'"');
+    if field.is_empty() {
+        out.push(b'-');
+    }
+    for &byte in field {
+        if byte == b'"' || byte == b'\\' || !(0x20..0x7f).contains(&byte) {
+            out.extend_from_slice(&[
+                b'\\',
+                b'x',
+                HEX[usize::from(byte >> 4)],
+                HEX[usize::from(byte & 0xf)],
+            ]);
+        } else {
+            out.push(byte);
+        }
+    }
+    out.push(b'"');
+}
+
+/// Common Log Format's time, in UTC: `06/Nov/1994:08:49:37 +0000`.
+fn clf_time(unix_second: u64) -> [u8; CLF_TIME_LEN] {
+    const MONTHS: [&[u8; 3]; 12] = [
+        b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov",
+        b"Dec",
+    ];
+    let (year, month, day) = civil_from_days((unix_second / 86_400) as i64);
+    let of_day = unix_second % 86_400;
+    let two = |n: u64| [b'0' + (n / 10 % 10) as u8, b'0' + (n % 10) as u8];
+    let mut out = [0u8; CLF_TIME_LEN];
+    out[0..2].copy_from_slice(&two(day));
+    out[2] = b'/';
+    out[3..6].copy_from_slice(MONTHS[(month - 1) as usize]);
+    out[6] = b'/';
+    out[7..9].copy_from_slice(&two(year / 100));
+    out[9..11].copy_from_slice(&two(year % 100));
+    out[11] = b':';
+    out[12..14].copy_from_slice(&two(of_day / 3600));
+    out[14] = b':';
+    out[15..17].copy_from_slice(&two(of_day / 60 % 60));
+    out[17] = b':';
+    out[18..20].copy_from_slice(&two(of_day % 60));
+    out[20..].copy_from_slice(b" +0000");
+    out
+}
+
+/// (year, month 1-12, day 1-31) of a day counted from 1970-01-01 (Howard
+/// Hinnant's `civil_from_days`).
+fn civil_from_days(days: i64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z.rem_euclid(146_097);
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let shifted_month = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * shifted_month + 2) / 5 + 1;
+    let month = if shifted_month < 10 {
+        shifted_month + 3
+    } else {
+        shifted_month - 9
+    };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    (year as u64, month as u64, day as u64)
+}
+
+/// Where every worker's lines go: the open file (or standard output),
+/// shared by the workers and reopened on SIGUSR1.
+#[derive(Debug, Default)]
+pub struct AccessLogSink {
+    path: Option<PathBuf>,
+    file: Mutex<Option<File>>,
+}
+
+impl AccessLogSink {
+    /// Opens `target`: a file for appending (created if missing), or a
+    /// duplicate of standard output. `Off` opens nothing.
+    pub fn open(target: &AccessLogTarget) -> io::Result<Self> {
+        let (path, file) = match target {
+            AccessLogTarget::Off => (None, None),
+            AccessLogTarget::Stdout => {
+                let stdout = io::stdout().as_fd().try_clone_to_owned()?;
+                (None, Some(File::from(stdout)))
+            }
+            AccessLogTarget::File(path) => (Some(path.clone()), Some(append(path)?)),
+        };
+        Ok(AccessLogSink {
+            path,
+            file: Mutex::new(file),
+        })
+    }
+
+    /// Writes whole lines.
+    pub fn write(&self, lines: &[u8]) -> io::Result<()> {
+        let mut file = self
+            .file
+            .lock()
+            .map_err(|_| io::Error::other("access log lock poisoned"))?;
+        match file.as_mut() {
+            Some(file) => file.write_all(lines),
+            None => Ok(()),
+        }
+    }
+
+    /// Opens the file again at its path (after logrotate moved it away) and
+    /// returns the path; `None` when the log is standard output or off.
+    pub fn reopen(&self) -> io::Result<Option<&PathBuf>> {
+        let Some(path) = &self.path else {
+            return Ok(None);
+        };
+        let reopened = append(path)?;
+        let mut file = self
+            .file
+            .lock()
+            .map_err(|_| io::Error::other("access log lock poisoned"))?;
+        *file = Some(reopened);
+        Ok(Some(path))
+    }
+}
+
+fn append(path: &PathBuf) -> io::Result<File> {
+    OpenOptions::new().create(true).append(true).open(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(record: &AccessRecord, status: u16, micros: Micros) -> String {
+        let mut log = AccessLog::default();
+        log.write(&Entry {
+            peer: "192.0.2.7".parse().unwrap(),
+            unix_second: 784_111_777,
+            record,
+            status,
+            bytes: 13,
+            micros,
+            conn: 42,
+        });
+        String::from_utf8(log.buffered().to_vec()).unwrap()
+    }
+
+    #[test]
+    fn lines_are_nginx_combined_then_time_and_connection() {
+        let mut record = AccessRecord::default();
+        record.remember_head(
+            b"GET /a?b=c HTTP/1.1\r\nHost: x\r\nUser-Agent: curl/8.5.0\r\nreferer:  http://r/ \r\n\r\n",
+        );
+        assert_eq!(
+            line(&record, 200, 1_234_567),
+            "192.0.2.7 - - [06/Nov/1994:08:49:37 +0000] \"GET /a?b=c HTTP/1.1\" 200 13 \
+             \"http://r/\" \"curl/8.5.0\" 1.234 42\n"
+        );
+    }
+
+    #[test]
+    fn quotes_backslashes_and_control_bytes_are_escaped_as_nginx_does() {
+        let mut record = AccessRecord::default();
+        record.remember_head(b"GET /\"q\\\x01\xff HTTP/1.1\r\nUser-Agent: a\"b\r\n\r\n");
+        let logged = line(&record, 200, 0);
+        assert!(
+            logged.contains("\"GET /\\x22q\\x5C\\x01\\xFF HTTP/1.1\""),
+            "{logged}"
+        );
+        assert!(logged.contains("\"-\" \"a\\x22b\" 0.000 42"), "{logged}");
+    }
+
+    #[test]
+    fn a_refused_request_keeps_what_of_its_line_arrived() {
+        let mut record = AccessRecord::default();
+        record.remember_partial(b"\r\nGET /slow HT");
+        assert!(
+            line(&record, 408, 60_000_000).contains("\"GET /slow HT\" 408 13 \"-\" \"-\" 60.000")
+        );
+        let empty = AccessRecord::default();
+        assert!(line(&empty, 408, 0).contains("] \"-\" 408"));
+        // A remembered head is not replaced by the partial input after it.
+        record.remember_head(b"POST / HTTP/1.1\r\n\r\n");
+        record.remember_partial(b"body bytes");
+        assert_eq!(record.request_line, b"POST / HTTP/1.1");
+    }
+
+    #[test]
+    fn clf_time_is_utc_day_month_year() {
+        assert_eq!(&clf_time(0), b"01/Jan/1970:00:00:00 +0000");
+        assert_eq!(&clf_time(951_782_400), b"29/Feb/2000:00:00:00 +0000");
+        assert_eq!(&clf_time(1_795_342_438), b"22/Nov/2026:10:13:58 +0000");
+        assert_eq!(&clf_time(4_102_444_799), b"31/Dec/2099:23:59:59 +0000");
+    }
+
+    #[test]
+    fn the_buffer_fills_to_the_flush_mark_and_empties_into_the_sink() {
+        let path = std::env::temp_dir().join(format!("kas-access-{}.log", std::process::id()));
+        let sink = AccessLogSink::open(&AccessLogTarget::File(path.clone())).unwrap();
+        let mut log = AccessLog::default();
+        let record = AccessRecord::default();
+        let entry = Entry {
+            peer: "::1".parse().unwrap(),
+            unix_second: 0,
+            record: &record,
+            status: 404,
+            bytes: 0,
+            micros: 0,
+            conn: 1,
+        };
+        let mut lines = 0;
+        while !log.is_full() {
+            log.write(&entry);
+            lines += 1;
+        }
+        log.flush(&sink).unwrap();
+        assert!(log.is_empty());
+        let written = std::fs::read_to_string(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(written.lines().count(), lines);
+        assert!(written.starts_with("::1 - - [01/Jan/1970:00:00:00 +0000] \"-\" 404 0"));
+    }
+}
