@@ -12,6 +12,8 @@
 #   defaults: 3 rounds, 5s, 100 connections, one worker each (--workers 1,
 #   worker_processes 1). Needs wrk (apt-get install wrk; nginx optional).
 #   Env: SCENARIOS="keepalive close pipeline http10" to choose.
+#   ACCESS_LOG=1 adds "kaslog": keepalive-server with --access-log to a file
+#   (emptied before each of its runs), to price the access log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,6 +22,7 @@ duration=${2:-5s}
 connections=${3:-100}
 scenarios=${SCENARIOS:-keepalive close pipeline http10}
 kas_port=18480
+kaslog_port=18481
 nginx_port=18490
 floor_port=18470
 
@@ -46,6 +49,13 @@ pids+=($!)
 floor_pid=$!
 
 servers="kas floor"
+if [ "${ACCESS_LOG:-0}" = 1 ]; then
+  ./target/release/keepalive-server --workers 1 --listen "127.0.0.1:$kaslog_port" \
+    --keep-alive-timeout 65s --access-log "$work/access.log" >"$work/kaslog.log" 2>&1 &
+  pids+=($!)
+  kaslog_pid=$!
+  servers="kas kaslog floor"
+fi
 if command -v nginx >/dev/null; then
   mkdir -p "$work/logs"
   cat >"$work/nginx.conf" <<CONF
@@ -64,7 +74,7 @@ http {
 }
 CONF
   nginx -p "$work" -c "$work/nginx.conf"
-  servers="kas nginx floor"
+  servers="${servers/floor/nginx floor}"
 else
   echo "(nginx not installed: measuring keepalive-server alone)" >&2
 fi
@@ -93,6 +103,7 @@ run() { # server scenario -> "rps p50 p99 cpu_us_per_req errors"
   local server=$1 scenario=$2 port pid args=()
   case $server in
     kas) port=$kas_port; pid=$kas_pid ;;
+    kaslog) port=$kaslog_port; pid=$kaslog_pid; : >"$work/access.log" ;;
     floor) port=$floor_port; pid=$floor_pid ;;
     nginx) port=$nginx_port; pid=$(nginx_worker) ;;
   esac
