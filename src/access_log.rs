@@ -65,15 +65,16 @@ impl AccessRecord {
         copy(&mut self.request_line, lines.next().unwrap_or_default());
         self.referer.clear();
         self.user_agent.clear();
+        // Field names are checked by their first byte before anything else:
+        // most fields are neither of the two.
         for line in lines {
-            let Some(colon) = line.iter().position(|&b| b == b':') else {
-                continue;
+            let (field, name): (&mut Vec<u8>, &[u8]) = match line.first().map(|b| b | 0x20) {
+                Some(b'r') => (&mut self.referer, b"referer:"),
+                Some(b'u') => (&mut self.user_agent, b"user-agent:"),
+                _ => continue,
             };
-            let (name, value) = (&line[..colon], line[colon + 1..].trim_ascii());
-            if name.eq_ignore_ascii_case(b"referer") {
-                copy(&mut self.referer, value);
-            } else if name.eq_ignore_ascii_case(b"user-agent") {
-                copy(&mut self.user_agent, value);
+            if line.len() >= name.len() && line[..name.len()].eq_ignore_ascii_case(name) {
+                copy(field, line[name.len()..].trim_ascii());
             }
         }
     }
@@ -141,6 +142,9 @@ pub struct Entry<'a> {
 
 /// `dd/Mon/yyyy:HH:MM:SS +0000`
 const CLF_TIME_LEN: usize = 26;
+/// A line without its three quoted fields, at most: an IPv6 address, the
+/// time, the status, three 20-digit numbers and the separators.
+const LINE_FIXED: usize = 45 + CLF_TIME_LEN + 3 + 3 * 20 + 32;
 
 /// One worker's buffered access-log lines.
 #[derive(Debug, Default)]
@@ -149,6 +153,11 @@ pub struct AccessLog {
     /// The second `time` was formatted for.
     second: Option<u64>,
     time: [u8; CLF_TIME_LEN],
+    /// The last peer address and its text: formatting an address costs
+    /// more than the rest of a line, and consecutive lines often share it
+    /// (a proxy, a keep-alive client).
+    peer: Option<IpAddr>,
+    peer_text: Vec<u8>,
 }
 
 impl AccessLog {
@@ -158,20 +167,34 @@ impl AccessLog {
             self.time = clf_time(entry.unix_second);
             self.second = Some(entry.unix_second);
         }
+        if self.peer != Some(entry.peer) {
+            self.peer_text.clear();
+            let _ = write!(self.peer_text, "{}", entry.peer);
+            self.peer = Some(entry.peer);
+        }
+        let record = entry.record;
         let out = &mut self.buf;
-        let _ = write!(out, "{}", entry.peer);
+        // Room for the line at once (an escaped byte takes four).
+        let fields = record.request_line.len() + record.referer.len() + record.user_agent.len();
+        out.reserve(LINE_FIXED + 4 * fields);
+        out.extend_from_slice(&self.peer_text);
         out.extend_from_slice(b" - - [");
         out.extend_from_slice(&self.time);
         out.extend_from_slice(b"] ");
-        quoted(out, &entry.record.request_line);
+        quoted(out, &record.request_line);
         out.push(b' ');
-        push_decimal(out, u64::from(entry.status));
+        let status = entry.status.min(999);
+        out.extend_from_slice(&[
+            b'0' + (status / 100) as u8,
+            b'0' + (status / 10 % 10) as u8,
+            b'0' + (status % 10) as u8,
+        ]);
         out.push(b' ');
         push_decimal(out, entry.bytes);
         out.push(b' ');
-        quoted(out, &entry.record.referer);
+        quoted(out, &record.referer);
         out.push(b' ');
-        quoted(out, &entry.record.user_agent);
+        quoted(out, &record.user_agent);
         out.push(b' ');
         let millis = entry.micros / 1000;
         push_decimal(out, millis / 1000);
@@ -214,25 +237,39 @@ impl AccessLog {
     }
 }
 
+/// The bytes written as `\xHH`: `"`, `\` and all outside printable ASCII.
+const ESCAPED: [bool; 256] = {
+    let mut table = [true; 256];
+    let mut byte = 0x20;
+    while byte < 0x7f {
+        table[byte] = byte == b'"' as usize || byte == b'\\' as usize;
+        byte += 1;
+    }
+    table
+};
+
 /// Appends `field` in double quotes, escaped as nginx does; empty is `"-"`.
+/// Runs of bytes that need no escape are copied whole.
 fn quoted(out: &mut Vec<u8>, field: &[u8]) {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let escaped = |byte: u8| ESCAPED[usize::from(byte)];
     out.push(b'"');
     if field.is_empty() {
         out.push(b'-');
     }
-    for &byte in field {
-        if byte == b'"' || byte == b'\\' || !(0x20..0x7f).contains(&byte) {
-            out.extend_from_slice(&[
-                b'\\',
-                b'x',
-                HEX[usize::from(byte >> 4)],
-                HEX[usize::from(byte & 0xf)],
-            ]);
-        } else {
-            out.push(byte);
-        }
+    let mut rest = field;
+    while let Some(at) = rest.iter().position(|&b| escaped(b)) {
+        let byte = rest[at];
+        out.extend_from_slice(&rest[..at]);
+        out.extend_from_slice(&[
+            b'\\',
+            b'x',
+            HEX[usize::from(byte >> 4)],
+            HEX[usize::from(byte & 0xf)],
+        ]);
+        rest = &rest[at + 1..];
     }
+    out.extend_from_slice(rest);
     out.push(b'"');
 }
 
@@ -368,6 +405,29 @@ mod tests {
             line(&record, 200, 1_234_567),
             "192.0.2.7 - - [06/Nov/1994:08:49:37 +0000] \"GET /a?b=c HTTP/1.1\" 200 13 \
              \"http://r/\" \"curl/8.5.0\" 1.234 42\n"
+        );
+    }
+
+    #[test]
+    fn each_line_has_its_own_peer() {
+        let record = AccessRecord::default();
+        let mut log = AccessLog::default();
+        for peer in ["192.0.2.7", "192.0.2.7", "2001:db8::1", "192.0.2.8"] {
+            log.write(&Entry {
+                peer: peer.parse().unwrap(),
+                unix_second: 0,
+                record: &record,
+                status: 200,
+                bytes: 0,
+                micros: 0,
+                conn: 1,
+            });
+        }
+        let text = String::from_utf8(log.buffered().to_vec()).unwrap();
+        let peers: Vec<&str> = text.lines().map(|l| l.split(' ').next().unwrap()).collect();
+        assert_eq!(
+            peers,
+            ["192.0.2.7", "192.0.2.7", "2001:db8::1", "192.0.2.8"]
         );
     }
 

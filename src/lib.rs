@@ -7,7 +7,8 @@
 //! - [`http`]: request parsing, body framing, responses, routes.
 //! - [`date`]: the cached `Date` header.
 //! - [`config`]: flags, environment variables, the config file, defaults;
-//!   [`reload`]: re-reading the file on SIGHUP; [`logging`]: diagnostics.
+//!   [`reload`]: re-reading the file on SIGHUP; [`logging`]: diagnostics;
+//!   [`access_log`]: the nginx-format access log, buffered per worker.
 //! - [`server`]: binding, worker threads, graceful shutdown.
 //! - [`admin`], [`introspect`]: the admin listener and the worker snapshots it shows.
 //! - [`session`]: one connection's HTTP exchange, without the socket.

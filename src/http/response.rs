@@ -160,7 +160,7 @@ pub const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
 
 /// Appends `n` in decimal without allocating.
 pub fn push_decimal(out: &mut Vec<u8>, n: u64) {
-    push_digits(out, n, 10);
+    push_digits::<10>(out, n);
 }
 
 /// Appends `data` as one chunk of the chunked transfer coding (RFC 9112
@@ -170,7 +170,7 @@ pub fn push_chunk(out: &mut Vec<u8>, data: &[u8]) {
     if data.is_empty() {
         return;
     }
-    push_digits(out, data.len() as u64, 16);
+    push_digits::<16>(out, data.len() as u64);
     out.extend_from_slice(b"\r\n");
     out.extend_from_slice(data);
     out.extend_from_slice(b"\r\n");
@@ -179,13 +179,16 @@ pub fn push_chunk(out: &mut Vec<u8>, data: &[u8]) {
 /// Most bytes [`push_chunk`] adds around the data.
 pub const CHUNK_FRAMING: usize = 16 + 4;
 
-fn push_digits(out: &mut Vec<u8>, mut n: u64, radix: u64) {
+// The radix is a constant parameter so each division by it compiles to a
+// multiplication (a division by a variable costs several times more, once
+// per digit).
+fn push_digits<const RADIX: u64>(out: &mut Vec<u8>, mut n: u64) {
     let mut digits = [0u8; 20];
     let mut at = digits.len();
     loop {
         at -= 1;
-        digits[at] = b"0123456789abcdef"[(n % radix) as usize];
-        n /= radix;
+        digits[at] = b"0123456789abcdef"[(n % RADIX) as usize];
+        n /= RADIX;
         if n == 0 {
             break;
         }
