@@ -419,3 +419,47 @@ fn timer_expiry_debug_lines_name_the_connection_and_peer() {
         .unwrap_or_else(|| panic!("no conn= in {line}"));
     assert!(id.parse::<u64>().is_ok_and(|id| id >= 1), "{line}");
 }
+
+/// Runs the binary on a pseudo-terminal (util-linux `script`), refusing a
+/// taken port so it logs an error and exits; what the terminal received.
+fn on_a_terminal(no_color: Option<&str>) -> Option<String> {
+    if Command::new("script").arg("--version").output().is_err() {
+        return None;
+    }
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let run = format!(
+        "{} --listen {} --workers 1",
+        common_ops::BIN,
+        taken.local_addr().unwrap()
+    );
+    let mut cmd = Command::new("script");
+    cmd.args(["-q", "-e", "-c", &run, "/dev/null"]);
+    cmd.env_remove("NO_COLOR");
+    if let Some(value) = no_color {
+        cmd.env("NO_COLOR", value);
+    }
+    let finished = run_to_exit(cmd, LIMIT);
+    Some(finished.1)
+}
+
+#[test]
+fn colour_on_a_terminal_unless_no_color_is_set() {
+    let Some(coloured) = on_a_terminal(None) else {
+        eprintln!("skipped: no `script` to make a terminal");
+        return;
+    };
+    assert!(coloured.contains("ERROR"), "{coloured:?}");
+    assert!(
+        coloured.contains("\u{1b}["),
+        "no colour on a terminal: {coloured:?}"
+    );
+    let plain = on_a_terminal(Some("1")).unwrap();
+    assert!(plain.contains("ERROR"), "{plain:?}");
+    assert!(
+        !plain.contains('\u{1b}'),
+        "colour despite NO_COLOR: {plain:?}"
+    );
+    // An empty NO_COLOR is as good as unset (no-color.org).
+    let empty = on_a_terminal(Some("")).unwrap();
+    assert!(empty.contains("\u{1b}["), "{empty:?}");
+}

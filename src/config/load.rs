@@ -210,7 +210,7 @@ pub fn read_config_file(path: &Path) -> Result<String, String> {
     let shown = path.display();
     let mut file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .custom_flags(libc::O_NONBLOCK)
         .open(path)
         .map_err(|e| format!("cannot read config file {shown}: {e}"))?;
     let metadata = file
