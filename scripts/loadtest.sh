@@ -1,30 +1,43 @@
 #!/usr/bin/env bash
-# Load test: wrk against keepalive-server, and against nginx side by side
-# when nginx is installed, for keep-alive, Connection: close, pipelined and
-# HTTP/1.0 keep-alive traffic. Runs alternate between the servers; the table
-# shows medians over the rounds: requests/s, latency p50/p99, and server CPU
-# time (user+sys, all threads) per request. "floor" is examples/floor.rs, a
-# bare mio loop answering each read with a canned response (no parsing, no
-# timers): what the kernel and an event loop cost alone on this machine. It
-# never closes, so it sits out the Connection: close scenario.
+# Load test: wrk against keepalive-server, side by side with nginx and
+# Node's own http server when they are installed, for keep-alive,
+# Connection: close (also with deferred accept: keepalive-server
+# --defer-accept against nginx `listen ... deferred`, separate instances),
+# pipelined and HTTP/1.0 keep-alive traffic, and for
+# response sizes of 1 KiB, 16 KiB and 256 KiB (`/bytes/<n>`; nginx serves
+# files of those sizes with sendfile, Node a Buffer made once). Runs
+# alternate between the servers; the table shows medians over the rounds:
+# requests/s, latency p50/p99, server CPU time (user+sys, all threads) per
+# request, and the server's context switches per request. "floor" is
+# examples/floor.rs, a bare mio loop answering each read with a canned
+# response (no parsing, no timers): what the kernel and an event loop cost
+# alone on this machine. It never closes and answers
+# only hello, so it sits out the Connection: close and size scenarios.
 #
 # Usage: scripts/loadtest.sh [rounds] [duration] [connections]
 #   defaults: 3 rounds, 5s, 100 connections, one worker each (--workers 1,
-#   worker_processes 1). Needs wrk (apt-get install wrk; nginx optional).
-#   Env: SCENARIOS="keepalive close pipeline http10" to choose.
+#   worker_processes 1, one Node process). Needs wrk (apt-get install wrk;
+#   nginx and node optional). Prints a Markdown table.
+#   Env: SCENARIOS="keepalive close close-deferred pipeline http10 bytes-1k
+#   bytes-16k bytes-256k" to choose; SERVERS="kas nginx node floor" likewise;
+#   PORT_BASE (default 18460): the servers listen on PORT_BASE..+31.
 #   ACCESS_LOG=1 adds "kaslog": keepalive-server with --access-log to a file
 #   (emptied before each of its runs), to price the access log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib.sh
 
 rounds=${1:-3}
 duration=${2:-5s}
 connections=${3:-100}
-scenarios=${SCENARIOS:-keepalive close pipeline http10}
-kas_port=18480
-kaslog_port=18481
-nginx_port=18490
-floor_port=18470
+scenarios=${SCENARIOS:-keepalive close close-deferred pipeline http10 bytes-1k bytes-16k bytes-256k}
+wanted_servers=${SERVERS:-kas nginx node floor}
+port_base=${PORT_BASE:-18460}
+node_port=$port_base
+floor_port=$((port_base + 10))
+kas_port=$((port_base + 20))
+nginx_port=$((port_base + 30))
+kaslog_port=$((port_base + 22))
 
 command -v wrk >/dev/null || { echo "wrk not found: apt-get install wrk" >&2; exit 1; }
 ulimit -n 20000 2>/dev/null || true
@@ -34,120 +47,108 @@ work=$(mktemp -d)
 pids=()
 cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
+  for pidfile in "$work/nginx.pid" "$work/deferred/nginx.pid"; do
+    [ -f "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null || true
+  done
   rm -rf "$work"
 }
 trap cleanup EXIT
 
-./target/release/keepalive-server --workers 1 --listen "127.0.0.1:$kas_port" \
-  --keep-alive-timeout 65s >"$work/kas.log" 2>&1 &
-pids+=($!)
-kas_pid=$!
+wants() { [[ " $wanted_servers " == *" $1 "* ]]; }
+servers=""
+declare -A pid_of port_of
+port_of=([kas]=$kas_port [kaslog]=$kaslog_port [nginx]=$nginx_port [node]=$node_port [floor]=$floor_port
+  [kas-deferred]=$((kas_port + 1)) [nginx-deferred]=$((nginx_port + 1)))
+deferred=$([[ " $scenarios " == *" close-deferred "* ]] && echo yes || true)
 
-./target/release/examples/floor "127.0.0.1:$floor_port" >/dev/null 2>&1 &
-pids+=($!)
-floor_pid=$!
-
-servers="kas floor"
-if [ "${ACCESS_LOG:-0}" = 1 ]; then
-  ./target/release/keepalive-server --workers 1 --listen "127.0.0.1:$kaslog_port" \
-    --keep-alive-timeout 65s --access-log "$work/access.log" >"$work/kaslog.log" 2>&1 &
-  pids+=($!)
-  kaslog_pid=$!
-  servers="kas kaslog floor"
+if wants kas; then
+  ./target/release/keepalive-server --workers 1 --listen "127.0.0.1:$kas_port" \
+    --keep-alive-timeout 65s >"$work/kas.log" 2>&1 &
+  pids+=($!); pid_of[kas]=$!; servers+=" kas"
+  if [ "${ACCESS_LOG:-0}" = 1 ]; then
+    ./target/release/keepalive-server --workers 1 --listen "127.0.0.1:$kaslog_port" \
+      --keep-alive-timeout 65s --access-log "$work/access.log" >"$work/kaslog.log" 2>&1 &
+    pids+=($!); pid_of[kaslog]=$!; servers+=" kaslog"
+  fi
+  if [ -n "$deferred" ]; then
+    ./target/release/keepalive-server --workers 1 --listen "127.0.0.1:${port_of[kas-deferred]}" \
+      --keep-alive-timeout 65s --defer-accept >"$work/kas-deferred.log" 2>&1 &
+    pids+=($!); pid_of[kas-deferred]=$!
+  fi
 fi
-if command -v nginx >/dev/null; then
-  mkdir -p "$work/logs"
-  cat >"$work/nginx.conf" <<CONF
-worker_processes 1;
-error_log $work/logs/error.log;
-pid $work/nginx.pid;
-events { worker_connections 20000; }
-http {
-  access_log off;
-  keepalive_timeout 65s;
-  keepalive_requests 100000000;
-  server {
-    listen 127.0.0.1:$nginx_port;
-    location / { default_type text/plain; return 200 "Hello, World!"; }
-  }
-}
-CONF
-  nginx -p "$work" -c "$work/nginx.conf"
-  servers="${servers/floor/nginx floor}"
-else
-  echo "(nginx not installed: measuring keepalive-server alone)" >&2
+
+if wants nginx && command -v nginx >/dev/null; then
+  pid_of[nginx]=$(start_nginx "$work" "$nginx_port")
+  servers+=" nginx"
+  if [ -n "$deferred" ]; then
+    mkdir -p "$work/deferred"
+    pid_of[nginx-deferred]=$(start_nginx "$work/deferred" "${port_of[nginx-deferred]}" deferred)
+  fi
+elif wants nginx; then
+  echo "(nginx not installed: left out)" >&2
+fi
+
+if wants node && command -v node >/dev/null; then
+  node scripts/node-hello.js "$node_port" >"$work/node.log" 2>&1 &
+  pids+=($!); pid_of[node]=$!; servers+=" node"
+elif wants node; then
+  echo "(node not installed: left out)" >&2
+fi
+
+if wants floor; then
+  ./target/release/examples/floor "127.0.0.1:$floor_port" >/dev/null 2>&1 &
+  pids+=($!); pid_of[floor]=$!; servers+=" floor"
 fi
 sleep 0.5
-nginx_worker() { pgrep -P "$(cat "$work/nginx.pid")" | head -1; }
 
-# CPU nanoseconds used so far by every thread of a process.
-cpu_ns() {
-  local total=0 f
-  for f in /proc/"$1"/task/*/schedstat; do
-    total=$((total + $(cut -d' ' -f1 "$f")))
-  done
-  echo "$total"
-}
-
-# Latency as printed by wrk (e.g. 1.23ms, 850.00us, 1.01s) in milliseconds.
-to_ms() {
-  awk -v v="$1" 'BEGIN {
-    if (v ~ /us$/) { sub(/us$/, "", v); printf "%.3f", v / 1000 }
-    else if (v ~ /ms$/) { sub(/ms$/, "", v); printf "%.3f", v }
-    else if (v ~ /s$/) { sub(/s$/, "", v); printf "%.3f", v * 1000 }
-    else printf "%s", v }'
+# Whether a server takes part in a scenario.
+plays() {
+  case $1/$2 in
+    floor/close | floor/bytes-* | floor/close-deferred | node/close-deferred | kaslog/close-deferred) return 1 ;;
+  esac
 }
 
 run() { # server scenario -> "rps p50 p99 cpu_us_per_req errors"
-  local server=$1 scenario=$2 port pid args=()
-  case $server in
-    kas) port=$kas_port; pid=$kas_pid ;;
-    kaslog) port=$kaslog_port; pid=$kaslog_pid; : >"$work/access.log" ;;
-    floor) port=$floor_port; pid=$floor_pid ;;
-    nginx) port=$nginx_port; pid=$(nginx_worker) ;;
-  esac
+  local server=$1 scenario=$2 pid=${pid_of[$1]} port=${port_of[$1]} path=/ args=() extra=()
+  [ "$server" = kaslog ] && : >"$work/access.log"
   case $scenario in
     keepalive) ;;
     close) args=(-s scripts/wrk/close.lua) ;;
-    pipeline) args=(-s scripts/wrk/pipeline.lua) ;;
+    close-deferred)
+      args=(-s scripts/wrk/close.lua) pid=${pid_of[$server-deferred]} port=${port_of[$server-deferred]} ;;
+    pipeline) args=(-s scripts/wrk/pipeline.lua) extra=(-- 16) ;;
     http10) args=(-s scripts/wrk/http10.lua) ;;
+    bytes-1k) path=/bytes/1024 ;;
+    bytes-16k) path=/bytes/16384 ;;
+    bytes-256k) path=/bytes/262144 ;;
   esac
-  local before after out
-  before=$(cpu_ns "$pid")
-  out=$(wrk -t1 -c"$connections" -d"$duration" --latency "${args[@]}" "http://127.0.0.1:$port/" ${scenario/#pipeline/-- 16} 2>&1 | sed 's/^-- 16$//')
-  after=$(cpu_ns "$pid")
-  local requests rps p50 p99 errors
-  requests=$(awk '/requests in/ {print $1}' <<<"$out")
-  rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
-  p50=$(to_ms "$(awk '$1 == "50%" {print $2}' <<<"$out")")
-  p99=$(to_ms "$(awk '$1 == "99%" {print $2}' <<<"$out")")
-  # wrk's percentiles break under pipelining (they print 0.00us): say so.
-  awk -v v="$p99" 'BEGIN { exit !(v + 0 == 0) }' && p99=n/a
-  errors=$(awk '/Socket errors/ {gsub(",", ""); print $4 + $6 + $8 + $10; found=1} END {if (!found) print 0}' <<<"$out")
-  awk -v r="$requests" -v b="$before" -v a="$after" -v rps="$rps" -v p50="$p50" -v p99="$p99" -v e="$errors" \
-    'BEGIN { printf "%s %s %s %.3f %s\n", rps, p50, p99, (a - b) / 1000 / r, e }'
+  wrk_run "$pid" -t1 -c"$connections" -d"$duration" --latency "${args[@]}" "http://127.0.0.1:$port$path" "${extra[@]}"
 }
 
-median() { grep -v '^$' | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# Warm-up (not measured): Node's JIT, the servers' pools and caches.
+for server in $servers; do
+  wrk -t1 -c"$connections" -d1s "http://127.0.0.1:${port_of[$server]}/" >/dev/null 2>&1 || true
+done
 
-echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nproc) cores, wrk -t1 -c$connections -d$duration, $rounds rounds, medians"
-printf "%-10s %-6s %10s %9s %9s %12s %7s\n" scenario server "req/s" "p50 ms" "p99 ms" "cpu us/req" errors
+echo "\`scripts/loadtest.sh $rounds $duration $connections\`: $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, wrk -t1 -c$connections -d$duration, $rounds alternating rounds, medians; errors: socket errors and non-2xx, summed over rounds"
+echo
+echo "| scenario | server | req/s | p50 ms | p99 ms | CPU µs/req | ctx sw/req | errors |"
+echo "|---|---|---|---|---|---|---|---|"
 for scenario in $scenarios; do
   declare -A results=()
   for round in $(seq "$rounds"); do
     for server in $servers; do
-      [ "$server/$scenario" = floor/close ] && continue
+      plays "$server" "$scenario" || continue
       results[$server]+="$(run "$server" "$scenario")"$'\n'
     done
   done
   for server in $servers; do
-    [ "$server/$scenario" = floor/close ] && continue
+    plays "$server" "$scenario" || continue
     rows=${results[$server]}
-    printf "%-10s %-6s %10s %9s %9s %12s %7s\n" "$scenario" "$server" \
+    printf "| %s | %s | %.0f | %s | %s | %s | %s | %s |\n" "$scenario" "$server" \
       "$(awk '{print $1}' <<<"$rows" | median)" "$(awk '{print $2}' <<<"$rows" | median)" \
       "$(awk '{print $3}' <<<"$rows" | median)" "$(awk '{print $4}' <<<"$rows" | median)" \
-      "$(awk '{s += $5} END {print s}' <<<"$rows")"
+      "$(awk '{print $6}' <<<"$rows" | median)" "$(awk '{s += $5} END {print s}' <<<"$rows")"
   done
   unset results
 done

@@ -92,6 +92,7 @@ pub fn reload(running: &mut Config, args: &[OsString], remote: &Remote) -> Outco
     let mut next = loaded.clone();
     next.listen = running.listen;
     next.workers = running.workers;
+    next.defer_accept = running.defer_accept;
     next.admin = running.admin;
     next.log_format = running.log_format;
     next.access_log = running.access_log.clone();

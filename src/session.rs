@@ -13,7 +13,9 @@
 //! arrives (`Content-Length` in, `Content-Length` out; chunked in, chunked
 //! out). Once a response has begun, nothing can replace it: a body that
 //! turns out malformed ends the connection with the response unfinished,
-//! and a timeout closes it without a 408.
+//! and a timeout closes it without a 408. A generated body (`/bytes/<n>`)
+//! is written into the output as it drains, never more than
+//! [`OUTPUT_HIGH_WATER`] at a time, whatever n.
 //!
 //! Keeping I/O out makes this the unit the fuzz target drives directly.
 
@@ -55,6 +57,12 @@ enum Exchange {
     },
     /// Received; the answer waits for the `/delay` timer.
     Delayed { ms: u64, answer: Answer },
+    /// The head of a `/bytes` answer is queued; `remaining` bytes of its
+    /// body are still to be generated, as the output drains.
+    Sending {
+        remaining: u64,
+        persistence: Persistence,
+    },
     /// The last response is queued; the connection only drains input now.
     Closing { cause: CloseCause },
 }
@@ -155,7 +163,9 @@ impl Session {
     fn method_in_progress(&self) -> Method {
         match self.exchange {
             Exchange::Body { answer, .. } | Exchange::Delayed { answer, .. } => answer.method,
-            Exchange::AwaitingHead | Exchange::Closing { .. } => Method::Other,
+            Exchange::AwaitingHead | Exchange::Sending { .. } | Exchange::Closing { .. } => {
+                Method::Other
+            }
         }
     }
 
@@ -165,6 +175,11 @@ impl Session {
             Exchange::Closing { cause } => Some(cause),
             _ => None,
         }
+    }
+
+    /// A generated body is still owed beyond what the output holds.
+    pub fn is_generating(&self) -> bool {
+        matches!(self.exchange, Exchange::Sending { .. })
     }
 
     pub fn is_delayed(&self) -> bool {
@@ -179,15 +194,16 @@ impl Session {
         }
     }
 
-    /// The response to the request still being received has begun: a
-    /// timeout can no longer be answered, only end the connection.
+    /// A response has begun and is not finished (a streamed echo, whose
+    /// request is still arriving, or a generated body): a timeout can no
+    /// longer be answered, only end the connection.
     pub fn response_begun(&self) -> bool {
         matches!(
             self.exchange,
             Exchange::Body {
                 target: BodyTarget::Stream(_),
                 ..
-            }
+            } | Exchange::Sending { .. }
         )
     }
 
@@ -201,7 +217,7 @@ impl Session {
         match self.exchange {
             Exchange::Body { .. } => true,
             Exchange::AwaitingHead => buffers.is_some_and(|b| !b.input.is_empty()),
-            Exchange::Delayed { .. } | Exchange::Closing { .. } => false,
+            Exchange::Delayed { .. } | Exchange::Sending { .. } | Exchange::Closing { .. } => false,
         }
     }
 
@@ -210,6 +226,7 @@ impl Session {
     pub fn phase(&self, buffers: Option<&Buffers>) -> Phase {
         match self.exchange {
             Exchange::Delayed { ms, .. } => Phase::Delayed { ms },
+            Exchange::Sending { .. } => Phase::Writing,
             _ if buffers.is_some_and(|b| b.output.pending() > 0) => Phase::Writing,
             Exchange::Closing { .. } => Phase::Closing,
             Exchange::Body { .. } => Phase::Body,
@@ -223,6 +240,23 @@ impl Session {
     /// needed, a response must wait, or output backs up.
     pub fn process(&mut self, buffers: &mut Buffers, ctx: &mut Ctx<'_>) {
         loop {
+            if let Exchange::Sending {
+                remaining,
+                persistence,
+            } = self.exchange
+            {
+                let remaining = generate(remaining, &mut buffers.output.buf);
+                self.exchange = match remaining {
+                    0 => after_response(persistence),
+                    _ => Exchange::Sending {
+                        remaining,
+                        persistence,
+                    },
+                };
+                if remaining > 0 {
+                    return;
+                }
+            }
             if buffers.output.pending() >= OUTPUT_HIGH_WATER || buffers.input.is_empty() {
                 return;
             }
@@ -266,7 +300,7 @@ impl Session {
                         return;
                     }
                 }
-                Exchange::Delayed { .. } => return,
+                Exchange::Delayed { .. } | Exchange::Sending { .. } => return,
                 Exchange::Closing { .. } => {
                     buffers.input.clear();
                     return;
@@ -530,8 +564,14 @@ impl Session {
     fn respond(&mut self, answer: Answer, buffers: &mut Buffers, ctx: &mut Ctx<'_>) {
         let persistence = self.final_persistence(answer, ctx);
         let Buffers { output, body, .. } = buffers;
+        // Bytes of a `/bytes` body, generated after the head as it drains.
+        let mut generated = 0;
         let (status, content_type, payload): (Status, &'static str, &[u8]) = match answer.route {
             Route::Root if body.is_empty() => (Status::Ok, "text/plain", HELLO),
+            Route::Bytes { n } if n <= ctx.settings.max_body_size as u64 => {
+                generated = n;
+                (Status::Ok, "application/octet-stream", b"")
+            }
             Route::Root => (Status::Ok, "application/octet-stream", body),
             Route::Delay { ms } => {
                 body.clear();
@@ -541,13 +581,13 @@ impl Session {
                 (Status::Ok, "text/plain", body)
             }
             Route::Asterisk => (Status::Ok, "text/plain", b""),
-            Route::NotFound => (
+            Route::Bytes { .. } | Route::NotFound => (
                 Status::NotFound,
                 "text/plain",
                 Status::NotFound.reason_line(),
             ),
         };
-        let content_length = payload.len();
+        let content_length = payload.len() + generated as usize;
         let length = BodyLength::Known(content_length as u64);
         write_head(
             &mut output.buf,
@@ -568,7 +608,14 @@ impl Session {
             let sent = if answer.is_head { 0 } else { content_length };
             access_log(buffers, status, sent as u64, ctx);
         }
-        self.exchange = after_response(persistence);
+        self.exchange = match generated {
+            0 => after_response(persistence),
+            _ if answer.is_head => after_response(persistence),
+            remaining => Exchange::Sending {
+                remaining,
+                persistence,
+            },
+        };
     }
 
     /// Answers a bad request with its status and closes.
@@ -636,6 +683,39 @@ fn write_head(
         requests_left,
     }
     .encode(out);
+}
+
+/// One line of the filler `/bytes` answers with, repeated.
+const FILLER_LINE: usize = 64;
+/// Filler lines, enough for a whole high-water mark from any offset in a
+/// line: `abc…xyzabc…k\n`.
+static FILLER: [u8; OUTPUT_HIGH_WATER + FILLER_LINE] = filler();
+
+const fn filler() -> [u8; OUTPUT_HIGH_WATER + FILLER_LINE] {
+    let mut bytes = [0; OUTPUT_HIGH_WATER + FILLER_LINE];
+    let mut i = 0;
+    while i < bytes.len() {
+        let column = i % FILLER_LINE;
+        bytes[i] = if column == FILLER_LINE - 1 {
+            b'\n'
+        } else {
+            b'a' + (column % 26) as u8
+        };
+        i += 1;
+    }
+    bytes
+}
+
+/// Appends filler to `out` up to the high-water mark, continuing a body
+/// of which `remaining` bytes are still owed; returns what is still owed.
+/// The filler is the same for every body, so where a body stands in its
+/// line follows from how much of it is left: the body ends on a full line.
+fn generate(remaining: u64, out: &mut Vec<u8>) -> u64 {
+    let room = OUTPUT_HIGH_WATER.saturating_sub(out.len()) as u64;
+    let take = remaining.min(room) as usize;
+    let start = (FILLER_LINE - (remaining % FILLER_LINE as u64) as usize) % FILLER_LINE;
+    out.extend_from_slice(&FILLER[start..start + take]);
+    remaining - take as u64
 }
 
 /// Where the exchange stands once a response is complete.

@@ -244,7 +244,15 @@ impl Worker {
         let mut ctx = self.resources.lend(now, &self.settings, &self.shared.stats);
         ctx.draining = self.drain_deadline.is_some();
         ctx.conn = conn.label;
-        match handle(conn, &mut ctx) {
+        let mut flow = handle(conn, &mut ctx);
+        if flow == Flow::Open
+            && conn.registration_due()
+            && let Err(e) = conn.register(self.poll.registry(), Token(key))
+        {
+            tracing::warn!(error = %e, "could not register a connection");
+            flow = Flow::Close(CloseCause::Error);
+        }
+        match flow {
             Flow::Open => {
                 self.timing.observe(key, conn.progress(), ctx.stats);
                 if !conn.touched {
@@ -351,32 +359,32 @@ impl Worker {
         self.accept_pending = true;
     }
 
-    /// Registers a new connection, making room under `--max-connections`
-    /// by evicting the oldest idle one, or refusing when none is idle.
-    fn admit(&mut self, mut stream: TcpStream, peer: SocketAddr, now: Micros) {
+    /// Takes in a new connection, making room under `--max-connections` by
+    /// evicting the oldest idle one, or refusing when none is idle.
+    ///
+    /// With `--defer-accept` the kernel hands a connection over once its
+    /// request has arrived (or after a second of silence), so it is read
+    /// and answered at once, and its socket joins the poll only if the
+    /// connection outlives this turn: a one-request connection costs
+    /// accept, recv, send and close. Without it, a connection is accepted
+    /// as its handshake completes, nearly always before its request, so it
+    /// is registered first (a read now would mostly find nothing).
+    fn admit(&mut self, stream: TcpStream, peer: SocketAddr, now: Micros) {
         let limit = self.settings.max_connections;
         if limit > 0 && self.conns.len() >= limit && !self.evict_oldest_idle(now) {
             self.shared.stats.refused.fetch_add(1, Ordering::Relaxed);
             return; // dropping the stream closes it
         }
-        let entry = self.conns.vacant_entry();
-        let key = entry.key();
-        let registered = self.poll.registry().register(
-            &mut stream,
-            Token(key),
-            Interest::READABLE | Interest::WRITABLE,
-        );
-        if let Err(e) = registered {
-            tracing::warn!(error = %e, "could not register a connection");
-            return;
-        }
         let mut conn = Conn::new(stream);
         conn.label = ConnLabel::next(peer, now);
-        conn.touched = true;
-        entry.insert(conn);
-        self.touched.push(key as u32);
+        let key = self.conns.insert(conn);
         self.shared.stats.accepted();
         self.timing.opened(key);
+        if self.settings.defer_accept {
+            self.with_conn(key, now, |conn, ctx| conn.on_accept(ctx));
+        } else {
+            self.with_conn(key, now, |_, _| Flow::Open); // registers it
+        }
     }
 
     /// Makes room by closing a connection that has nothing in flight: the

@@ -12,7 +12,14 @@ use super::{Config, Origin};
 
 /// Options a running server cannot change: a reload reports them as ignored
 /// until the next restart.
-pub const RESTART_ONLY: &[&str] = &["listen", "workers", "admin", "log_format", "access_log"];
+pub const RESTART_ONLY: &[&str] = &[
+    "listen",
+    "workers",
+    "defer_accept",
+    "admin",
+    "log_format",
+    "access_log",
+];
 
 /// One option whose value a reload would change.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,6 +61,7 @@ impl Config {
             ("max_header_size", size(self.max_header_size)),
             ("max_body_size", size(self.max_body_size)),
             ("max_connections", Some(self.max_connections.to_string())),
+            ("defer_accept", Some(self.defer_accept.to_string())),
             ("shutdown_timeout", duration(self.shutdown_timeout)),
             ("admin", self.admin.and_then(|addr| text(&addr.to_string()))),
             ("access_log", text(&self.access_log.to_string())),

@@ -100,6 +100,10 @@ pub struct Config {
     #[arg(long, env = "KAS_MAX_CONNECTIONS", value_name = "N", default_value = "0", value_parser = parse_count::<usize>, allow_hyphen_values = true)]
     pub max_connections: usize,
 
+    /// Let the kernel hand over a connection only once its first bytes have arrived (TCP_DEFER_ACCEPT), and serve it at once; a connection that stays silent arrives about a second after its connect.
+    #[arg(long, env = "KAS_DEFER_ACCEPT")]
+    pub defer_accept: bool,
+
     /// On SIGINT/SIGTERM, how long in-flight requests may take before they are cut.
     #[arg(long, env = "KAS_SHUTDOWN_TIMEOUT", value_name = "DURATION", default_value = "30s", value_parser = parse_duration, allow_hyphen_values = true)]
     pub shutdown_timeout: Duration,
@@ -139,6 +143,8 @@ pub struct Settings {
     pub max_body_size: usize,
     /// Per worker; 0 is unlimited.
     pub max_connections: usize,
+    /// Listeners defer accept until data arrives; accepted sockets are read at once.
+    pub defer_accept: bool,
     pub shutdown_ms: u64,
     /// Where the access log goes (`Off`: no access log).
     pub access_log: AccessLogTarget,
@@ -182,6 +188,7 @@ impl Config {
             max_header_size: self.max_header_size,
             max_body_size: self.max_body_size,
             max_connections: self.max_connections,
+            defer_accept: self.defer_accept,
             shutdown_ms: whole_ms(self.shutdown_timeout),
             access_log: self.access_log.clone(),
             keep_alive_header,

@@ -34,6 +34,7 @@ use std::io::{self, Read, Write};
 use std::net::Shutdown;
 
 use mio::net::TcpStream;
+use mio::{Interest, Registry, Token};
 
 use crate::config::Settings;
 use crate::ctx::{ConnLabel, Ctx, Slot, TimerEvent};
@@ -166,6 +167,20 @@ pub struct Conn {
     write_shut: bool,
     /// TCP_NODELAY is on (set lazily, see [`Conn::disable_nagle`]).
     nodelay: bool,
+    /// What the worker's poll watches on the socket (see [`Conn::register`]).
+    registered: Registered,
+    /// A write backed up: the socket must be watched for writability.
+    write_blocked: bool,
+}
+
+/// What the worker's poll watches on a connection's socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Registered {
+    /// Not registered: a connection that is served and closed in the turn
+    /// it was accepted never touches epoll.
+    No,
+    Readable,
+    ReadableWritable,
 }
 
 impl Conn {
@@ -187,7 +202,50 @@ impl Conn {
             peer_closed: false,
             write_shut: false,
             nodelay: false,
+            registered: Registered::No,
+            write_blocked: false,
         }
+    }
+
+    /// A connection the kernel handed over with its first bytes in the
+    /// socket (TCP_DEFER_ACCEPT): read and answered before the socket is
+    /// registered with the poll. A one-request connection that completes
+    /// here costs accept, recv, send and close, nothing more.
+    pub fn on_accept(&mut self, ctx: &mut Ctx<'_>) -> Flow {
+        self.drive(ctx)
+    }
+
+    /// Whether [`Conn::register`] has something to do.
+    pub fn registration_due(&self) -> bool {
+        let wanted = if self.write_blocked {
+            Registered::ReadableWritable
+        } else {
+            Registered::Readable
+        };
+        self.registered != wanted
+    }
+
+    /// Registers the socket with the worker's poll, or widens what it
+    /// watches. Readable only until a write backs up: a fresh socket is
+    /// writable at once, and an EPOLLOUT edge at registration would wake
+    /// the worker for a connection with nothing to read yet. Registering
+    /// after reading loses nothing: epoll reports what is already pending
+    /// when a socket is added or modified, edge-triggered or not.
+    pub fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
+        let (wanted, interest) = if self.write_blocked {
+            (
+                Registered::ReadableWritable,
+                Interest::READABLE | Interest::WRITABLE,
+            )
+        } else {
+            (Registered::Readable, Interest::READABLE)
+        };
+        match self.registered {
+            Registered::No => registry.register(&mut self.stream, token, interest)?,
+            _ => registry.reregister(&mut self.stream, token, interest)?,
+        }
+        self.registered = wanted;
+        Ok(())
     }
 
     pub fn phase(&self) -> Phase {
@@ -316,8 +374,9 @@ impl Conn {
         settings: &Settings,
     ) {
         let moved = std::mem::take(&mut self.moved);
-        let activity = self.wanted_activity(settings);
-        let deadline = self.wanted_deadline(settings);
+        let phase = self.phase();
+        let activity = self.wanted_activity(phase, settings);
+        let deadline = self.wanted_deadline(phase, settings);
         sync_slot(
             &mut self.activity,
             &mut self.watch,
@@ -348,10 +407,10 @@ impl Conn {
     /// Ref'd exactly while there is something to finish (a request in
     /// flight, a response to deliver, a close to complete), so a draining
     /// server waits for those and no others.
-    fn wanted_activity(&self, settings: &Settings) -> Option<WantedTimer> {
+    fn wanted_activity(&self, phase: Phase, settings: &Settings) -> Option<WantedTimer> {
         let want = |watch, ms, refed| Some(WantedTimer { watch, ms, refed });
         let request = self.session.received();
-        match self.phase() {
+        match phase {
             Phase::Fresh => settings
                 .headers_ms
                 .and_then(|ms| want(Watch::Headers { request }, ms, false)),
@@ -369,8 +428,8 @@ impl Conn {
 
     /// The deadline slot's policy: from a request's first byte until it has
     /// been received; while lingering, the cap on the whole linger.
-    fn wanted_deadline(&self, settings: &Settings) -> Option<WantedTimer> {
-        if self.phase() == Phase::Closing {
+    fn wanted_deadline(&self, phase: Phase, settings: &Settings) -> Option<WantedTimer> {
+        if phase == Phase::Closing {
             return Some(WantedTimer {
                 watch: Watch::LingerTotal,
                 ms: LINGER_TOTAL_MS,
@@ -403,11 +462,22 @@ impl Conn {
             if let Some(buffers) = self.buffers.as_deref_mut() {
                 self.session.process(buffers, ctx);
             }
-            let wrote = match self.flush() {
+            // Drained, with a `Connection: close` response queued: the
+            // close follows this flush at once (see `settle`).
+            let closes_next =
+                drained && self.lingered == 0 && self.session.closing() == Some(CloseCause::Done);
+            let wrote = match self.flush(closes_next) {
                 Ok(Flushed::All { wrote }) => wrote,
                 Ok(Flushed::Blocked) => return Flow::Open,
                 Err(_) => return Flow::Close(CloseCause::Reset),
             };
+            if self.session.is_generating() {
+                // A generated body continues in the room just made. Its
+                // writes follow one another: without Nagle, its last short
+                // segment need not wait for the previous one's ACK.
+                self.disable_nagle();
+                continue;
+            }
             // The output is flushed: every response queued so far is sent.
             if let Some(cause) = self.session.closing() {
                 if self.peer_closed {
@@ -463,7 +533,9 @@ impl Conn {
             if let Some(buffers) = self.buffers.take() {
                 ctx.pool.give(buffers);
             }
-            self.disable_nagle();
+            if self.session.served() > 0 {
+                self.disable_nagle();
+            }
             if ctx.draining {
                 // The response just finished said the connection persists,
                 // so more requests may be on their way. End as after
@@ -524,13 +596,24 @@ impl Conn {
     }
 
     /// Writes queued output until it is all sent or the socket is full.
-    fn flush(&mut self) -> io::Result<Flushed> {
+    ///
+    /// `closes_next`: the connection closes right after this flush. Its
+    /// writes then go with MSG_MORE, so the kernel holds the last segment
+    /// back and the close sends the FIN in it: one segment (and one ACK)
+    /// fewer per one-request connection. The close pushes whatever is held.
+    fn flush(&mut self, closes_next: bool) -> io::Result<Flushed> {
         let mut wrote = false;
         let Some(buffers) = self.buffers.as_deref_mut() else {
             return Ok(Flushed::All { wrote });
         };
         while buffers.output.pending() > 0 {
-            match self.stream.write(buffers.output.unsent()) {
+            let sent = if closes_next {
+                socket2::SockRef::from(&self.stream)
+                    .send_with_flags(buffers.output.unsent(), libc::MSG_MORE | libc::MSG_NOSIGNAL)
+            } else {
+                self.stream.write(buffers.output.unsent())
+            };
+            match sent {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => {
                     buffers.output.advance(n);
@@ -539,6 +622,7 @@ impl Conn {
                 }
                 Err(e) if would_block(&e) => {
                     self.disable_nagle();
+                    self.write_blocked = true;
                     return Ok(Flushed::Blocked);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

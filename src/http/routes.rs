@@ -12,6 +12,9 @@ pub enum Route {
     Root,
     /// `/delay/<ms>`: answered after a ref'd timer.
     Delay { ms: u64 },
+    /// `/bytes/<n>`: n bytes of filler, for sweeping response sizes (up
+    /// to `--max-body-size`; beyond it, 404).
+    Bytes { n: u64 },
     /// `*` (asterisk-form, for `OPTIONS *`).
     Asterisk,
     /// Anything else: 404.
@@ -30,18 +33,29 @@ impl Route {
         if path == "/" {
             return Route::Root;
         }
-        match path.strip_prefix("/delay/").map(parse_delay) {
-            Some(Some(ms)) => Route::Delay { ms },
-            _ => Route::NotFound,
+        if let Some(digits) = path.strip_prefix("/delay/") {
+            return match parse_number(digits, 9) {
+                Some(ms) if ms <= MAX_DELAY_MS => Route::Delay { ms },
+                _ => Route::NotFound,
+            };
+        }
+        match path
+            .strip_prefix("/bytes/")
+            .and_then(|n| parse_number(n, 15))
+        {
+            Some(n) => Route::Bytes { n },
+            None => Route::NotFound,
         }
     }
 }
 
-fn parse_delay(digits: &str) -> Option<u64> {
-    if digits.is_empty() || digits.len() > 9 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+/// A decimal of at most `max_digits` digits (no sign, no spaces).
+fn parse_number(digits: &str, max_digits: usize) -> Option<u64> {
+    if digits.is_empty() || digits.len() > max_digits || !digits.bytes().all(|b| b.is_ascii_digit())
+    {
         return None;
     }
-    digits.parse().ok().filter(|ms| *ms <= MAX_DELAY_MS)
+    digits.parse().ok()
 }
 
 #[cfg(test)]
@@ -61,6 +75,11 @@ mod tests {
         assert_eq!(route("/delay/"), Route::NotFound);
         assert_eq!(route("/delay/-1"), Route::NotFound);
         assert_eq!(route("/delay/600001"), Route::NotFound);
+        assert_eq!(route("/bytes/0"), Route::Bytes { n: 0 });
+        assert_eq!(route("/bytes/16384?x"), Route::Bytes { n: 16384 });
+        assert_eq!(route("/bytes/"), Route::NotFound);
+        assert_eq!(route("/bytes/1k"), Route::NotFound);
+        assert_eq!(route("/bytes/1234567890123456"), Route::NotFound);
         assert_eq!(route("/nope"), Route::NotFound);
         assert_eq!(Route::of_target(Target::Asterisk), Route::Asterisk);
     }

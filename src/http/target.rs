@@ -100,12 +100,34 @@ fn is_path_and_query(target: &str) -> bool {
     let bytes = target.as_bytes();
     let query_at = bytes.iter().position(|&b| b == b'?').unwrap_or(bytes.len());
     let (path, query) = bytes.split_at(query_at);
-    path.iter().copied().all(is_target_byte)
+    path.iter().all(|&b| TARGET_BYTES[usize::from(b)])
         && is_pct_encoded_well(path)
-        && query.iter().copied().all(is_target_byte)
+        && query.iter().all(|&b| TARGET_BYTES[usize::from(b)])
 }
 
-fn is_target_byte(byte: u8) -> bool {
+/// A byte class as a table: `table[byte]` says whether `byte` is in it.
+macro_rules! byte_table {
+    ($class:ident) => {{
+        let mut table = [false; 256];
+        let mut byte = 0;
+        while byte < 256 {
+            table[byte] = $class(byte as u8);
+            byte += 1;
+        }
+        table
+    }};
+}
+
+/// [`is_target_byte`] for every byte value: one load per byte checked.
+static TARGET_BYTES: [bool; 256] = byte_table!(is_target_byte);
+/// The bytes of a reg-name: unreserved, sub-delims and `%`.
+static REG_NAME_BYTES: [bool; 256] = byte_table!(is_reg_name_byte);
+
+const fn is_reg_name_byte(byte: u8) -> bool {
+    is_unreserved(byte) || is_sub_delim(byte) || byte == b'%'
+}
+
+const fn is_target_byte(byte: u8) -> bool {
     is_unreserved(byte)
         || is_sub_delim(byte)
         || matches!(
@@ -134,6 +156,22 @@ fn is_pct_encoded_well(bytes: &[u8]) -> bool {
 pub fn is_host_value(value: &[u8]) -> bool {
     if value.is_empty() {
         return true;
+    }
+    if !value.starts_with(b"[") {
+        // A reg-name (or IPv4 address) and maybe a port, in one pass: the
+        // name runs to the first byte a reg-name cannot hold, which must
+        // be the colon before the port.
+        let name_len = value
+            .iter()
+            .position(|&b| !REG_NAME_BYTES[usize::from(b)])
+            .unwrap_or(value.len());
+        let (host, rest) = value.split_at(name_len);
+        let port_ok = match rest.split_first() {
+            None => true,
+            Some((b':', port)) => port.iter().all(u8::is_ascii_digit),
+            Some(_) => false,
+        };
+        return port_ok && !host.is_empty() && is_pct_encoded_well(host);
     }
     let (host, port) = split_port(value);
     let port_ok = port.is_none_or(|port| port.iter().all(u8::is_ascii_digit));
@@ -169,9 +207,7 @@ fn is_uri_host(host: &[u8]) -> bool {
         };
         return is_ip_literal(inside);
     }
-    host.iter()
-        .all(|&b| is_unreserved(b) || is_sub_delim(b) || b == b'%')
-        && is_pct_encoded_well(host)
+    host.iter().all(|&b| REG_NAME_BYTES[usize::from(b)]) && is_pct_encoded_well(host)
 }
 
 /// The inside of `[...]`: an IPv6 address by its characters (hex digits,
@@ -198,11 +234,11 @@ fn is_ip_literal(inside: &[u8]) -> bool {
             .all(|&b| b.is_ascii_hexdigit() || b == b':' || b == b'.')
 }
 
-fn is_unreserved(byte: u8) -> bool {
+const fn is_unreserved(byte: u8) -> bool {
     byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~')
 }
 
-fn is_sub_delim(byte: u8) -> bool {
+const fn is_sub_delim(byte: u8) -> bool {
     matches!(
         byte,
         b'!' | b'$' | b'&' | b'\'' | b'(' | b')' | b'*' | b'+' | b',' | b';' | b'='

@@ -61,16 +61,25 @@ impl Driver {
         output.advance(output.pending());
     }
 
-    /// Processes what is buffered, answers delays, drains the output.
+    /// Processes what is buffered, answers delays, drains the output (and
+    /// goes on while a generated body is owed).
     pub fn process(&mut self) {
         loop {
-            self.with_ctx(|session, buffers, ctx| session.process(buffers, ctx));
+            self.process_once();
             self.drain();
+            if self.session.is_generating() {
+                continue;
+            }
             if !self.session.is_delayed() {
                 return;
             }
             self.with_ctx(|session, buffers, ctx| session.delay_elapsed(buffers, ctx));
         }
+    }
+
+    /// One `process` call, the output left unsent.
+    pub fn process_once(&mut self) {
+        self.with_ctx(|session, buffers, ctx| session.process(buffers, ctx));
     }
 
     /// Feeds `piece` as the input buffer takes it, processing after each

@@ -5,8 +5,11 @@ use std::fmt::Write as _;
 use crate::stats::Report;
 
 impl Report {
-    /// The lateness histogram: bars per bin, axes in ms and connections,
-    /// markers at 0 (the expected timeout), p50 and p99.
+    /// The lateness histogram: bars per bin, axes in ms and connections
+    /// (a log scale, so the few connections of the tail that p99 and max
+    /// describe stay visible beside the thousands of the body), markers at
+    /// 0 (the expected timeout), p50 and p99. The title names the run's
+    /// parameters: connections, batch size, timeout.
     pub fn svg(&self) -> String {
         const W: f64 = 960.0;
         const H: f64 = 540.0;
@@ -26,9 +29,10 @@ impl Report {
         let _ = writeln!(s, r##"<rect width="{W}" height="{H}" fill="#ffffff"/>"##);
         let _ = writeln!(
             s,
-            r#"<text x="{}" y="28" font-size="18" text-anchor="middle" font-weight="bold">Idle keep-alive close lateness: N={} connections, expected timeout {}</text>"#,
+            r#"<text x="{}" y="28" font-size="17" text-anchor="middle" font-weight="bold">Idle keep-alive close lateness: {} connections opened in batches of {}, timeout {}</text>"#,
             W / 2.0,
             self.n,
+            self.batch,
             humantime::format_duration(self.expect)
         );
         let _ = writeln!(
@@ -66,14 +70,20 @@ impl Report {
             counts[(((v - lo) / width).floor() as usize).min(bins - 1)] += 1;
         }
         let peak = counts.iter().copied().max().unwrap_or(1).max(1);
-        let y_step = nice_step(peak as f64 / 5.0).max(1.0);
-        let y_top = (peak as f64 / y_step).ceil() * y_step;
+        // Log scale from just under 1 (so a bin of one still shows) to the
+        // decade above the peak.
+        let decades = (peak as f64).log10().ceil().max(1.0);
+        let y_top = 10f64.powf(decades);
+        let y_floor = 0.5f64;
         let x_of = |v: f64| LEFT + (v - lo) / (hi - lo) * plot_w;
-        let y_of = |c: f64| TOP + plot_h - c / y_top * plot_h;
+        let y_of = |c: f64| {
+            let c = c.max(y_floor);
+            TOP + plot_h - (c / y_floor).log10() / (y_top / y_floor).log10() * plot_h
+        };
 
-        // Grid and y axis labels.
-        let mut tick = 0.0;
-        while tick <= y_top + 1e-9 {
+        // Grid and y axis labels: 1, 10, 100, ...
+        for decade in 0..=decades as i32 {
+            let tick = 10f64.powi(decade);
             let y = y_of(tick);
             let _ = writeln!(
                 s,
@@ -83,7 +93,6 @@ impl Report {
                 y + 4.0,
                 tick as u64
             );
-            tick += y_step;
         }
         // Bars.
         for (i, &count) in counts.iter().enumerate() {
@@ -143,7 +152,7 @@ impl Report {
         );
         let _ = writeln!(
             s,
-            r#"<text x="20" y="{:.1}" font-size="14" text-anchor="middle" transform="rotate(-90 20 {:.1})">connections</text>"#,
+            r#"<text x="20" y="{:.1}" font-size="14" text-anchor="middle" transform="rotate(-90 20 {:.1})">connections (log scale)</text>"#,
             TOP + plot_h / 2.0,
             TOP + plot_h / 2.0
         );
@@ -158,11 +167,16 @@ impl Report {
         for (k, (label, value, color)) in markers.into_iter().enumerate() {
             let Some(value) = value else { continue };
             let x = x_of(value);
+            // Labels near the right edge go to the left of their line.
+            let (label_x, anchor) = if x > LEFT + plot_w - 100.0 {
+                (x - 4.0, "end")
+            } else {
+                (x + 4.0, "start")
+            };
             let _ = writeln!(
                 s,
-                r#"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{:.1}" stroke="{color}" stroke-width="1.5" stroke-dasharray="5,4"/><text x="{:.1}" y="{:.1}" font-size="12" fill="{color}">{label} {value:.3}</text>"#,
+                r#"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{:.1}" stroke="{color}" stroke-width="1.5" stroke-dasharray="5,4"/><text x="{label_x:.1}" y="{:.1}" font-size="12" fill="{color}" text-anchor="{anchor}">{label} {value:.3}</text>"#,
                 TOP + plot_h,
-                x + 4.0,
                 TOP + 14.0 + 16.0 * k as f64
             );
         }

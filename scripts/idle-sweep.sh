@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Idle connections at several counts: RSS per idle keep-alive connection and
+# close lateness (how long after its keep-alive timeout each connection was
+# closed; never early), one scripts/soak.sh run per count, each drawing its
+# lateness histogram (log-scale count axis) to docs/soak-N-TIMEOUT-batchB.svg.
+# Writes a CSV (server,connections,batch,bytes_per_conn,closed,early,
+# lateness min/p50/p99/max ms) and prints it as Markdown tables, with the
+# memory chart docs/idle-memory.svg (scripts/charts.py idle).
+#
+# Usage: scripts/idle-sweep.sh [timeout]        (default 5s)
+#   Env: COUNTS="1000 10000 19000", BATCH (200), CSV (target/idle.csv),
+#   OUT (docs). The client and the server each hold N descriptors.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+timeout=${1:-5s}
+counts=${COUNTS:-1000 10000 19000}
+batch=${BATCH:-200}
+csv=${CSV:-target/idle.csv}
+out=${OUT:-docs}
+mkdir -p "$(dirname "$csv")" "$out"
+echo "server,connections,batch,bytes_per_conn,closed,early,min_ms,p50_ms,p99_ms,max_ms" >"$csv"
+for n in $counts; do
+  json=$(JSON=1 BATCH=$batch SVG="$out/soak-$n-$timeout-batch$batch.svg" scripts/soak.sh "$n" "$timeout")
+  python3 - "$json" "$batch" >>"$csv" <<'PY'
+import json, sys
+r = json.loads(sys.argv[1])
+l = r["lateness_ms"]
+print(f'kas,{r["connections"]},{sys.argv[2]},{r["rss_bytes_per_idle_connection"]:.1f},{r["closed"]},{r["early"]},'
+      f'{l["min"]},{l["p50"]},{l["p99"]},{l["max"]}')
+PY
+done
+echo "\`scripts/idle-sweep.sh $timeout\` (BATCH=$batch): $(date -u +%Y-%m-%dT%H:%MZ), scripts/soak.sh per count, --workers 1 --keep-alive-buffer 0s"
+echo
+scripts/charts.py idle "$csv" --out "$out"
+echo
+echo "| connections | batch | closed | early | lateness min / p50 / p99 / max (ms) |"
+echo "|---|---|---|---|---|"
+tail -n +2 "$csv" | while IFS=, read -r _ n b _ closed early min p50 p99 max; do
+  echo "| $n | $b | $closed/$n | $early | $min / $p50 / $p99 / $max |"
+done
