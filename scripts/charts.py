@@ -221,14 +221,14 @@ def scale(args):
     servers = list(dict.fromkeys(r["server"] for r in rows))
     conns = sorted({int(r["connections"]) for r in rows})
     by = {(r["server"], int(r["connections"])): r for r in rows}
-    print("| connections | " + " | ".join(f"{s} req/s | {s} p99 ms | {s} errors" for s in servers) + " |")
-    print("|---|" + "---|---|---|" * len(servers))
+    print("| connections | server | req/s | p50 ms | p99 ms | CPU µs/req | wrk CPU % | errors |")
+    print("|---|---|---|---|---|---|---|---|")
     for n in conns:
-        cells = []
         for s in servers:
             r = by.get((s, n))
-            cells += [f"{float(r['rps']):,.0f}", r["p99_ms"], r["errors"]] if r else ["-", "-", "-"]
-        print(f"| {n:,} | " + " | ".join(cells) + " |")
+            if r:
+                print(f"| {n:,} | {s} | {float(r['rps']):,.0f} | {r['p50_ms']} | {r['p99_ms']} | "
+                      f"{r['cpu_us_per_req']} | {r.get('wrk_cpu_pct', '-')} | {r['errors']} |")
 
     def num(v):
         try:

@@ -26,16 +26,19 @@ to_ms() {
 }
 
 # Runs wrk with the given arguments against a process, and prints
-# "rps p50_ms p99_ms cpu_us_per_request errors ctx_switches_per_request"
-# (errors: socket errors and non-2xx responses; p99 is n/a where wrk's
-# percentiles break, under pipelining). Usage: wrk_run PID WRK_ARGS...
+# "rps p50_ms p99_ms cpu_us_per_request errors ctx_switches_per_request
+# client_cpu_percent" (errors: socket errors and non-2xx responses; p99 is
+# n/a where wrk's percentiles break, under pipelining; the client's CPU is
+# wrk's user+sys over its run time: near 100, wrk itself is the limit).
+# Usage: wrk_run PID WRK_ARGS...
 wrk_run() {
-  local pid=$1 before after out requests rps p50 p99 errors non2xx switches
+  local pid=$1 before after out requests rps p50 p99 errors non2xx switches client
   shift
   switches=$(ctx_switches "$pid")
   before=$(cpu_ns "$pid")
-  out=$(wrk "$@" 2>&1)
+  out=$( { TIMEFORMAT='client %U %S %R'; time wrk "$@"; } 2>&1)
   after=$(cpu_ns "$pid")
+  client=$(awk '$1 == "client" { printf "%.0f", ($2 + $3) / $4 * 100 }' <<<"$out")
   switches=$(( $(ctx_switches "$pid") - switches ))
   requests=$(awk '/requests in/ {print $1}' <<<"$out")
   rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
@@ -44,8 +47,8 @@ wrk_run() {
   awk -v v="$p99" 'BEGIN { exit !(v + 0 == 0) }' && p99=n/a
   errors=$(awk '/Socket errors/ {gsub(",", ""); print $4 + $6 + $8 + $10; found=1} END {if (!found) print 0}' <<<"$out")
   non2xx=$(awk '/Non-2xx/ {print $4}' <<<"$out")
-  awk -v r="${requests:-0}" -v b="$before" -v a="$after" -v rps="${rps:-0}" -v p50="$p50" -v p99="$p99" -v e="$errors" -v n="${non2xx:-0}" -v s="$switches" \
-    'BEGIN { printf "%s %s %s %.3f %s %.3f\n", rps, p50, p99, r ? (a - b) / 1000 / r : 0, e + n, r ? s / r : 0 }'
+  awk -v r="${requests:-0}" -v b="$before" -v a="$after" -v rps="${rps:-0}" -v p50="$p50" -v p99="$p99" -v e="$errors" -v n="${non2xx:-0}" -v s="$switches" -v c="${client:-0}" \
+    'BEGIN { printf "%s %s %s %.3f %s %.3f %s\n", rps, p50, p99, r ? (a - b) / 1000 / r : 0, e + n, r ? s / r : 0, c }'
 }
 
 # The median of the numbers on stdin (one per line).

@@ -8,7 +8,8 @@
 # files of those sizes with sendfile, Node a Buffer made once). Runs
 # alternate between the servers; the table shows medians over the rounds:
 # requests/s, latency p50/p99, server CPU time (user+sys, all threads) per
-# request, and the server's context switches per request. "floor" is
+# request, the server's context switches per request, and wrk's own CPU
+# use (near 100%, the client is the limit). "floor" is
 # examples/floor.rs, a bare mio loop answering each read with a canned
 # response (no parsing, no timers): what the kernel and an event loop cost
 # alone on this machine. It never closes and answers
@@ -132,8 +133,8 @@ done
 
 echo "\`scripts/loadtest.sh $rounds $duration $connections\`: $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, wrk -t1 -c$connections -d$duration, $rounds alternating rounds, medians; errors: socket errors and non-2xx, summed over rounds"
 echo
-echo "| scenario | server | req/s | p50 ms | p99 ms | CPU µs/req | ctx sw/req | errors |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| scenario | server | req/s | p50 ms | p99 ms | CPU µs/req | ctx sw/req | wrk CPU % | errors |"
+echo "|---|---|---|---|---|---|---|---|---|"
 for scenario in $scenarios; do
   declare -A results=()
   for round in $(seq "$rounds"); do
@@ -145,10 +146,11 @@ for scenario in $scenarios; do
   for server in $servers; do
     plays "$server" "$scenario" || continue
     rows=${results[$server]}
-    printf "| %s | %s | %.0f | %s | %s | %s | %s | %s |\n" "$scenario" "$server" \
+    printf "| %s | %s | %.0f | %s | %s | %s | %s | %s | %s |\n" "$scenario" "$server" \
       "$(awk '{print $1}' <<<"$rows" | median)" "$(awk '{print $2}' <<<"$rows" | median)" \
       "$(awk '{print $3}' <<<"$rows" | median)" "$(awk '{print $4}' <<<"$rows" | median)" \
-      "$(awk '{print $6}' <<<"$rows" | median)" "$(awk '{s += $5} END {print s}' <<<"$rows")"
+      "$(awk '{print $6}' <<<"$rows" | median)" "$(awk '{print $7}' <<<"$rows" | median)" \
+      "$(awk '{s += $5} END {print s}' <<<"$rows")"
   done
   unset results
 done

@@ -4,7 +4,7 @@
 # SERVERS includes node) at 100, 1k, 5k, 10k and 19k keep-alive connections,
 # one worker each, alternating between the servers, medians over the
 # rounds. Writes a CSV (server,connections,rps,p50_ms,p99_ms,errors,
-# cpu_us_per_req) and prints it as a Markdown table with
+# cpu_us_per_req,wrk_cpu_pct) and prints it as a Markdown table with
 # `scripts/charts.py scale`, which also draws docs/scale-rps.svg and
 # docs/scale-p99.svg.
 #
@@ -57,7 +57,7 @@ done
 sleep 0.5
 
 mkdir -p "$(dirname "$csv")"
-echo "server,connections,rps,p50_ms,p99_ms,errors,cpu_us_per_req" >"$csv"
+echo "server,connections,rps,p50_ms,p99_ms,errors,cpu_us_per_req,wrk_cpu_pct" >"$csv"
 for n in $conns; do
   declare -A results=()
   for round in $(seq "$rounds"); do
@@ -69,7 +69,7 @@ for n in $conns; do
   done
   for server in $servers; do
     rows=${results[$server]}
-    echo "$server,$n,$(awk '{print $1}' <<<"$rows" | median),$(awk '{print $2}' <<<"$rows" | median),$(awk '{print $3}' <<<"$rows" | median),$(awk '{s += $5} END {print s}' <<<"$rows"),$(awk '{print $4}' <<<"$rows" | median)" >>"$csv"
+    echo "$server,$n,$(awk '{print $1}' <<<"$rows" | median),$(awk '{print $2}' <<<"$rows" | median),$(awk '{print $3}' <<<"$rows" | median),$(awk '{s += $5} END {print s}' <<<"$rows"),$(awk '{print $4}' <<<"$rows" | median),$(awk '{print $7}' <<<"$rows" | median)" >>"$csv"
   done
   unset results
 done
