@@ -13,7 +13,9 @@
 # examples/floor.rs, a bare mio loop answering each read with a canned
 # response (no parsing, no timers): what the kernel and an event loop cost
 # alone on this machine. It never closes and answers
-# only hello, so it sits out the Connection: close and size scenarios.
+# only hello, so it sits out the Connection: close and size scenarios
+# (as Node and the baseline sit out the deferred one, and the baseline,
+# which has no /bytes route, the size ones).
 #
 # Usage: scripts/loadtest.sh [rounds] [duration] [connections]
 #   defaults: 3 rounds, 5s, 100 connections, one worker each (--workers 1,
@@ -24,6 +26,8 @@
 #   PORT_BASE (default 18460): the servers listen on PORT_BASE..+31.
 #   ACCESS_LOG=1 adds "kaslog": keepalive-server with --access-log to a file
 #   (emptied before each of its runs), to price the access log.
+#   BASELINE=PATH adds "before": another keepalive-server binary (e.g. one
+#   built from main), measured in the same rounds, for before/after ratios.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -58,7 +62,7 @@ trap cleanup EXIT
 wants() { [[ " $wanted_servers " == *" $1 "* ]]; }
 servers=""
 declare -A pid_of port_of
-port_of=([kas]=$kas_port [kaslog]=$kaslog_port [nginx]=$nginx_port [node]=$node_port [floor]=$floor_port
+port_of=([kas]=$kas_port [before]=$((kas_port + 3)) [kaslog]=$kaslog_port [nginx]=$nginx_port [node]=$node_port [floor]=$floor_port
   [kas-deferred]=$((kas_port + 1)) [nginx-deferred]=$((nginx_port + 1)))
 deferred=$([[ " $scenarios " == *" close-deferred "* ]] && echo yes || true)
 
@@ -66,6 +70,11 @@ if wants kas; then
   ./target/release/keepalive-server --workers 1 --listen "127.0.0.1:$kas_port" \
     --keep-alive-timeout 65s >"$work/kas.log" 2>&1 &
   pids+=($!); pid_of[kas]=$!; servers+=" kas"
+  if [ -n "${BASELINE:-}" ]; then
+    "$BASELINE" --workers 1 --listen "127.0.0.1:${port_of[before]}" \
+      --keep-alive-timeout 65s >"$work/before.log" 2>&1 &
+    pids+=($!); pid_of[before]=$!; servers+=" before"
+  fi
   if [ "${ACCESS_LOG:-0}" = 1 ]; then
     ./target/release/keepalive-server --workers 1 --listen "127.0.0.1:$kaslog_port" \
       --keep-alive-timeout 65s --access-log "$work/access.log" >"$work/kaslog.log" 2>&1 &
@@ -104,8 +113,11 @@ sleep 0.5
 
 # Whether a server takes part in a scenario.
 plays() {
-  case $1/$2 in
-    floor/close | floor/bytes-* | floor/close-deferred | node/close-deferred | kaslog/close-deferred) return 1 ;;
+  case $2 in
+    close-deferred) [ "$1" = kas ] || [ "$1" = nginx ] ;;
+    close) [ "$1" != floor ] ;;
+    bytes-*) [ "$1" != floor ] && [ "$1" != before ] ;;
+    *) true ;;
   esac
 }
 

@@ -20,6 +20,8 @@ REQUESTS = {
     "later_minor": b"GET / HTTP/1.7\r\nHost: a\r\n\r\n",
     "close": b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
     "absolute": b"GET http://a/ HTTP/1.1\r\nHost: a\r\n\r\n",
+    "bytes": b"GET /bytes/70000 HTTP/1.1\r\nHost: a\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n",
+    "bytes_head": b"HEAD /bytes/100 HTTP/1.1\r\nHost: a\r\n\r\n",
 }
 BAD = {
     "no_host": b"GET / HTTP/1.1\r\n\r\n",
