@@ -4,49 +4,18 @@
 //! only test in this binary, so nothing else allocates meanwhile; the
 //! client side allocates nothing.
 
-use std::alloc::{GlobalAlloc, Layout, System};
+mod counting_alloc;
+
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::num::NonZeroUsize;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use keepalive_server::config::AccessLogTarget;
 use keepalive_server::{Config, Server};
 
-struct Counting;
-
-static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: every call is forwarded unchanged to the system allocator; the
-// counter is the only addition.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: as for `alloc`.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: the caller upholds `GlobalAlloc::realloc`'s contract.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the caller upholds `GlobalAlloc::dealloc`'s contract.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: counting_alloc::Counting = counting_alloc::Counting;
 
 const REQUEST: &[u8] = b"GET / HTTP/1.1\r\nHost: test\r\n\r\n";
 const BODY: &[u8] = b"Hello, World!";
@@ -82,11 +51,11 @@ fn allocations_per_10k_requests(mut config: Config) -> usize {
         round_trip(&mut stream, &mut buffer);
     }
 
-    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    let before = counting_alloc::allocations();
     for _ in 0..10_000 {
         round_trip(&mut stream, &mut buffer);
     }
-    let allocations = ALLOCATIONS.load(Ordering::Relaxed) - before;
+    let allocations = counting_alloc::allocations() - before;
     drop(stream);
     handle.shutdown();
     handle.join().unwrap();
