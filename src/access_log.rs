@@ -183,12 +183,7 @@ impl AccessLog {
         out.extend_from_slice(b"] ");
         quoted(out, &record.request_line);
         out.push(b' ');
-        let status = entry.status.min(999);
-        out.extend_from_slice(&[
-            b'0' + (status / 100) as u8,
-            b'0' + (status / 10 % 10) as u8,
-            b'0' + (status % 10) as u8,
-        ]);
+        push_three_digits(out, entry.status.into());
         out.push(b' ');
         push_decimal(out, entry.bytes);
         out.push(b' ');
@@ -199,12 +194,7 @@ impl AccessLog {
         let millis = entry.micros / 1000;
         push_decimal(out, millis / 1000);
         out.push(b'.');
-        let fraction = millis % 1000;
-        out.extend_from_slice(&[
-            b'0' + (fraction / 100) as u8,
-            b'0' + (fraction / 10 % 10) as u8,
-            b'0' + (fraction % 10) as u8,
-        ]);
+        push_three_digits(out, millis % 1000);
         out.push(b' ');
         push_decimal(out, entry.conn);
         out.push(b'\n');
@@ -247,6 +237,17 @@ const ESCAPED: [bool; 256] = {
     }
     table
 };
+
+/// Appends `n` as exactly three digits, zero-padded (a status code, the
+/// milliseconds of a request time); above 999, `999`.
+fn push_three_digits(out: &mut Vec<u8>, n: u64) {
+    let n = n.min(999);
+    out.extend_from_slice(&[
+        b'0' + (n / 100) as u8,
+        b'0' + (n / 10 % 10) as u8,
+        b'0' + (n % 10) as u8,
+    ]);
+}
 
 /// Appends `field` in double quotes, escaped as nginx does; empty is `"-"`.
 /// Runs of bytes that need no escape are copied whole.
