@@ -46,6 +46,10 @@ use crate::timers::{Micros, TimerId, TimerLists};
 
 /// Reads per readiness event before yielding to other connections.
 const READ_BUDGET: u32 = 16;
+/// Output refills of a generated body per pass before yielding, as
+/// READ_BUDGET does for reads: a fast reader of a large `/bytes` answer
+/// cannot hold the worker for the whole body (16 × 32 KiB per turn).
+const GENERATE_BUDGET: u32 = 16;
 /// A lingering connection closes after this long without input (nginx's
 /// `lingering_timeout`): a client that has stopped sending will send nothing
 /// that could turn the close into a reset.
@@ -457,6 +461,7 @@ impl Conn {
     fn drive(&mut self, ctx: &mut Ctx<'_>) -> Flow {
         self.wants_more = false;
         let mut reads = 0;
+        let mut refills = 0;
         let mut drained = false;
         loop {
             if let Some(buffers) = self.buffers.as_deref_mut() {
@@ -476,6 +481,11 @@ impl Conn {
                 // writes follow one another: without Nagle, its last short
                 // segment need not wait for the previous one's ACK.
                 self.disable_nagle();
+                refills += 1;
+                if refills == GENERATE_BUDGET {
+                    self.wants_more = true;
+                    return Flow::Open;
+                }
                 continue;
             }
             // The output is flushed: every response queued so far is sent.
