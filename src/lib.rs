@@ -25,6 +25,7 @@ pub mod ctx;
 pub mod date;
 pub mod http;
 pub mod introspect;
+pub mod lab;
 pub mod logging;
 pub mod pool;
 pub mod reload;
