@@ -189,7 +189,7 @@ fn timeout_ms(value: &str) -> Option<u32> {
     }
     let duration = parse_duration(value).ok()?;
     (duration <= Duration::from_millis(u64::from(MAX_CONTROL_TIMEOUT_MS)))
-        .then(|| duration.as_millis() as u32)
+        .then_some(duration.as_millis() as u32)
 }
 
 #[cfg(test)]
