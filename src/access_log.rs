@@ -1,10 +1,12 @@
 //! The access log (`--access-log PATH`, `-` for standard output): one line
 //! per response in nginx's `combined` format, then the request time in
-//! seconds (ms resolution) and the connection id, unique over the process's
-//! life:
+//! seconds (ms resolution), the connection id, unique over the process's
+//! life, and the idle gap: ms since the previous response on the
+//! connection (`-` for its first request), so one line shows a reuse that
+//! came close to the idle timeout:
 //!
 //! ```text
-//! 127.0.0.1 - - [22/Nov/2026:10:13:58 +0000] "GET / HTTP/1.1" 200 13 "-" "curl/8.5.0" 0.000 17
+//! 127.0.0.1 - - [22/Nov/2026:10:13:58 +0000] "GET / HTTP/1.1" 200 13 "-" "curl/8.5.0" 0.000 17 1503
 //! ```
 //!
 //! Quoted fields escape `"`, `\` and bytes outside printable ASCII as
@@ -138,6 +140,8 @@ pub struct Entry<'a> {
     /// From the request's first byte to its response.
     pub micros: Micros,
     pub conn: u64,
+    /// Since the previous response on the connection (`None`: the first).
+    pub idle_gap_ms: Option<u32>,
 }
 
 /// `dd/Mon/yyyy:HH:MM:SS +0000`
@@ -197,6 +201,11 @@ impl AccessLog {
         push_three_digits(out, millis % 1000);
         out.push(b' ');
         push_decimal(out, entry.conn);
+        out.push(b' ');
+        match entry.idle_gap_ms {
+            Some(ms) => push_decimal(out, ms.into()),
+            None => out.push(b'-'),
+        }
         out.push(b'\n');
     }
 
@@ -392,12 +401,13 @@ mod tests {
             bytes: 13,
             micros,
             conn: 42,
+            idle_gap_ms: Some(1_503),
         });
         String::from_utf8(log.buffered().to_vec()).unwrap()
     }
 
     #[test]
-    fn lines_are_nginx_combined_then_time_and_connection() {
+    fn lines_are_nginx_combined_then_time_connection_and_idle_gap() {
         let mut record = AccessRecord::default();
         record.remember_head(
             b"GET /a?b=c HTTP/1.1\r\nHost: x\r\nUser-Agent: curl/8.5.0\r\nreferer:  http://r/ \r\n\r\n",
@@ -405,7 +415,7 @@ mod tests {
         assert_eq!(
             line(&record, 200, 1_234_567),
             "192.0.2.7 - - [06/Nov/1994:08:49:37 +0000] \"GET /a?b=c HTTP/1.1\" 200 13 \
-             \"http://r/\" \"curl/8.5.0\" 1.234 42\n"
+             \"http://r/\" \"curl/8.5.0\" 1.234 42 1503\n"
         );
     }
 
@@ -422,9 +432,14 @@ mod tests {
                 bytes: 0,
                 micros: 0,
                 conn: 1,
+                idle_gap_ms: None,
             });
         }
         let text = String::from_utf8(log.buffered().to_vec()).unwrap();
+        assert!(
+            text.lines().all(|l| l.ends_with(" 1 -")),
+            "a first request: {text}"
+        );
         let peers: Vec<&str> = text.lines().map(|l| l.split(' ').next().unwrap()).collect();
         assert_eq!(
             peers,
@@ -481,6 +496,7 @@ mod tests {
             bytes: 0,
             micros: 0,
             conn: 1,
+            idle_gap_ms: None,
         };
         let mut lines = 0;
         while !log.is_full() {

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::access_log::AccessLog;
 use crate::config::Settings;
 use crate::date::DateCache;
+use crate::lab::peers::PeerTable;
 use crate::pool::BufferPool;
 use crate::stats::Stats;
 use crate::timers::{Micros, TimerLists};
@@ -51,6 +52,13 @@ pub struct Ctx<'a> {
     pub draining: bool,
     /// Which connection, for logs.
     pub conn: ConnLabel,
+    /// What each client address did at the idle boundary (the lab).
+    pub peers: &'a mut PeerTable,
+    /// Descriptors are plentiful: an idle close may keep its socket for
+    /// the watch after its FIN.
+    pub watch_allowed: bool,
+    /// Set by a connection that just sent its idle FIN and began its watch.
+    pub idle_fin: bool,
 }
 
 /// A connection as logs name it: an id unique over the process's life,
@@ -92,6 +100,7 @@ pub struct Resources {
     pub pool: BufferPool,
     pub date: DateCache,
     pub access_log: AccessLog,
+    pub peers: PeerTable,
 }
 
 impl Resources {
@@ -121,6 +130,9 @@ impl Resources {
             stats,
             draining: false,
             conn: ConnLabel::default(),
+            peers: &mut self.peers,
+            watch_allowed: true,
+            idle_fin: false,
         }
     }
 }

@@ -29,8 +29,11 @@ use crate::http::response::{
 };
 use crate::http::routes::Route;
 use crate::http::{BodyDecoder, Framing, Method, RequestError, RequestHead, Status, parse_head};
+use crate::lab::conn_controls::{AdvertiseOverride, ConnControls};
+use crate::lab::controls::{After, BadControl};
 use crate::pool::Buffers;
 use crate::stats::CloseCause;
+use crate::timers::Micros;
 
 /// No new pipelined request is started, and no more of a body echoed,
 /// while this much output is unsent.
@@ -65,6 +68,9 @@ enum Exchange {
     },
     /// The last response is queued; the connection only drains input now.
     Closing { cause: CloseCause },
+    /// The idle timer ran out and the server sent its FIN at `fin_at`: the
+    /// connection only watches what the peer still does (see `conn`).
+    Watching { fin_at: Micros, late: bool },
 }
 
 /// How to answer a request once it has been received.
@@ -116,7 +122,12 @@ pub enum Phase {
     /// Output waits for the socket.
     Writing,
     Closing,
+    /// Closed for writing after the idle timeout; watching the peer.
+    Watching,
 }
+
+/// `last_response_ms` before the first response.
+const NO_RESPONSE: u32 = u32::MAX;
 
 /// The request/response state of one connection.
 #[derive(Debug)]
@@ -126,6 +137,11 @@ pub struct Session {
     received: u32,
     /// Responses queued.
     served: u32,
+    /// What the keep-alive lab's controls set on this connection.
+    controls: ConnControls,
+    /// When the last response was queued, in loop-clock ms (wrapping), for
+    /// the access log's idle gap; [`NO_RESPONSE`] before the first.
+    last_response_ms: u32,
 }
 
 impl Default for Session {
@@ -140,7 +156,44 @@ impl Session {
             exchange: Exchange::AwaitingHead,
             received: 0,
             served: 0,
+            controls: ConnControls::default(),
+            last_response_ms: NO_RESPONSE,
         }
+    }
+
+    /// What the lab's controls set on this connection.
+    pub fn controls(&self) -> &ConnControls {
+        &self.controls
+    }
+
+    /// The idle timer ran out and the server sent its FIN: from now on the
+    /// connection only watches the peer.
+    pub fn start_watch(&mut self, now: Micros) {
+        self.exchange = Exchange::Watching {
+            fin_at: now,
+            late: false,
+        };
+    }
+
+    /// When the server's idle FIN went out, while the connection watches.
+    pub fn watching_since(&self) -> Option<Micros> {
+        match self.exchange {
+            Exchange::Watching { fin_at, .. } => Some(fin_at),
+            _ => None,
+        }
+    }
+
+    /// Data arrived during the watch: true the first time (a late request).
+    pub fn note_late_data(&mut self) -> bool {
+        match &mut self.exchange {
+            Exchange::Watching { late, .. } => !std::mem::replace(late, true),
+            _ => false,
+        }
+    }
+
+    /// The response just flushed ends with a reset (`after=rst`).
+    pub fn aborts(&self) -> bool {
+        self.closing() == Some(CloseCause::Control) && self.controls.after() == After::Rst
     }
 
     /// The largest input a connection buffers: at least the head limit, so
@@ -163,9 +216,10 @@ impl Session {
     fn method_in_progress(&self) -> Method {
         match self.exchange {
             Exchange::Body { answer, .. } | Exchange::Delayed { answer, .. } => answer.method,
-            Exchange::AwaitingHead | Exchange::Sending { .. } | Exchange::Closing { .. } => {
-                Method::Other
-            }
+            Exchange::AwaitingHead
+            | Exchange::Sending { .. }
+            | Exchange::Closing { .. }
+            | Exchange::Watching { .. } => Method::Other,
         }
     }
 
@@ -217,7 +271,10 @@ impl Session {
         match self.exchange {
             Exchange::Body { .. } => true,
             Exchange::AwaitingHead => buffers.is_some_and(|b| !b.input.is_empty()),
-            Exchange::Delayed { .. } | Exchange::Sending { .. } | Exchange::Closing { .. } => false,
+            Exchange::Delayed { .. }
+            | Exchange::Sending { .. }
+            | Exchange::Closing { .. }
+            | Exchange::Watching { .. } => false,
         }
     }
 
@@ -226,6 +283,7 @@ impl Session {
     pub fn phase(&self, buffers: Option<&Buffers>) -> Phase {
         match self.exchange {
             Exchange::Delayed { ms, .. } => Phase::Delayed { ms },
+            Exchange::Watching { .. } => Phase::Watching,
             Exchange::Sending { .. } => Phase::Writing,
             _ if buffers.is_some_and(|b| b.output.pending() > 0) => Phase::Writing,
             Exchange::Closing { .. } => Phase::Closing,
@@ -247,7 +305,7 @@ impl Session {
             {
                 let remaining = generate(remaining, &mut buffers.output.buf);
                 self.exchange = match remaining {
-                    0 => after_response(persistence),
+                    0 => self.after_response(persistence),
                     _ => Exchange::Sending {
                         remaining,
                         persistence,
@@ -301,7 +359,7 @@ impl Session {
                     }
                 }
                 Exchange::Delayed { .. } | Exchange::Sending { .. } => return,
-                Exchange::Closing { .. } => {
+                Exchange::Closing { .. } | Exchange::Watching { .. } => {
                     buffers.input.clear();
                     return;
                 }
@@ -340,11 +398,18 @@ impl Session {
 
     /// A head has been parsed: decide persistence and start the body.
     fn begin(&mut self, head: RequestHead, buffers: &mut Buffers, ctx: &mut Ctx<'_>) {
+        if ctx.settings.test_controls {
+            match head.controls {
+                Ok(controls) if controls.is_empty() => {}
+                Ok(controls) => self.controls.apply(controls, self.served),
+                Err(bad) => return self.refuse_control(bad, head.method, buffers, ctx),
+            }
+        }
         let answer = Answer {
             route: head.route,
             method: head.method,
             is_head: head.is_head,
-            persistence: persistence(&head, self.served, ctx.settings, ctx.draining),
+            persistence: self.persistence(&head, ctx.settings, ctx.draining),
         };
         let decoder = match head.framing {
             Framing::None => return self.complete(answer, buffers, ctx),
@@ -460,14 +525,14 @@ impl Session {
         let Buffers { output, body, .. } = buffers;
         let length = length.map_or(BodyLength::Chunked, BodyLength::Known);
         let kind = "application/octet-stream";
-        let left = self.requests_left(ctx.settings);
+        let keep_alive = self.keep_alive_field(ctx.settings);
         write_head(
             &mut output.buf,
             Status::Ok,
             kind,
             length,
             persistence,
-            left,
+            keep_alive.as_ref(),
             ctx,
         );
         let echo = match length {
@@ -484,6 +549,7 @@ impl Session {
         ctx.stats
             .responded(Status::Ok, answer.method, self.served > 0);
         self.served += 1;
+        self.last_response_ms = loop_ms(ctx.now);
         BodyTarget::Stream(echo)
     }
 
@@ -498,7 +564,7 @@ impl Session {
             buffers.output.buf.extend_from_slice(LAST_CHUNK);
         }
         self.log_stream(buffers, ctx);
-        self.exchange = after_response(self.final_persistence(answer, ctx));
+        self.exchange = self.after_response(self.final_persistence(answer, ctx));
     }
 
     /// Logs the streamed response in progress, as far as it went: it ended,
@@ -514,15 +580,73 @@ impl Session {
         };
         if ctx.settings.logs_access() {
             let sent = if echo == Echo::Nothing { 0 } else { received };
-            access_log(buffers, Status::Ok, sent, ctx);
+            access_log(buffers, Status::Ok, sent, self.previous_response_ms(), ctx);
         }
     }
 
     /// Requests the connection will take after the one being answered,
-    /// when `--max-requests-per-socket` limits them (`Keep-Alive: max=N`).
+    /// when `--max-requests-per-socket` or a `max=` control limits them
+    /// (`Keep-Alive: max=N`).
     fn requests_left(&self, settings: &Settings) -> Option<u32> {
+        let request = self.served + 1;
         let limit = settings.max_requests_per_socket;
-        (limit > 0).then(|| limit.saturating_sub(self.served + 1))
+        let by_settings = (limit > 0).then(|| limit.saturating_sub(request));
+        match (by_settings, self.controls.requests_left_after(request)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The `Keep-Alive` field a persistent response carries: the server's
+    /// own, or what an `advertise=` control set, with `max=N` when requests
+    /// are limited.
+    fn keep_alive_field(&self, settings: &Settings) -> KeepAliveField {
+        let left = self.requests_left(settings);
+        match self.controls.advertise_override() {
+            None => KeepAliveField::Server { left },
+            Some(AdvertiseOverride::Secs(secs)) => KeepAliveField::Secs { secs, left },
+            Some(AdvertiseOverride::Nothing) => KeepAliveField::Nothing,
+        }
+    }
+
+    /// The keep-alive decision, in one place.
+    fn persistence(&self, head: &RequestHead, settings: &Settings, draining: bool) -> Persistence {
+        let allowed = settings.keep_alive_advertised_secs.is_some()
+            && !draining
+            && self.requests_left(settings) != Some(0)
+            && self.controls.after() != After::Close
+            && head.wants_persistence();
+        if allowed {
+            Persistence::KeepAlive
+        } else {
+            Persistence::Close
+        }
+    }
+
+    /// Where the exchange stands once a response is complete: waiting for
+    /// the next request, or closing (after `Connection: close`, or at once
+    /// behind a keep-alive response when `after=silent|rst` asked for it).
+    fn after_response(&mut self, persistence: Persistence) -> Exchange {
+        match (persistence, self.controls.after()) {
+            (Persistence::KeepAlive, After::Silent | After::Rst) => Exchange::Closing {
+                cause: CloseCause::Control,
+            },
+            (Persistence::Close, After::Rst) => Exchange::Closing {
+                cause: CloseCause::Control,
+            },
+            (Persistence::Close, _) => Exchange::Closing {
+                cause: CloseCause::Done,
+            },
+            (Persistence::KeepAlive, _) => {
+                self.controls.after_done();
+                Exchange::AwaitingHead
+            }
+        }
+    }
+
+    /// Loop-clock ms of the previous response, for the access log's gap.
+    fn previous_response_ms(&self) -> Option<u32> {
+        (self.last_response_ms != NO_RESPONSE).then_some(self.last_response_ms)
     }
 
     /// The body turned out bad after its echo began: no status can be sent
@@ -589,13 +713,14 @@ impl Session {
         };
         let content_length = payload.len() + generated as usize;
         let length = BodyLength::Known(content_length as u64);
+        let keep_alive = self.keep_alive_field(ctx.settings);
         write_head(
             &mut output.buf,
             status,
             content_type,
             length,
             persistence,
-            self.requests_left(ctx.settings),
+            keep_alive.as_ref(),
             ctx,
         );
         if !answer.is_head {
@@ -606,11 +731,18 @@ impl Session {
         self.served += 1;
         if ctx.settings.logs_access() {
             let sent = if answer.is_head { 0 } else { content_length };
-            access_log(buffers, status, sent as u64, ctx);
+            access_log(
+                buffers,
+                status,
+                sent as u64,
+                self.previous_response_ms(),
+                ctx,
+            );
         }
+        self.last_response_ms = loop_ms(ctx.now);
         self.exchange = match generated {
-            0 => after_response(persistence),
-            _ if answer.is_head => after_response(persistence),
+            0 => self.after_response(persistence),
+            _ if answer.is_head => self.after_response(persistence),
             remaining => Exchange::Sending {
                 remaining,
                 persistence,
@@ -624,10 +756,37 @@ impl Session {
         self.fail(error.status(), CloseCause::BadRequest, buffers, ctx);
     }
 
+    /// Answers a request whose lab control has a bad value: 400, with a
+    /// body naming the control and what it takes, and closes.
+    fn refuse_control(
+        &mut self,
+        bad: BadControl,
+        method: Method,
+        buffers: &mut Buffers,
+        ctx: &mut Ctx<'_>,
+    ) {
+        tracing::debug!(control = bad.name, "refusing a bad lab control");
+        let body = format!("{bad}\n");
+        let answer = (Status::BadRequest, body.as_bytes(), method);
+        self.fail_with(answer, CloseCause::BadRequest, buffers, ctx);
+    }
+
     /// Queues an error response with `Connection: close` and starts closing.
     fn fail(
         &mut self,
         status: Status,
+        cause: CloseCause,
+        buffers: &mut Buffers,
+        ctx: &mut Ctx<'_>,
+    ) {
+        let answer = (status, status.reason_line(), self.method_in_progress());
+        self.fail_with(answer, cause, buffers, ctx);
+    }
+
+    /// [`Session::fail`] with a body of its own: `(status, body, method)`.
+    fn fail_with(
+        &mut self,
+        (status, reason, method): (Status, &[u8], Method),
         cause: CloseCause,
         buffers: &mut Buffers,
         ctx: &mut Ctx<'_>,
@@ -638,7 +797,6 @@ impl Session {
         }
         buffers.input.clear();
         buffers.head_scanned = 0;
-        let reason = status.reason_line();
         let length = BodyLength::Known(reason.len() as u64);
         let out = &mut buffers.output.buf;
         write_head(
@@ -647,30 +805,84 @@ impl Session {
             "text/plain",
             length,
             Persistence::Close,
-            None,
+            KeepAliveField::Nothing.as_ref(),
             ctx,
         );
         buffers.output.buf.extend_from_slice(reason);
-        ctx.stats
-            .responded(status, self.method_in_progress(), self.served > 0);
+        ctx.stats.responded(status, method, self.served > 0);
         if ctx.settings.logs_access() {
-            access_log(buffers, status, reason.len() as u64, ctx);
+            let previous = self.previous_response_ms();
+            access_log(buffers, status, reason.len() as u64, previous, ctx);
         }
         self.exchange = Exchange::Closing { cause };
     }
 }
 
+/// The `Keep-Alive` parameters of a persistent response.
+enum KeepAliveField {
+    /// The server's prebuilt field (`--keep-alive-timeout`).
+    Server { left: Option<u32> },
+    /// `timeout=secs`, as an `advertise=` control set it.
+    Secs { secs: u32, left: Option<u32> },
+    /// No `Keep-Alive` field (`advertise=none`, or a closing response).
+    Nothing,
+}
+
+/// A [`KeepAliveField`] ready to write: the header text without its final
+/// CRLF, and the requests left.
+struct KeepAliveText {
+    text: [u8; 48],
+    len: usize,
+    server: bool,
+    left: Option<u32>,
+}
+
+impl KeepAliveField {
+    fn as_ref(&self) -> KeepAliveText {
+        use std::io::Write as _;
+        let mut text = [0u8; 48];
+        let (len, server, left) = match *self {
+            KeepAliveField::Server { left } => (0, true, left),
+            KeepAliveField::Nothing => {
+                let field = b"Connection: keep-alive";
+                text[..field.len()].copy_from_slice(field);
+                (field.len(), false, None)
+            }
+            KeepAliveField::Secs { secs, left } => {
+                let mut cursor = &mut text[..];
+                let _ = write!(
+                    cursor,
+                    "Connection: keep-alive\r\nKeep-Alive: timeout={secs}"
+                );
+                let len = 48 - cursor.len();
+                (len, false, left)
+            }
+        };
+        KeepAliveText {
+            text,
+            len,
+            server,
+            left,
+        }
+    }
+}
+
 /// Appends a response head carrying the cached Date and, when it persists,
-/// this server's Keep-Alive parameters.
+/// its Keep-Alive parameters.
 fn write_head(
     out: &mut Vec<u8>,
     status: Status,
     content_type: &'static str,
     length: BodyLength,
     persistence: Persistence,
-    requests_left: Option<u32>,
+    keep_alive: KeepAliveText,
     ctx: &mut Ctx<'_>,
 ) {
+    let keep_alive_header = if keep_alive.server {
+        &ctx.settings.keep_alive_header[..]
+    } else {
+        &keep_alive.text[..keep_alive.len]
+    };
     ResponseHead {
         status,
         content_type,
@@ -679,10 +891,16 @@ fn write_head(
         date: ctx
             .date
             .current(ctx.timers, ctx.now, TimerEvent::DateExpired),
-        keep_alive_header: &ctx.settings.keep_alive_header,
-        requests_left,
+        keep_alive_header,
+        requests_left: keep_alive.left,
     }
     .encode(out);
+}
+
+/// The loop clock in wrapping milliseconds: what a session keeps of the
+/// time of its last response.
+fn loop_ms(now: Micros) -> u32 {
+    (now / 1000) as u32
 }
 
 /// One line of the filler `/bytes` answers with, repeated.
@@ -718,35 +936,6 @@ fn generate(remaining: u64, out: &mut Vec<u8>) -> u64 {
     remaining - take as u64
 }
 
-/// Where the exchange stands once a response is complete.
-fn after_response(persistence: Persistence) -> Exchange {
-    match persistence {
-        Persistence::Close => Exchange::Closing {
-            cause: CloseCause::Done,
-        },
-        Persistence::KeepAlive => Exchange::AwaitingHead,
-    }
-}
-
-/// The keep-alive decision, in one place.
-fn persistence(
-    head: &RequestHead,
-    served: u32,
-    settings: &Settings,
-    draining: bool,
-) -> Persistence {
-    let limit = settings.max_requests_per_socket;
-    let allowed = settings.keep_alive_advertised_secs.is_some()
-        && !draining
-        && (limit == 0 || served + 1 < limit)
-        && head.wants_persistence();
-    if allowed {
-        Persistence::KeepAlive
-    } else {
-        Persistence::Close
-    }
-}
-
 /// Heads are parsed on every arrival up to this size, so garbage in a
 /// request line is refused at once however the bytes are split.
 const EAGER_PARSE_BYTES: usize = 256;
@@ -765,10 +954,17 @@ fn worth_parsing(buffers: &Buffers, limit: usize) -> bool {
 /// One access-log line for the response just queued (see `access_log`):
 /// the time is the Date cache's second, and asking for it keeps the Date
 /// tick armed, which is what flushes the line within a second.
-fn access_log(buffers: &mut Buffers, status: Status, bytes: u64, ctx: &mut Ctx<'_>) {
+fn access_log(
+    buffers: &mut Buffers,
+    status: Status,
+    bytes: u64,
+    previous_response_ms: Option<u32>,
+    ctx: &mut Ctx<'_>,
+) {
     ctx.date
         .current(ctx.timers, ctx.now, TimerEvent::DateExpired);
     let started = buffers.log.started.unwrap_or(ctx.conn.accepted);
+    let idle_gap_ms = previous_response_ms.map(|at| loop_ms(started).wrapping_sub(at));
     ctx.access_log.write(&Entry {
         peer: ctx.conn.peer.ip(),
         unix_second: ctx.date.unix_second(),
@@ -777,6 +973,7 @@ fn access_log(buffers: &mut Buffers, status: Status, bytes: u64, ctx: &mut Ctx<'
         bytes,
         micros: ctx.now.saturating_sub(started),
         conn: ctx.conn.id,
+        idle_gap_ms,
     });
     buffers.log.clear();
 }

@@ -29,10 +29,12 @@ use crate::config::Settings;
 use crate::conn::{Conn, Flow, Readiness, would_block};
 use crate::ctx::{ConnLabel, Ctx, Resources, Slot, TimerEvent};
 use crate::introspect::{ConnCounts, Snapshot, Timeouts, WorkerShared, list_views};
+use crate::lab::NEAR_MISS_US;
+use crate::lab::peers::{Closer, PeerEvent, Reuse};
 use crate::memory::MemoryReturn;
 use crate::server::Control;
 use crate::session::Phase;
-use crate::stats::timing::Timing;
+use crate::stats::timing::{IdleEnd, Timing};
 use crate::stats::{CloseCause, TimerKind};
 use crate::timers::Micros;
 
@@ -86,6 +88,8 @@ pub struct Worker {
     memory: MemoryReturn,
     /// Request and connection durations, stamped with the loop clock.
     timing: Timing,
+    /// Connections watched after their idle FIN (see `conn`).
+    watches: usize,
 }
 
 impl Worker {
@@ -122,6 +126,7 @@ impl Worker {
             drain_deadline: None,
             memory: MemoryReturn::default(),
             timing: Timing::with_capacity(1024),
+            watches: 0,
         })
     }
 
@@ -155,9 +160,10 @@ impl Worker {
                 Err(e) => return Err(e),
             }
             // The access log times requests from when their bytes were
-            // seen, so it costs one more clock read per turn: after the
-            // poll, which may have slept.
-            let now = if self.settings.logs_access() {
+            // seen, and a watch times the peer after the idle FIN, so they
+            // cost one more clock read per turn: after the poll, which may
+            // have slept.
+            let now = if self.settings.logs_access() || self.watches > 0 {
                 self.clock.now()
             } else {
                 now
@@ -238,13 +244,20 @@ impl Worker {
         now: Micros,
         handle: impl FnOnce(&mut Conn, &mut Ctx<'_>) -> Flow,
     ) {
+        let limit = self.settings.max_connections;
+        let crowded = limit > 0 && self.conns.len() >= limit - limit / 10;
         let Some(conn) = self.conns.get_mut(key) else {
             return; // closed earlier this turn
         };
         let mut ctx = self.resources.lend(now, &self.settings, &self.shared.stats);
         ctx.draining = self.drain_deadline.is_some();
         ctx.conn = conn.label;
+        ctx.watch_allowed = !crowded && !self.accept_paused;
         let mut flow = handle(conn, &mut ctx);
+        if ctx.idle_fin {
+            self.watches += 1;
+            self.timing.idle_fin(key, conn.label.peer.ip());
+        }
         if flow == Flow::Open
             && conn.registration_due()
             && let Err(e) = conn.register(self.poll.registry(), Token(key))
@@ -254,7 +267,11 @@ impl Worker {
         }
         match flow {
             Flow::Open => {
-                self.timing.observe(key, conn.progress(), ctx.stats);
+                let responses = self.timing.observe(key, conn.progress(), ctx.stats);
+                if responses > 0 {
+                    let event = PeerEvent::Responses(responses);
+                    ctx.peers.record(conn.label.peer.ip(), now, event);
+                }
                 if !conn.touched {
                     conn.touched = true;
                     self.touched.push(key as u32);
@@ -264,7 +281,20 @@ impl Worker {
                 }
             }
             Flow::Close(cause) => {
-                self.timing.closed(key, conn.progress(), ctx.stats);
+                if conn.is_watched() {
+                    self.watches -= 1;
+                }
+                let idle = idle_closer(conn, cause).map(|closer| IdleEnd {
+                    peer: conn.label.peer.ip(),
+                    closer,
+                });
+                let progress = conn.progress();
+                let responses = progress.served - self.timing.recorded(key);
+                if responses > 0 {
+                    let event = PeerEvent::Responses(responses);
+                    ctx.peers.record(conn.label.peer.ip(), now, event);
+                }
+                self.timing.closed(key, progress, ctx.stats, idle);
                 conn.release(&mut ctx);
                 let id = conn.label.id;
                 self.conns.remove(key);
@@ -276,12 +306,24 @@ impl Worker {
 
     fn sync_touched(&mut self, now: Micros) {
         let stats = &self.shared.stats;
-        self.timing.stamp_closed(now, stats);
+        let peers = &mut self.resources.peers;
+        self.timing.stamp_closed(now, stats, peers);
         for key in self.touched.drain(..) {
             if let Some(conn) = self.conns.get_mut(key as usize) {
                 conn.touched = false;
                 conn.sync_timers(key, &mut self.resources.timers, now, &self.settings);
-                self.timing.stamp(key as usize, now, stats);
+                if let Some(gap_us) = self.timing.stamp(key as usize, now, stats) {
+                    let reuse = reuse_of(conn, gap_us, &self.settings);
+                    stats.lab.reuse_gap.record(gap_us);
+                    stats
+                        .lab
+                        .reuse_headroom
+                        .record(reuse.headroom_us.max(0) as u64);
+                    if reuse.headroom_us < NEAR_MISS_US as i64 {
+                        stats.lab.near_misses.add(1);
+                    }
+                    peers.record(conn.label.peer.ip(), now, PeerEvent::Reuse(reuse));
+                }
             }
         }
     }
@@ -379,6 +421,8 @@ impl Worker {
         conn.label = ConnLabel::next(peer, now);
         let key = self.conns.insert(conn);
         self.shared.stats.accepted();
+        let peers = &mut self.resources.peers;
+        peers.record(peer.ip(), now, PeerEvent::Connected);
         self.timing.opened(key);
         if self.settings.defer_accept {
             self.with_conn(key, now, |conn, ctx| conn.on_accept(ctx));
@@ -481,6 +525,7 @@ impl Worker {
             connections: self.connection_counts(),
             timeouts: Timeouts::of(&self.settings),
             lists,
+            peers: self.resources.peers.snapshot(now),
             cost_us: started.elapsed().as_micros() as u64,
         }
     }
@@ -506,7 +551,7 @@ impl Worker {
                 Phase::Fresh | Phase::Head | Phase::Body => &mut counts.reading,
                 Phase::Writing | Phase::Delayed { .. } => &mut counts.writing,
                 Phase::Idle => &mut counts.idle,
-                Phase::Closing => &mut counts.closing,
+                Phase::Closing | Phase::Watching => &mut counts.closing,
             };
             *count += 1;
         }
@@ -540,6 +585,32 @@ impl Drop for Worker {
     /// However the loop ended, the admin view stops waiting for answers.
     fn drop(&mut self) {
         self.shared.mailbox.close();
+    }
+}
+
+/// Who ended a connection closing for `cause`, if it was idle between
+/// requests (after at least one response): the client (FIN or reset) or
+/// the server's idle timer.
+fn idle_closer(conn: &Conn, cause: CloseCause) -> Option<Closer> {
+    if conn.served() == 0 || conn.phase() != Phase::Idle {
+        return None;
+    }
+    match cause {
+        CloseCause::Client | CloseCause::Reset => Some(Closer::Client),
+        CloseCause::KeepAliveTimeout => Some(Closer::Server),
+        _ => None,
+    }
+}
+
+/// A reuse of `conn` after `gap_us` idle, against its idle timeout and
+/// what it advertised.
+fn reuse_of(conn: &Conn, gap_us: Micros, settings: &Settings) -> Reuse {
+    let (idle_ms, advertised_secs) = conn.keep_alive(settings);
+    let gap = gap_us.min(i64::MAX as u64) as i64;
+    Reuse {
+        gap_us,
+        headroom_us: (idle_ms * 1000).min(i64::MAX as u64) as i64 - gap,
+        past_advertised: advertised_secs.is_some_and(|secs| gap_us > secs * 1_000_000),
     }
 }
 

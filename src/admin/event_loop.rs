@@ -27,7 +27,7 @@ use slab::Slab;
 use super::client::{Client, Received, State};
 use super::http::{self, Request, Route};
 use super::rounds::{Finished, Rounds};
-use super::view::View;
+use super::view::{View, peers_report};
 use super::{AdminTimer, metrics, page};
 use crate::clock::LoopClock;
 use crate::server::Remote;
@@ -273,12 +273,12 @@ impl AdminLoop {
                     "404 Not Found",
                     "text/plain",
                     "",
-                    b"try / (the dashboard), /events, /metrics, /timers or /healthz\n",
+                    b"try / (the dashboard), /events, /metrics, /timers, /peers or /healthz\n",
                     head_only,
                     now,
                 );
             }
-            Route::Metrics | Route::Timers => {
+            Route::Metrics | Route::Timers | Route::Peers => {
                 let round = self.rounds.fresh(&self.remote, &mut self.timers, now);
                 self.clear_timer(key);
                 if let Some(client) = self.clients.get_mut(key) {
@@ -407,6 +407,12 @@ impl AdminLoop {
             .clients
             .iter()
             .any(|(_, c)| waiting_for(c, Some(Route::Metrics)));
+        let needs_peers = self
+            .clients
+            .iter()
+            .any(|(_, c)| waiting_for(c, Some(Route::Peers)));
+        let peers_json = needs_peers
+            .then(|| serde_json::to_vec(&peers_report(&finished.snapshots)).unwrap_or_default());
         let metrics_text = needs_metrics
             .then(|| metrics::render(&self.remote, &finished.snapshots, self.viewers()));
         let json = needs_view.then(|| View::new(&self.remote, finished.snapshots).to_json());
@@ -444,6 +450,14 @@ impl AdminLoop {
                         head_only,
                         now,
                     );
+                }
+                State::Waiting {
+                    route: Route::Peers,
+                    head_only,
+                    ..
+                } => {
+                    let body = peers_json.as_deref().unwrap_or(b"{}");
+                    self.respond(key, "200 OK", "application/json", "", body, head_only, now);
                 }
                 State::Waiting { head_only, .. } => {
                     let body = json.as_deref().unwrap_or(b"{}");

@@ -24,6 +24,8 @@ pub enum Route {
     },
     Metrics,
     Timers,
+    /// `/peers`: the keep-alive lab's per-client report.
+    Peers,
     Healthz,
     NotFound,
 }
@@ -81,6 +83,7 @@ pub fn route(target: &str) -> Route {
         },
         "/metrics" => Route::Metrics,
         "/timers" => Route::Timers,
+        "/peers" => Route::Peers,
         "/healthz" => Route::Healthz,
         _ => Route::NotFound,
     }

@@ -13,7 +13,9 @@ use std::fmt::{Display, Write as _};
 
 use crate::http::Method;
 use crate::introspect::{ConnCounts, Snapshot};
+use crate::lab::peers::Closer;
 use crate::server::Remote;
+use crate::stats::lab::{AFTER_FIN_US, IDLE_CLOSE_AGE_US, REUSE_US};
 use crate::stats::{
     CONNECTION_DURATION_US, CloseCause, HistogramData, REQUEST_DURATION_US,
     REQUESTS_PER_CONNECTION, Stats, TIMER_LATENESS_US, TimerKind,
@@ -128,6 +130,8 @@ pub fn render(remote: &Remote, snapshots: &[Snapshot], viewers: usize) -> String
         1e6,
     );
 
+    render_lab(&mut out, &histogram, &sum);
+
     out.single(
         "kas_timer_lists",
         "gauge",
@@ -225,6 +229,79 @@ pub fn render(remote: &Remote, snapshots: &[Snapshot], viewers: usize) -> String
     out.text
 }
 
+/// The keep-alive lab's families: who closes idle connections first and
+/// when, reuse headroom, and what peers do after the server's idle FIN.
+fn render_lab(
+    out: &mut Exposition,
+    histogram: &dyn Fn(&'static [u64], fn(&Stats) -> HistogramData) -> HistogramData,
+    sum: &dyn Fn(&dyn Fn(&Stats) -> u64) -> u64,
+) {
+    let by_closer: Vec<(&str, HistogramData)> = Closer::ALL
+        .iter()
+        .map(|&closer| {
+            let data = match closer {
+                Closer::Client => histogram(&IDLE_CLOSE_AGE_US, |s| {
+                    s.lab.idle_close_age(Closer::Client).read()
+                }),
+                Closer::Server => histogram(&IDLE_CLOSE_AGE_US, |s| {
+                    s.lab.idle_close_age(Closer::Server).read()
+                }),
+            };
+            (closer.label(), data)
+        })
+        .collect();
+    out.histogram_series(
+        "kas_idle_close_age_seconds",
+        "Keep-alive connections ended while idle between requests, by who closed first \
+         (client: FIN or reset; server: its idle timer), at their idle age.",
+        "closer",
+        &by_closer,
+        1e6,
+    );
+    out.histogram(
+        "kas_reuse_gap_seconds",
+        "Requests that reused an idle connection: time since its previous response.",
+        &histogram(&REUSE_US, |s| s.lab.reuse_gap.read()),
+        1e6,
+    );
+    out.histogram(
+        "kas_reuse_headroom_seconds",
+        "Requests that reused an idle connection: time left before its idle deadline.",
+        &histogram(&REUSE_US, |s| s.lab.reuse_headroom.read()),
+        1e6,
+    );
+    out.single(
+        "kas_near_misses_total",
+        "counter",
+        "Reuses with less than 100 ms left before the idle deadline.",
+        sum(&|s| s.lab.near_misses.get()),
+    );
+    out.single(
+        "kas_late_requests_total",
+        "counter",
+        "Requests that arrived after the server's idle FIN (the client lost the race).",
+        sum(&|s| s.lab.late_requests.get()),
+    );
+    out.histogram(
+        "kas_late_request_delay_seconds",
+        "How long after the server's idle FIN a late request arrived.",
+        &histogram(&AFTER_FIN_US, |s| s.lab.late_request_delay.read()),
+        1e6,
+    );
+    out.histogram(
+        "kas_peer_close_delay_seconds",
+        "How long peers took to close after the server's idle FIN (within the 1 s watch).",
+        &histogram(&AFTER_FIN_US, |s| s.lab.peer_close_delay.read()),
+        1e6,
+    );
+    out.single(
+        "kas_idle_watch_skipped_total",
+        "counter",
+        "Idle closes made without the watch after the FIN, for lack of descriptors.",
+        sum(&|s| s.lab.watch_skipped.get()),
+    );
+}
+
 /// The text being written.
 #[derive(Default)]
 struct Exposition {
@@ -263,16 +340,45 @@ impl Exposition {
     /// dividing by an exact power of ten prints `0.0005`, not `0.00049…`).
     fn histogram(&mut self, name: &str, help: &str, data: &HistogramData, per_unit: f64) {
         self.family(name, "histogram", help);
+        self.histogram_samples(name, &[], data, per_unit);
+    }
+
+    /// A histogram family with one series per value of the label `key`.
+    fn histogram_series(
+        &mut self,
+        name: &str,
+        help: &str,
+        key: &str,
+        series: &[(&str, HistogramData)],
+        per_unit: f64,
+    ) {
+        self.family(name, "histogram", help);
+        for (value, data) in series {
+            self.histogram_samples(name, &[(key, value)], data, per_unit);
+        }
+    }
+
+    fn histogram_samples(
+        &mut self,
+        name: &str,
+        labels: &[(&str, &str)],
+        data: &HistogramData,
+        per_unit: f64,
+    ) {
         let bucket = format!("{name}_bucket");
         let mut cumulative = 0;
         for (bound, count) in data.bounds.iter().zip(&data.counts) {
             cumulative += count;
             let le = (*bound as f64 / per_unit).to_string();
-            self.sample(&bucket, &[("le", &le)], cumulative);
+            let mut with_le = labels.to_vec();
+            with_le.push(("le", &le));
+            self.sample(&bucket, &with_le, cumulative);
         }
-        self.sample(&bucket, &[("le", "+Inf")], data.count());
-        self.sample(&format!("{name}_sum"), &[], data.sum as f64 / per_unit);
-        self.sample(&format!("{name}_count"), &[], data.count());
+        let mut with_le = labels.to_vec();
+        with_le.push(("le", "+Inf"));
+        self.sample(&bucket, &with_le, data.count());
+        self.sample(&format!("{name}_sum"), labels, data.sum as f64 / per_unit);
+        self.sample(&format!("{name}_count"), labels, data.count());
     }
 }
 

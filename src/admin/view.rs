@@ -9,6 +9,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 
 use crate::introspect::{AGE_SAMPLE, ConnCounts, KindCount, ListView, REST_BUCKETS, Snapshot};
+use crate::lab::peers::PeersSnapshot;
+use crate::lab::report::{PeersReport, ServerIdle};
 use crate::server::Remote;
 use crate::stats::{CloseCause, HistogramData, TIMER_LATENESS_US, TimerKind};
 
@@ -23,6 +25,8 @@ pub struct View {
     /// All workers together.
     pub total: Total,
     pub counters: Counters,
+    /// Who closes first: each client address at the idle boundary.
+    pub peers: PeersReport,
 }
 
 /// The workers' views summed: lists of one duration merged.
@@ -61,6 +65,7 @@ impl View {
                 .map_or(0, |d| d.as_millis() as u64),
             stopping: remote.is_stopping(),
             total: Total::of(&workers),
+            peers: peers_report(&workers),
             workers,
             counters: Counters::of(remote),
         }
@@ -97,6 +102,23 @@ impl Total {
             lists: by_duration.into_values().map(merge_lists).collect(),
         }
     }
+}
+
+/// The workers' peer tables merged, judged against the server's own idle
+/// timeouts (as the first worker runs them).
+pub fn peers_report(workers: &[Snapshot]) -> PeersReport {
+    let server = workers.first().map_or(
+        ServerIdle {
+            advertised_timeout_s: None,
+            idle_timeout_ms: 0,
+        },
+        |w| ServerIdle {
+            advertised_timeout_s: w.timeouts.keep_alive_advertised_s,
+            idle_timeout_ms: w.timeouts.keep_alive_ms,
+        },
+    );
+    let merged = PeersSnapshot::merge(workers.iter().map(|w| w.peers.clone()));
+    PeersReport::new(&merged, server)
 }
 
 /// One list out of the same-duration lists of several workers: counts

@@ -65,6 +65,10 @@ impl Config {
             ("shutdown_timeout", duration(self.shutdown_timeout)),
             ("admin", self.admin.and_then(|addr| text(&addr.to_string()))),
             ("access_log", text(&self.access_log.to_string())),
+            (
+                "test_controls",
+                text(if self.test_controls { "on" } else { "off" }),
+            ),
             ("log_format", text(&log_format)),
         ]
     }

@@ -20,7 +20,9 @@ use clap::{FromArgMatches, Parser, ValueEnum};
 pub use effective::Change;
 pub use load::{MAX_CONFIG_FILE, Origin, Origins, read_config_file};
 pub use values::{AccessLogTarget, format_duration, format_size, parse_duration, parse_size};
-use values::{parse_access_log, parse_count, parse_header_size, parse_listen, parse_workers};
+use values::{
+    parse_access_log, parse_bool, parse_count, parse_header_size, parse_listen, parse_workers,
+};
 
 const AFTER_HELP: &str = "\
 Every option also reads the environment variable KAS_<NAME> (KAS_KEEP_ALIVE_TIMEOUT=5s) \
@@ -116,6 +118,10 @@ pub struct Config {
     #[arg(long, env = "KAS_ACCESS_LOG", value_name = "PATH", default_value = "off", value_parser = parse_access_log, allow_hyphen_values = true)]
     pub access_log: AccessLogTarget,
 
+    /// Obey the keep-alive lab's query controls (ka=, advertise=, close=, after=, max=) on any route: on or off.
+    #[arg(long, env = "KAS_TEST_CONTROLS", value_name = "on|off", default_value = "on", value_parser = parse_bool, action = clap::ArgAction::Set, allow_hyphen_values = true)]
+    pub test_controls: bool,
+
     /// How diagnostics are written to stderr.
     #[arg(long, env = "KAS_LOG_FORMAT", value_name = "FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -152,6 +158,8 @@ pub struct Settings {
     /// (the encoder adds `, max=N` when requests are limited):
     /// `Connection: keep-alive\r\nKeep-Alive: timeout=N`.
     pub keep_alive_header: Vec<u8>,
+    /// The keep-alive lab's query controls are obeyed.
+    pub test_controls: bool,
 }
 
 impl Settings {
@@ -192,6 +200,7 @@ impl Config {
             shutdown_ms: whole_ms(self.shutdown_timeout),
             access_log: self.access_log.clone(),
             keep_alive_header,
+            test_controls: self.test_controls,
         }
     }
 

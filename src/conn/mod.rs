@@ -21,6 +21,17 @@
 //! FIN rather than RST. The linger lasts while input keeps coming, up to
 //! [`LINGER_IDLE_MS`] of silence and [`LINGER_TOTAL_MS`] in all.
 //!
+//! An idle connection whose keep-alive timer runs out is closed gracefully
+//! and then watched (the keep-alive lab): the server shuts its write side
+//! (FIN) and keeps the descriptor, with no buffer and an unref'd timer, for
+//! at most [`IDLE_WATCH_MS`], reading and discarding what still arrives. A
+//! request in that window lost the race (the client sent it on a
+//! connection the server had given up); how long the peer takes to close
+//! after the FIN says how race-prone its pool is. Under descriptor pressure
+//! the watch is skipped. A `close=rst` control makes the idle close a reset
+//! instead, and `after=silent|rst` closes right behind a keep-alive
+//! response.
+//!
 //! Timers are not touched while bytes move. A connection only records that
 //! something happened; once per loop turn the worker calls
 //! [`Conn::sync_timers`] with a clock reading taken after that activity, and
@@ -32,12 +43,15 @@
 
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
+use std::time::Duration;
 
 use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
 
 use crate::config::Settings;
 use crate::ctx::{ConnLabel, Ctx, Slot, TimerEvent};
+use crate::lab::controls::IdleClose;
+use crate::lab::peers::PeerEvent;
 use crate::pool::Buffers;
 use crate::session::{Phase, Session};
 use crate::stats::timing::Progress;
@@ -56,6 +70,11 @@ const GENERATE_BUDGET: u32 = 16;
 const LINGER_IDLE_MS: u64 = 1000;
 /// And after this long in all, however it trickles (nginx's `lingering_time`).
 const LINGER_TOTAL_MS: u64 = 30_000;
+/// The longest watch after an idle FIN: a peer that has neither closed
+/// nor sent anything by then is not racing.
+pub const IDLE_WATCH_MS: u64 = 1000;
+/// What a watched connection reads into and drops, on the stack.
+const WATCH_SINK: usize = 2048;
 
 /// What a timer slot is measuring. Tags carry the request number where a
 /// new request must start a new timer.
@@ -77,6 +96,8 @@ enum Watch {
     },
     /// The cap on the whole linger.
     LingerTotal,
+    /// Watching the peer after the idle FIN.
+    IdleWatch,
 }
 
 impl Watch {
@@ -285,11 +306,18 @@ impl Conn {
             Watch::Delay { .. } => TimerKind::Delay,
             Watch::Linger | Watch::LingerTotal => TimerKind::Linger,
             Watch::Request { .. } => TimerKind::Request,
+            Watch::IdleWatch => TimerKind::IdleWatch,
         }
     }
 
     /// A readiness event.
     pub fn on_ready(&mut self, readiness: Readiness, ctx: &mut Ctx<'_>) -> Flow {
+        if let Some(fin_at) = self.session.watching_since() {
+            if readiness.error {
+                return self.peer_closed_after_fin(fin_at, ctx);
+            }
+            return self.watch_peer(fin_at, ctx);
+        }
         if readiness.error {
             return Flow::Close(CloseCause::Reset);
         }
@@ -299,7 +327,30 @@ impl Conn {
 
     /// A turn on the ready list: the read budget ran out last time.
     pub fn on_ready_again(&mut self, ctx: &mut Ctx<'_>) -> Flow {
-        self.drive(ctx)
+        match self.session.watching_since() {
+            Some(fin_at) => self.watch_peer(fin_at, ctx),
+            None => self.drive(ctx),
+        }
+    }
+
+    /// Whether the connection is being watched after its idle FIN.
+    pub fn is_watched(&self) -> bool {
+        self.session.watching_since().is_some()
+    }
+
+    /// Responses queued so far.
+    pub fn served(&self) -> u32 {
+        self.session.served()
+    }
+
+    /// This connection's real idle timeout (a `ka=` control may set it),
+    /// and what it advertises, in seconds.
+    pub fn keep_alive(&self, settings: &Settings) -> (u64, Option<u64>) {
+        let controls = self.session.controls();
+        (
+            controls.keep_alive_ms(settings),
+            controls.advertised_secs(settings),
+        )
     }
 
     /// One of this connection's timers fired (and is gone from the lists).
@@ -321,6 +372,8 @@ impl Conn {
             Watch::Linger | Watch::LingerTotal => {
                 return Flow::Close(self.session.closing().unwrap_or(CloseCause::Error));
             }
+            // The peer neither closed nor spoke within the watch.
+            Watch::IdleWatch => return Flow::Close(CloseCause::KeepAliveTimeout),
             Watch::Delay { .. } => {
                 let buffers = self.buffers.get_or_insert_with(|| ctx.pool.take());
                 self.session.delay_elapsed(buffers, ctx);
@@ -348,11 +401,74 @@ impl Conn {
     /// closing now would reset it, the close-versus-new-request race. So read
     /// first: a request that made it is served (and the timer re-armed);
     /// only a connection with nothing to read is closed.
+    ///
+    /// The close is a reset under `close=rst`; otherwise a FIN, and the
+    /// watch, when descriptors allow it.
     fn expire_idle(&mut self, ctx: &mut Ctx<'_>) -> Flow {
         match self.drive(ctx) {
-            Flow::Open if !self.moved => Flow::Close(CloseCause::KeepAliveTimeout),
-            flow => flow,
+            Flow::Open if !self.moved => {}
+            flow => return flow,
         }
+        match self.session.controls().idle_close() {
+            IdleClose::Rst => {
+                self.abort();
+                Flow::Close(CloseCause::KeepAliveTimeout)
+            }
+            IdleClose::Fin if !ctx.watch_allowed => {
+                ctx.stats.lab.watch_skipped.add(1);
+                Flow::Close(CloseCause::KeepAliveTimeout)
+            }
+            IdleClose::Fin => {
+                if !self.shut_write() {
+                    return Flow::Close(CloseCause::KeepAliveTimeout);
+                }
+                self.session.start_watch(ctx.now);
+                ctx.idle_fin = true;
+                Flow::Open
+            }
+        }
+    }
+
+    /// During the watch: reads and drops what arrives until the socket is
+    /// empty, noting a late request and the peer's close.
+    fn watch_peer(&mut self, fin_at: Micros, ctx: &mut Ctx<'_>) -> Flow {
+        self.wants_more = false;
+        let mut sink = [0u8; WATCH_SINK];
+        for _ in 0..READ_BUDGET {
+            match self.stream.read(&mut sink) {
+                Ok(0) => return self.peer_closed_after_fin(fin_at, ctx),
+                Ok(_) => {
+                    if self.session.note_late_data() {
+                        let delay_us = ctx.now.saturating_sub(fin_at);
+                        let ConnLabel { id, peer, .. } = ctx.conn;
+                        tracing::debug!(conn = id, %peer, delay_us, "late request after the idle FIN");
+                        ctx.stats.lab.late_requests.add(1);
+                        ctx.stats.lab.late_request_delay.record(delay_us);
+                        let event = PeerEvent::LateRequest { delay_us };
+                        ctx.peers.record(peer.ip(), ctx.now, event);
+                    }
+                }
+                Err(e) if would_block(&e) => return Flow::Open,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return self.peer_closed_after_fin(fin_at, ctx),
+            }
+        }
+        self.wants_more = true;
+        Flow::Open
+    }
+
+    /// The peer closed (FIN or reset) during the watch: the connection ends.
+    fn peer_closed_after_fin(&mut self, fin_at: Micros, ctx: &mut Ctx<'_>) -> Flow {
+        let delay_us = ctx.now.saturating_sub(fin_at);
+        ctx.stats.lab.peer_close_delay.record(delay_us);
+        let event = PeerEvent::ClosedAfterFin { delay_us };
+        ctx.peers.record(ctx.conn.peer.ip(), ctx.now, event);
+        Flow::Close(CloseCause::KeepAliveTimeout)
+    }
+
+    /// Makes the close that follows an abortive one: a reset (SO_LINGER 0).
+    fn abort(&mut self) {
+        let _ = socket2::SockRef::from(&self.stream).set_linger(Some(Duration::ZERO));
     }
 
     /// Gives back the connection's timers and buffers before it is dropped.
@@ -418,7 +534,11 @@ impl Conn {
             Phase::Fresh => settings
                 .headers_ms
                 .and_then(|ms| want(Watch::Headers { request }, ms, false)),
-            Phase::Idle => want(Watch::KeepAlive, settings.keep_alive_ms, false),
+            Phase::Idle => {
+                let ms = self.session.controls().keep_alive_ms(settings);
+                want(Watch::KeepAlive, ms, false)
+            }
+            Phase::Watching => want(Watch::IdleWatch, IDLE_WATCH_MS, false),
             Phase::Head => settings
                 .headers_ms
                 .and_then(|ms| want(Watch::Headers { request }, ms, true)),
@@ -469,8 +589,7 @@ impl Conn {
             }
             // Drained, with a `Connection: close` response queued: the
             // close follows this flush at once (see `settle`).
-            let closes_next =
-                drained && self.lingered == 0 && self.session.closing() == Some(CloseCause::Done);
+            let closes_next = drained && self.lingered == 0 && closes_when_flushed(&self.session);
             let wrote = match self.flush(closes_next) {
                 Ok(Flushed::All { wrote }) => wrote,
                 Ok(Flushed::Blocked) => return Flow::Open,
@@ -493,10 +612,14 @@ impl Conn {
                 if self.peer_closed {
                     return Flow::Close(cause);
                 }
+                if self.session.aborts() {
+                    self.abort();
+                    return Flow::Close(cause);
+                }
                 // An error response may interrupt a body still arriving:
                 // send FIN now and drain, so the client reads the response
                 // rather than a reset.
-                if cause != CloseCause::Done && !self.shut_write() {
+                if !closes_when_flushed(&self.session) && !self.shut_write() {
                     return Flow::Close(cause);
                 }
             } else if self.peer_closed && !self.session.is_delayed() {
@@ -535,7 +658,9 @@ impl Conn {
     /// closes or goes quiet.
     fn settle(&mut self, ctx: &mut Ctx<'_>) -> Flow {
         match self.session.closing() {
-            Some(CloseCause::Done) if self.lingered == 0 => return Flow::Close(CloseCause::Done),
+            Some(cause) if self.lingered == 0 && closes_when_flushed(&self.session) => {
+                return Flow::Close(cause);
+            }
             Some(cause) if !self.shut_write() => return Flow::Close(cause),
             Some(_) | None => {}
         }
@@ -677,6 +802,15 @@ fn sync_slot(
             }
         }
     }
+}
+
+/// The last response ends the connection as soon as it is flushed, with
+/// nothing to drain first: `Connection: close`, or `after=silent`.
+fn closes_when_flushed(session: &Session) -> bool {
+    matches!(
+        session.closing(),
+        Some(CloseCause::Done | CloseCause::Control)
+    )
 }
 
 pub fn would_block(error: &io::Error) -> bool {

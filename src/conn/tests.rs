@@ -20,6 +20,8 @@ struct Worker {
     resources: Resources,
     settings: Settings,
     stats: Stats,
+    /// What the worker would say of descriptor pressure.
+    watch_allowed: bool,
 }
 
 impl Worker {
@@ -28,11 +30,14 @@ impl Worker {
             resources: Resources::default(),
             settings: Config::with_listen("127.0.0.1:0".parse().unwrap()).settings(),
             stats: Stats::default(),
+            watch_allowed: true,
         }
     }
 
     fn ctx(&mut self) -> Ctx<'_> {
-        self.resources.lend(0, &self.settings, &self.stats)
+        let mut ctx = self.resources.lend(0, &self.settings, &self.stats);
+        ctx.watch_allowed = self.watch_allowed;
+        ctx
     }
 
     /// Fires the connection's activity timer the way the loop does:
@@ -106,11 +111,64 @@ fn a_request_racing_the_keep_alive_timer_is_served_not_reset() {
     assert_eq!(worker.fire_activity(&mut conn), Flow::Open);
     assert!(read_response(&mut client).starts_with("HTTP/1.1 200 OK"));
 
-    // With nothing to read, the expiry closes the connection.
+    // With nothing to read, the expiry sends FIN and watches the peer.
+    assert_eq!(worker.fire_activity(&mut conn), Flow::Open);
+    assert_eq!(conn.phase(), Phase::Watching);
+    assert_eq!(client.read(&mut [0u8; 64]).unwrap(), 0, "FIN");
+}
+
+#[test]
+fn the_watch_after_an_idle_fin_counts_a_late_request_then_the_peer_close() {
+    let mut worker = Worker::new();
+    let (mut client, mut conn) = pair();
+    send(&mut client, GET);
+    assert_eq!(
+        conn.on_ready(Readiness::default(), &mut worker.ctx()),
+        Flow::Open
+    );
+    assert!(read_response(&mut client).starts_with("HTTP/1.1 200 OK"));
+    assert_eq!(worker.fire_activity(&mut conn), Flow::Open);
+    assert_eq!(conn.phase(), Phase::Watching);
+
+    // The client's pool sends on the connection the server gave up.
+    send(&mut client, GET);
+    send(&mut client, GET);
+    assert_eq!(
+        conn.on_ready(Readiness::default(), &mut worker.ctx()),
+        Flow::Open
+    );
+    assert_eq!(
+        worker.stats.lab.late_requests.get(),
+        1,
+        "one per connection"
+    );
+    assert_eq!(client.read(&mut [0u8; 64]).unwrap(), 0, "nothing answered");
+
+    drop(client);
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(
+        conn.on_ready(Readiness::default(), &mut worker.ctx()),
+        Flow::Close(CloseCause::KeepAliveTimeout)
+    );
+    assert_eq!(worker.stats.lab.peer_close_delay.read().count(), 1);
+}
+
+#[test]
+fn an_idle_close_without_room_for_the_watch_is_at_once() {
+    let mut worker = Worker::new();
+    let (mut client, mut conn) = pair();
+    send(&mut client, GET);
+    assert_eq!(
+        conn.on_ready(Readiness::default(), &mut worker.ctx()),
+        Flow::Open
+    );
+    assert!(read_response(&mut client).starts_with("HTTP/1.1 200 OK"));
+    worker.watch_allowed = false;
     assert_eq!(
         worker.fire_activity(&mut conn),
         Flow::Close(CloseCause::KeepAliveTimeout)
     );
+    assert_eq!(worker.stats.lab.watch_skipped.get(), 1);
 }
 
 /// The server side of a pair, registered in a poll of its own, so tests

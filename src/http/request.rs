@@ -8,6 +8,7 @@ use super::RequestError;
 use super::method::Method;
 use super::routes::Route;
 use super::target::{Target, is_host_value, parse_target};
+use crate::lab::controls::{BadControl, Controls, parse_controls};
 
 /// Header fields one head may carry; more is 431.
 pub const MAX_HEADERS: usize = 64;
@@ -38,6 +39,8 @@ pub struct RequestHead {
     pub keep_alive: bool,
     /// `Expect: 100-continue` on an HTTP/1.1 request.
     pub expect_continue: bool,
+    /// The keep-alive lab's controls in the query (none when it has none).
+    pub controls: Result<Controls, BadControl>,
 }
 
 impl RequestHead {
@@ -147,6 +150,10 @@ fn parse_as_is(
         return Err(RequestError::MethodNotAllowed);
     }
     let route = Route::of_target(target);
+    let controls = match target {
+        Target::Path(path) => parse_controls(path),
+        Target::Asterisk | Target::Authority => Ok(Controls::default()),
+    };
     let framing = fields.framing(minor_version, max_body_size)?;
     Ok(Parsed::Head(
         RequestHead {
@@ -158,6 +165,7 @@ fn parse_as_is(
             close: fields.close,
             keep_alive: fields.keep_alive,
             expect_continue: fields.expect_continue,
+            controls,
         },
         head_len,
     ))

@@ -8,6 +8,8 @@
 
 use serde::Serialize;
 
+use crate::lab::peers::PeersSnapshot;
+
 use crate::config::Settings;
 use crate::stats::TimerKind;
 use crate::timers::{Micros, TimerLists};
@@ -105,6 +107,10 @@ pub struct Snapshot {
     pub lists: Vec<ListView>,
     /// What building this snapshot cost the worker, in µs.
     pub cost_us: u64,
+    /// What each client address did at the idle boundary (the keep-alive
+    /// lab); shown merged, as `peers` in the view and as `/peers`.
+    #[serde(skip)]
+    pub peers: PeersSnapshot,
 }
 
 /// Every list of `timers` at `now`, sorted by duration, each timer

@@ -106,6 +106,9 @@ pub fn parse_controls(target: &str) -> Result<Controls, BadControl> {
     let Some((_, query)) = target.split_once('?') else {
         return Ok(controls);
     };
+    let query = query
+        .split_once('#')
+        .map_or(query, |(query, _fragment)| query);
     for pair in query.split('&') {
         let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
         match name {

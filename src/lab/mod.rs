@@ -14,6 +14,7 @@
 //! Everything here is pure: times are loop-clock microseconds passed in,
 //! so the logic is tested without sockets or a clock.
 
+pub mod conn_controls;
 pub mod controls;
 pub mod histogram;
 pub mod peers;

@@ -33,6 +33,18 @@ pub enum Closer {
     Server,
 }
 
+impl Closer {
+    pub const ALL: [Closer; 2] = [Closer::Client, Closer::Server];
+
+    /// The label used in metrics and `/peers`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Closer::Client => "client",
+            Closer::Server => "server",
+        }
+    }
+}
+
 /// A request on a connection that had answered before.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Reuse {
@@ -51,8 +63,10 @@ pub struct Reuse {
 pub enum PeerEvent {
     /// A connection was accepted.
     Connected,
-    /// A request arrived; `Some` when it reused an idle connection.
-    Request(Option<Reuse>),
+    /// Responses were sent.
+    Responses(u32),
+    /// A request reused a connection idle since its last response.
+    Reuse(Reuse),
     /// A connection idle between requests (after at least one response)
     /// ended, this long after its last response was flushed.
     IdleClosed { closer: Closer, age_us: u64 },
@@ -83,13 +97,11 @@ impl PeerStats {
     fn record(&mut self, event: PeerEvent) {
         match event {
             PeerEvent::Connected => self.connections += 1,
-            PeerEvent::Request(reuse) => {
-                self.requests += 1;
-                if let Some(reuse) = reuse {
-                    self.reuse_gaps.record(reuse.gap_us);
-                    self.near_misses += u64::from(reuse.headroom_us < NEAR_MISS_US as i64);
-                    self.reuses_past_advertised += u64::from(reuse.past_advertised);
-                }
+            PeerEvent::Responses(n) => self.requests += u64::from(n),
+            PeerEvent::Reuse(reuse) => {
+                self.reuse_gaps.record(reuse.gap_us);
+                self.near_misses += u64::from(reuse.headroom_us < NEAR_MISS_US as i64);
+                self.reuses_past_advertised += u64::from(reuse.past_advertised);
             }
             PeerEvent::IdleClosed {
                 closer: Closer::Client,
@@ -328,18 +340,18 @@ mod tests {
     }
 
     fn reuse(gap_ms: u64, headroom_ms: i64) -> PeerEvent {
-        PeerEvent::Request(Some(Reuse {
+        PeerEvent::Reuse(Reuse {
             gap_us: gap_ms * 1000,
             headroom_us: headroom_ms * 1000,
             past_advertised: false,
-        }))
+        })
     }
 
     #[test]
     fn events_are_counted_per_address() {
         let mut table = PeerTable::default();
         table.record(ip(2), 10, PeerEvent::Connected);
-        table.record(ip(2), 11, PeerEvent::Request(None));
+        table.record(ip(2), 11, PeerEvent::Responses(3));
         table.record(ip(2), 12, reuse(900, 1100));
         table.record(ip(2), 13, reuse(1950, 50));
         let client_close = PeerEvent::IdleClosed {
@@ -372,7 +384,7 @@ mod tests {
         for n in 0..10_000u32 {
             table.record(ip(n), u64::from(n), PeerEvent::Connected);
             // An old peer that keeps coming back stays.
-            table.record(ip(1_000_000), u64::from(n), PeerEvent::Request(None));
+            table.record(ip(1_000_000), u64::from(n), PeerEvent::Responses(1));
         }
         let snapshot = table.snapshot(10_000);
         assert_eq!(snapshot.peers.len(), MAX_PEERS);

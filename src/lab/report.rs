@@ -287,11 +287,11 @@ mod tests {
     }
 
     fn reuse(gap_ms: u64, past_advertised: bool) -> PeerEvent {
-        PeerEvent::Request(Some(Reuse {
+        PeerEvent::Reuse(Reuse {
             gap_us: gap_ms * 1000,
             headroom_us: (2000 - gap_ms as i64) * 1000,
             past_advertised,
-        }))
+        })
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! clock (see [`timing`]), never with a clock read per request.
 
 mod counter;
+pub mod lab;
 pub mod timing;
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -37,10 +38,13 @@ pub enum CloseCause {
     /// Closed by a graceful shutdown.
     Shutdown,
     Error,
+    /// Closed right after a keep-alive response, as a lab control asked
+    /// (`after=silent` or `after=rst`).
+    Control,
 }
 
 impl CloseCause {
-    pub const ALL: [CloseCause; 11] = [
+    pub const ALL: [CloseCause; 12] = [
         CloseCause::Client,
         CloseCause::KeepAliveTimeout,
         CloseCause::HeadersTimeout,
@@ -52,6 +56,7 @@ impl CloseCause {
         CloseCause::Done,
         CloseCause::Shutdown,
         CloseCause::Error,
+        CloseCause::Control,
     ];
 
     /// The label used in metrics.
@@ -68,6 +73,7 @@ impl CloseCause {
             CloseCause::Done => "done",
             CloseCause::Shutdown => "shutdown",
             CloseCause::Error => "error",
+            CloseCause::Control => "test_control",
         }
     }
 
@@ -98,10 +104,12 @@ pub enum TimerKind {
     AcceptPause,
     /// Memory freed by a burst, to be handed back to the system.
     MemoryReturn,
+    /// Watching the peer after an idle close's FIN (the keep-alive lab).
+    IdleWatch,
 }
 
 impl TimerKind {
-    pub const COUNT: usize = 9;
+    pub const COUNT: usize = 10;
     pub const ALL: [TimerKind; TimerKind::COUNT] = [
         TimerKind::KeepAlive,
         TimerKind::Headers,
@@ -112,6 +120,7 @@ impl TimerKind {
         TimerKind::Date,
         TimerKind::AcceptPause,
         TimerKind::MemoryReturn,
+        TimerKind::IdleWatch,
     ];
 
     pub fn label(self) -> &'static str {
@@ -125,6 +134,7 @@ impl TimerKind {
             TimerKind::Date => "date",
             TimerKind::AcceptPause => "accept-pause",
             TimerKind::MemoryReturn => "memory-return",
+            TimerKind::IdleWatch => "idle-watch",
         }
     }
 
@@ -192,6 +202,8 @@ pub struct Stats {
     pub timer_lateness: Histogram,
     /// Snapshots built for the admin view (each one woke the worker).
     pub snapshots: Counter,
+    /// The keep-alive lab's figures.
+    pub lab: lab::LabStats,
 }
 
 impl Default for Stats {
@@ -211,6 +223,7 @@ impl Default for Stats {
             timer_expirations: Default::default(),
             timer_lateness: Histogram::new(&TIMER_LATENESS_US),
             snapshots: Counter::default(),
+            lab: lab::LabStats::default(),
         }
     }
 }
