@@ -70,12 +70,22 @@ fn exchange(addr: SocketAddr, bytes: &[u8]) -> String {
     String::from_utf8_lossy(&answer).into_owned()
 }
 
-/// The request time (seconds) and connection id that end a line.
+/// The request time (seconds) and connection id that end a line, before
+/// its idle gap.
 fn time_and_conn(line: &str) -> (f64, u64) {
-    let mut words = line.rsplit(' ');
+    let mut words = line.rsplit(' ').skip(1);
     let conn = words.next().unwrap().parse().expect("a connection id");
     let time = words.next().unwrap().parse().expect("a request time");
     (time, conn)
+}
+
+/// The idle gap that ends a line: ms since the previous response on the
+/// connection, `None` for its first request (`-`).
+fn idle_gap(line: &str) -> Option<u64> {
+    match line.rsplit(' ').next().unwrap() {
+        "-" => None,
+        ms => Some(ms.parse().expect("an idle gap in ms")),
+    }
 }
 
 #[test]
@@ -126,13 +136,16 @@ fn lines_are_combined_format_with_time_and_connection_id() {
         head.contains("\"HEAD / HTTP/1.1\" 200 0 "),
         "HEAD sends no body: {head}"
     );
+    assert_eq!(idle_gap(&lines[0]), None, "a first request: {first}");
+    let gap = idle_gap(&lines[1]).expect("a reuse has a gap");
+    assert!(gap < 5_000, "{}", lines[1]);
     let ids: Vec<u64> = lines.iter().map(|l| time_and_conn(l).1).collect();
     assert_eq!(ids[0], ids[1], "one connection, one id: {lines:?}");
     assert_ne!(ids[0], ids[2], "two connections, two ids: {lines:?}");
     for line in &lines {
         let (seconds, _) = time_and_conn(line);
         assert!((0.0..5.0).contains(&seconds), "{line}");
-        let text = line.rsplit(' ').nth(1).unwrap();
+        let text = line.rsplit(' ').nth(2).unwrap();
         assert_eq!(
             text.split('.').nth(1).map(str::len),
             Some(3),

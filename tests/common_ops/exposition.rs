@@ -75,46 +75,73 @@ impl Exposition {
         })
     }
 
+    /// Each series of each histogram (one per label set besides `le`):
+    /// cumulative buckets ending at `+Inf` = its `_count`, and a `_sum`.
     fn check_histograms(&self) {
         for (family, kind) in &self.types {
             if kind != "histogram" {
                 continue;
             }
-            let buckets: Vec<&Sample> = self
+            let mut series: BTreeMap<Vec<(String, String)>, Vec<&Sample>> = BTreeMap::new();
+            for sample in self
                 .samples
                 .iter()
                 .filter(|s| s.name == format!("{family}_bucket"))
-                .collect();
-            assert!(!buckets.is_empty(), "{family} has no buckets");
-            let mut previous = (f64::NEG_INFINITY, 0.0);
-            for bucket in &buckets {
-                let le = &bucket.labels["le"];
-                let bound: f64 = if le == "+Inf" {
-                    f64::INFINITY
-                } else {
-                    le.parse().expect(le)
-                };
-                assert!(bound > previous.0, "{family}: buckets out of order at {le}");
-                assert!(
-                    bucket.value >= previous.1,
-                    "{family}: not cumulative at {le}"
-                );
-                previous = (bound, bucket.value);
+            {
+                let key = sample
+                    .labels
+                    .iter()
+                    .filter(|(k, _)| k.as_str() != "le")
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                series.entry(key).or_default().push(sample);
             }
-            assert_eq!(
-                previous.0,
-                f64::INFINITY,
-                "{family}: last bucket is not +Inf"
-            );
-            let count = self
-                .value(&format!("{family}_count"), &[])
-                .expect("a _count");
-            assert_eq!(previous.1, count, "{family}: +Inf bucket != _count");
-            assert!(
-                self.value(&format!("{family}_sum"), &[]).is_some(),
-                "{family}: no _sum"
-            );
+            assert!(!series.is_empty(), "{family} has no buckets");
+            for (labels, buckets) in series {
+                let labels: Vec<(&str, &str)> = labels
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str()))
+                    .collect();
+                self.check_series(family, &labels, &buckets);
+            }
         }
+    }
+
+    fn check_series(&self, family: &str, labels: &[(&str, &str)], buckets: &[&Sample]) {
+        let mut previous = (f64::NEG_INFINITY, 0.0);
+        for bucket in buckets {
+            let le = &bucket.labels["le"];
+            let bound: f64 = if le == "+Inf" {
+                f64::INFINITY
+            } else {
+                le.parse().expect(le)
+            };
+            assert!(
+                bound > previous.0,
+                "{family}{labels:?}: buckets out of order at {le}"
+            );
+            assert!(
+                bucket.value >= previous.1,
+                "{family}{labels:?}: not cumulative at {le}"
+            );
+            previous = (bound, bucket.value);
+        }
+        assert_eq!(
+            previous.0,
+            f64::INFINITY,
+            "{family}{labels:?}: last bucket is not +Inf"
+        );
+        let count = self
+            .value(&format!("{family}_count"), labels)
+            .expect("a _count");
+        assert_eq!(
+            previous.1, count,
+            "{family}{labels:?}: +Inf bucket != _count"
+        );
+        assert!(
+            self.value(&format!("{family}_sum"), labels).is_some(),
+            "{family}{labels:?}: no _sum"
+        );
     }
 
     /// The value of the sample `name` whose labels include `labels`.
