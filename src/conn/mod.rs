@@ -589,7 +589,12 @@ impl Conn {
             }
             // Drained, with a `Connection: close` response queued: the
             // close follows this flush at once (see `settle`).
-            let closes_next = drained && self.lingered == 0 && closes_when_flushed(&self.session);
+            // (Not before a reset: held back, the last segment would be
+            // discarded with the connection instead of sent.)
+            let closes_next = drained
+                && self.lingered == 0
+                && closes_when_flushed(&self.session)
+                && !self.session.aborts();
             let wrote = match self.flush(closes_next) {
                 Ok(Flushed::All { wrote }) => wrote,
                 Ok(Flushed::Blocked) => return Flow::Open,

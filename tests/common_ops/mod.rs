@@ -64,6 +64,24 @@ pub struct Client {
 impl Client {
     pub fn connect(addr: SocketAddr) -> Client {
         let stream = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+        Client::over(stream)
+    }
+
+    /// Connects from the source address `from` (a loopback address other
+    /// than 127.0.0.1 makes the client a peer of its own to the server).
+    pub fn connect_from(from: std::net::IpAddr, addr: SocketAddr) -> Client {
+        let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+            .expect("a socket");
+        socket
+            .bind(&SocketAddr::new(from, 0).into())
+            .unwrap_or_else(|e| panic!("bind {from}: {e}"));
+        socket
+            .connect(&addr.into())
+            .unwrap_or_else(|e| panic!("connect {addr} from {from}: {e}"));
+        Client::over(socket.into())
+    }
+
+    fn over(stream: TcpStream) -> Client {
         stream.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
         stream.set_nodelay(true).unwrap();
         Client {

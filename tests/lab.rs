@@ -1,0 +1,316 @@
+//! The keep-alive lab against an in-process server, over real sockets:
+//! each query control's effect on the wire, and what `/peers` and
+//! `/metrics` learn from clients told apart by their loopback source
+//! address (127.0.0.2, 127.0.0.3, …): a client's own idle timeout, a client
+//! that races the server's deadline, one that reuses just before it, and a
+//! table that stays bounded however many addresses connect.
+
+mod common_ops;
+
+use std::io::{self, Read};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::num::NonZeroUsize;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common_ops::exposition::Exposition;
+use common_ops::{AdminFixture, Client, eventually, get};
+use keepalive_server::Config;
+use keepalive_server::config::parse_duration;
+use serde_json::Value;
+
+const WITHIN: Duration = Duration::from_secs(10);
+
+/// One worker, the given keep-alive timeout and buffer, the admin listener.
+fn start(keep_alive: &str, buffer: &str, tweak: impl FnOnce(&mut Config)) -> AdminFixture {
+    let mut config = Config::with_listen("127.0.0.1:0".parse().unwrap());
+    config.workers = Some(NonZeroUsize::new(1).unwrap());
+    config.keep_alive_timeout = parse_duration(keep_alive).unwrap();
+    config.keep_alive_buffer = parse_duration(buffer).unwrap();
+    tweak(&mut config);
+    AdminFixture::start(config)
+}
+
+fn loopback(last: u8) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(127, 0, 0, last))
+}
+
+/// What the client's next read meets: bytes, EOF (`fin`) or a reset.
+fn next_read(client: &mut Client, within: Duration) -> &'static str {
+    client.stream.set_read_timeout(Some(within)).unwrap();
+    let mut byte = [0u8; 1];
+    match client.stream.read(&mut byte) {
+        Ok(0) => "fin",
+        Ok(_) => "data",
+        Err(e) if e.kind() == io::ErrorKind::ConnectionReset => "rst",
+        Err(e) => panic!("no close within {within:?}: {e}"),
+    }
+}
+
+fn peers(fixture: &AdminFixture) -> Value {
+    let response = get(fixture.admin, "/peers");
+    assert_eq!(response.status, 200);
+    assert_eq!(response.header("content-type"), Some("application/json"));
+    serde_json::from_slice(&response.body).expect("/peers is JSON")
+}
+
+/// The `/peers` entry for `addr`, once `ready` holds for it.
+fn peer_when(fixture: &AdminFixture, addr: IpAddr, ready: impl Fn(&Value) -> bool) -> Value {
+    eventually(WITHIN, || {
+        let doc = peers(fixture);
+        let entry = doc["peers"]
+            .as_array()
+            .and_then(|all| all.iter().find(|p| p["addr"] == addr.to_string()).cloned());
+        match entry {
+            Some(entry) if ready(&entry) => Ok(entry),
+            other => Err(format!("{addr}: {other:?}")),
+        }
+    })
+}
+
+#[test]
+fn advertise_and_max_change_what_responses_say() {
+    let fixture = start("5s", "1s", |_| {});
+    let mut client = Client::connect(fixture.addr);
+    let first = client.request("/?advertise=7s&max=2");
+    assert_eq!(first.header("keep-alive"), Some("timeout=7, max=2"));
+    // Kept until changed; max counts down, then the connection closes.
+    let second = client.request("/bytes/3");
+    assert_eq!(second.header("keep-alive"), Some("timeout=7, max=1"));
+    let third = client.request("/delay/1");
+    assert!(third.closes(), "{:?}", third.headers);
+    assert_eq!(next_read(&mut client, WITHIN), "fin");
+
+    let mut client = Client::connect(fixture.addr);
+    let silent = client.request("/nothing-here?advertise=none");
+    assert_eq!(silent.status, 404);
+    assert_eq!(silent.header("keep-alive"), None);
+    assert_eq!(silent.header("connection"), Some("keep-alive"));
+    assert_eq!(client.request("/").header("keep-alive"), None, "kept");
+}
+
+#[test]
+fn after_closes_politely_silently_or_with_a_reset() {
+    let fixture = start("5s", "1s", |_| {});
+    let cases = [
+        ("close", true, "fin"),
+        ("silent", false, "fin"),
+        ("rst", false, "rst"),
+        ("keep", false, "open"),
+    ];
+    for (after, says_close, then) in cases {
+        let mut client = Client::connect(fixture.addr);
+        let response = client.request(&format!("/?after={after}"));
+        assert_eq!(response.status, 200, "{after}");
+        assert_eq!(
+            response.closes(),
+            says_close,
+            "{after}: {:?}",
+            response.headers
+        );
+        if !says_close {
+            assert_eq!(response.header("connection"), Some("keep-alive"), "{after}");
+        }
+        match then {
+            "open" => assert_eq!(client.request("/").status, 200, "{after}"),
+            close => assert_eq!(next_read(&mut client, WITHIN), close, "{after}"),
+        }
+    }
+}
+
+#[test]
+fn ka_sets_the_real_idle_timeout_and_close_how_it_ends() {
+    let fixture = start("30s", "1s", |_| {});
+    for (close, expected) in [("fin", "fin"), ("rst", "rst")] {
+        let mut client = Client::connect(fixture.addr);
+        let began = Instant::now();
+        let response = client.request(&format!("/?ka=300ms&close={close}"));
+        assert_eq!(
+            response.header("keep-alive"),
+            Some("timeout=30"),
+            "ka does not advertise"
+        );
+        assert_eq!(next_read(&mut client, WITHIN), expected, "close={close}");
+        let waited = began.elapsed();
+        assert!(
+            waited >= Duration::from_millis(300),
+            "closed early: {waited:?}"
+        );
+    }
+}
+
+#[test]
+fn bad_control_values_get_400_naming_the_control() {
+    let fixture = start("5s", "1s", |_| {});
+    let cases = [
+        ("/?ka=0", "ka"),
+        ("/?ka=11m", "ka"),
+        ("/delay/5?advertise=soon", "advertise"),
+        ("/bytes/4?close=gently", "close"),
+        ("/x?after=reset", "after"),
+        ("/?max=-1", "max"),
+    ];
+    for (target, name) in cases {
+        let mut client = Client::connect(fixture.addr);
+        let response = client.request(target);
+        assert_eq!(response.status, 400, "{target}");
+        assert!(response.closes(), "{target}");
+        let body = response.text();
+        assert!(
+            body.contains(&format!("the {name} control")),
+            "{target}: {body}"
+        );
+        assert!(body.contains("it takes"), "{target}: {body}");
+        assert_eq!(next_read(&mut client, WITHIN), "fin", "{target}");
+    }
+    // Unknown parameters are the application's: ignored.
+    let mut client = Client::connect(fixture.addr);
+    assert_eq!(client.request("/?kaa=1&page=2").status, 200);
+}
+
+#[test]
+fn test_controls_off_ignores_them() {
+    let fixture = start("5s", "1s", |config| config.test_controls = false);
+    let mut client = Client::connect(fixture.addr);
+    let response = client.request("/?advertise=9s&after=rst&ka=bad");
+    assert_eq!(response.status, 200);
+    assert_eq!(response.header("keep-alive"), Some("timeout=5"));
+    assert_eq!(client.request("/").status, 200, "after=rst ignored");
+}
+
+/// `connections` clients from `from`, each: one request, then idle for
+/// `idle`, then a close of its own.
+fn close_after_idle(addr: SocketAddr, from: IpAddr, connections: usize, idle: Duration) {
+    let clients: Vec<_> = (0..connections)
+        .map(|_| {
+            thread::spawn(move || {
+                let mut client = Client::connect_from(from, addr);
+                assert_eq!(client.request("/").status, 200);
+                thread::sleep(idle);
+            })
+        })
+        .collect();
+    for client in clients {
+        client.join().unwrap();
+    }
+}
+
+#[test]
+fn a_client_that_closes_idle_connections_first_is_estimated_within_5_percent() {
+    let fixture = start("10s", "1s", |_| {});
+    let addr = fixture.addr;
+    let short =
+        thread::spawn(move || close_after_idle(addr, loopback(2), 8, Duration::from_millis(1200)));
+    let long =
+        thread::spawn(move || close_after_idle(addr, loopback(3), 8, Duration::from_millis(2500)));
+    short.join().unwrap();
+    long.join().unwrap();
+    for (peer, expected_ms) in [(loopback(2), 1200.0), (loopback(3), 2500.0)] {
+        let entry = peer_when(&fixture, peer, |p| p["client_idle_closes"] == 8);
+        let estimate = entry["client_idle_timeout_ms"]
+            .as_f64()
+            .expect("an estimate");
+        let error = (estimate - expected_ms).abs() / expected_ms;
+        eprintln!(
+            "{peer}: closes at {expected_ms} ms, estimated {estimate} ms ({:.2}%)",
+            error * 100.0
+        );
+        assert!(error <= 0.05, "{peer}: {entry}");
+        assert_eq!(entry["server_idle_closes"], 0);
+        assert_eq!(entry["verdict"], "ok", "{entry}");
+    }
+    let metrics = Exposition::parse(&get(fixture.admin, "/metrics").text());
+    let client_closes = metrics.value("kas_idle_close_age_seconds_count", &[("closer", "client")]);
+    assert_eq!(client_closes, Some(16.0));
+}
+
+#[test]
+fn a_client_that_reuses_past_the_deadline_sends_late_requests_and_races() {
+    // The server really closes at 1 s, and says 1 s.
+    let fixture = start("1s", "0s", |_| {});
+    let addr = fixture.addr;
+    let racers: Vec<_> = (0..4u64)
+        .map(|i| {
+            thread::spawn(move || {
+                let mut client = Client::connect_from(loopback(4), addr);
+                assert_eq!(client.request("/").status, 200);
+                thread::sleep(Duration::from_millis(1030 + 10 * i));
+                // The pool thinks the connection is still good.
+                // (The server's FIN is in; a write may still go through.)
+                let late = b"GET / HTTP/1.1\r\nHost: t\r\n\r\n";
+                let _ = io::Write::write_all(&mut client.stream, late);
+                let seen = next_read(&mut client, WITHIN);
+                assert_ne!(seen, "data", "answered after the server's idle close");
+            })
+        })
+        .collect();
+    for racer in racers {
+        racer.join().unwrap();
+    }
+    let entry = peer_when(&fixture, loopback(4), |p| {
+        p["late_requests"].as_u64() >= Some(1)
+    });
+    eprintln!("racing client: {entry}");
+    assert_eq!(entry["verdict"], "race", "{entry}");
+    assert!(
+        entry["advice"].as_str().unwrap().contains("ms or less"),
+        "{entry}"
+    );
+    let delay = entry["late_request_delay_ms"]["max"].as_f64().unwrap();
+    assert!(delay < 1000.0, "within the watch: {entry}");
+    let metrics = Exposition::parse(&get(fixture.admin, "/metrics").text());
+    let late = metrics.value("kas_late_requests_total", &[]).unwrap();
+    assert!(late >= 1.0, "late requests: {late}");
+}
+
+#[test]
+fn a_client_that_reuses_just_before_the_deadline_counts_near_misses() {
+    let fixture = start("1s", "0s", |_| {});
+    let mut client = Client::connect_from(loopback(5), fixture.addr);
+    assert_eq!(client.request("/").status, 200);
+    thread::sleep(Duration::from_millis(950));
+    assert_eq!(client.request("/").status, 200, "served, with 50 ms left");
+    let entry = peer_when(&fixture, loopback(5), |p| {
+        p["near_misses"].as_u64() >= Some(1)
+    });
+    assert_eq!(entry["verdict"], "at risk", "{entry}");
+    assert_eq!(entry["late_requests"], 0);
+    let gap = entry["reuse_gap_ms"]["max"].as_f64().unwrap();
+    assert!((900.0..1000.0).contains(&gap), "{entry}");
+}
+
+#[test]
+fn the_peer_table_stays_bounded_with_ten_thousand_addresses() {
+    let fixture = start("5s", "1s", |_| {});
+    let addr = fixture.addr;
+    const ADDRESSES: u32 = 10_000;
+    let halves: Vec<_> = (0..2u32)
+        .map(|half| {
+            thread::spawn(move || {
+                for n in (half * ADDRESSES / 2)..((half + 1) * ADDRESSES / 2) {
+                    let from = IpAddr::V4(Ipv4Addr::from(0x7f01_0000 + n));
+                    let mut client = Client::connect_from(from, addr);
+                    client.send(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+                    assert_eq!(client.read_response().status, 200);
+                }
+            })
+        })
+        .collect();
+    for half in halves {
+        half.join().unwrap();
+    }
+    let doc = eventually(WITHIN, || {
+        let doc = peers(&fixture);
+        let all = doc["peers"].as_array().cloned().unwrap_or_default();
+        let connections: u64 = all.iter().filter_map(|p| p["connections"].as_u64()).sum();
+        if connections == u64::from(ADDRESSES) {
+            Ok(doc)
+        } else {
+            Err(format!("{connections} connections so far"))
+        }
+    });
+    let all = doc["peers"].as_array().unwrap();
+    assert_eq!(all.len(), 64 + 1, "64 peers and other");
+    assert_eq!(all.last().unwrap()["addr"], "other");
+    assert_eq!(all.last().unwrap()["connections"], ADDRESSES - 64);
+}
