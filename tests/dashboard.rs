@@ -85,6 +85,7 @@ fn the_dashboard_shows_idle_connections_in_the_keep_alive_list() {
             "shown: keep-alive list holding {} after closing {CLOSED}",
             CONNECTIONS - CLOSED
         ),
+        "shown: race verdict for 127.0.0.2".to_string(),
         "console: clean".to_string(),
     ] {
         assert!(stdout.contains(&line), "no {line:?} in\n{stdout}");

@@ -42,6 +42,41 @@ function rawConnection(bytes) {
   });
 }
 
+/// A client at `from` that keeps its idle connection past the server's
+/// (a `ka=500ms` control) and reuses it 40 ms late: a late request.
+function lateRequest(from) {
+  return new Promise((resolve, reject) => {
+    // Half-open allowed: like a pool that has not noticed the server's FIN.
+    const socket = net.connect({ port: Number(serverPort), host: "127.0.0.1", localAddress: from, allowHalfOpen: true });
+    socket.setEncoding("latin1");
+    socket.on("error", () => resolve());
+    socket.on("close", () => resolve());
+    socket.on("connect", () => socket.write("GET /?ka=500ms HTTP/1.1\r\nHost: t\r\n\r\n"));
+    socket.once("data", () => {
+      setTimeout(() => socket.write("GET / HTTP/1.1\r\nHost: t\r\n\r\n"), 540);
+      setTimeout(() => socket.destroy(), 900);
+    });
+  });
+}
+
+/// A client at `from` that closes its idle connection after `ms`.
+function closeAfter(from, ms) {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect({ port: Number(serverPort), host: "127.0.0.1", localAddress: from });
+    socket.on("error", reject);
+    socket.on("connect", () => socket.write("GET / HTTP/1.1\r\nHost: t\r\n\r\n"));
+    socket.once("data", () => setTimeout(() => { socket.end(); resolve(); }, ms));
+  });
+}
+
+/// The verdict the "Who closes first" table shows for `addr`, or null.
+async function verdictOf(page, addr) {
+  return page.evaluate((addr) => {
+    const row = document.querySelector(`table.peers tr[data-addr="${addr}"]`);
+    return row ? row.querySelector(".verdict").textContent : null;
+  }, addr);
+}
+
 /// The text of the all-workers keep-alive row's length cell, or null.
 async function keepAliveLength(page) {
   return page.evaluate(() => {
@@ -110,6 +145,22 @@ try {
   for (const socket of sockets.splice(0, CLOSE)) socket.destroy();
   await waitForLength(page, N - CLOSE);
   console.log(`shown: keep-alive list holding ${N - CLOSE} after closing ${CLOSE}`);
+
+  // Who closes first: a proxy-like client that closes idle connections at
+  // 1.2 s (well before the server), and one that races the server's close.
+  await Promise.all([
+    ...[0, 1, 2].map(() => closeAfter("127.0.0.3", 1200)),
+    ...[0, 1, 2].map(() => lateRequest("127.0.0.2")),
+  ]);
+  const deadline = Date.now() + TIMEOUT;
+  let verdict = null;
+  while (Date.now() < deadline && verdict !== "race") {
+    verdict = await verdictOf(page, "127.0.0.2");
+    await page.waitForTimeout(100);
+  }
+  if (verdict !== "race") throw new Error(`127.0.0.2 shows verdict ${verdict}, wanted race`);
+  if ((await verdictOf(page, "127.0.0.3")) !== "ok") throw new Error("127.0.0.3 is not ok");
+  console.log("shown: race verdict for 127.0.0.2");
 
   // Let the charts gather a few seconds before the picture.
   await page.waitForTimeout(3000);

@@ -108,6 +108,7 @@ function render(view) {
   $("date").textContent = dates.length ? dates.join(" / ") : "none cached (no response in the last second)";
 
   renderLists(view);
+  renderPeers(view.peers);
 }
 
 // ---------- timer list rows ----------
@@ -376,3 +377,85 @@ function drawCharts() {
 
 connect();
 requestAnimationFrame(frame);
+
+// ---------- who closes first ----------
+
+const SVG_NS = "http://www.w3.org/2000/svg";
+
+function svgEl(name, attrs) {
+  const el = document.createElementNS(SVG_NS, name);
+  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, v);
+  return el;
+}
+
+/// One peer's idle boundary on a shared axis of `scaleMs`: the server's
+/// advertised (dashed) and real (solid) timeouts, the client's estimated
+/// timeout (a diamond) and its reuse gaps (a bar from median to longest).
+function peerAxis(peer, server, scaleMs) {
+  const svg = svgEl("svg", { viewBox: "0 0 400 44", preserveAspectRatio: "none" });
+  const x = (ms) => 4 + (392 * Math.min(ms, scaleMs)) / scaleMs;
+  svg.append(svgEl("line", { x1: 4, x2: 396, y1: 30, y2: 30, stroke: "#30363d" }));
+  const gaps = peer.reuse_gap_ms;
+  if (gaps.max !== null) {
+    const from = x(gaps.p50 ?? gaps.max), to = x(gaps.max);
+    svg.append(svgEl("rect", { x: from, y: 24, width: Math.max(2, to - from), height: 12, fill: "#58a6ff", opacity: 0.7 }));
+  }
+  if (server.advertised_timeout_s !== null) {
+    const at = x(server.advertised_timeout_s * 1000);
+    svg.append(svgEl("line", { x1: at, x2: at, y1: 6, y2: 40, stroke: "#8b949e", "stroke-dasharray": "3 3" }));
+  }
+  const real = x(server.idle_timeout_ms);
+  svg.append(svgEl("line", { x1: real, x2: real, y1: 6, y2: 40, stroke: "#e6edf3", "stroke-width": 2 }));
+  if (peer.client_idle_timeout_ms !== null) {
+    const at = x(peer.client_idle_timeout_ms);
+    const color = peer.client_idle_timeout_ms < server.idle_timeout_ms ? "#3fb950" : "#ff7b72";
+    svg.append(svgEl("path", { d: `M ${at} 4 L ${at + 6} 12 L ${at} 20 L ${at - 6} 12 Z`, fill: color }));
+  }
+  const label = svgEl("text", { x: 396, y: 12, "text-anchor": "end", fill: "#8b949e", "font-size": 10 });
+  label.textContent = duration(scaleMs);
+  svg.append(label);
+  return svg;
+}
+
+function renderPeers(report) {
+  const box = $("peers");
+  if (!report || !report.peers.length) {
+    box.replaceChildren(Object.assign(document.createElement("p"), { className: "empty", textContent: "no client seen yet" }));
+    return;
+  }
+  const server = report.server;
+  let scaleMs = server.idle_timeout_ms;
+  for (const p of report.peers) {
+    scaleMs = Math.max(scaleMs, p.client_idle_timeout_ms ?? 0, p.reuse_gap_ms.max ?? 0);
+  }
+  scaleMs = niceCeil(scaleMs * 1.1);
+  const table = document.createElement("table");
+  table.className = "peers";
+  const head = table.createTHead().insertRow();
+  for (const title of ["client", "verdict", "idle boundary (0 to the right end)", "closes", "reuses", "advice"]) {
+    const th = document.createElement("th");
+    th.textContent = title;
+    head.append(th);
+  }
+  const body = table.createTBody();
+  for (const p of report.peers) {
+    const row = body.insertRow();
+    row.dataset.addr = p.addr;
+    row.insertCell().innerHTML = `<span class="mono">${p.addr}</span><br><span class="dim">${plural(p.connections, "connection", "connections")}, ${plural(p.requests, "request", "requests")}</span>`;
+    const verdict = document.createElement("span");
+    verdict.className = `verdict ${p.verdict === "at risk" ? "risk" : p.verdict}`;
+    verdict.textContent = p.verdict;
+    row.insertCell().append(verdict);
+    const axis = row.insertCell();
+    axis.className = "axis";
+    axis.append(peerAxis(p, server, scaleMs));
+    const estimate = p.client_idle_timeout_ms === null ? "never closed first" : `closes idle at ~${duration(p.client_idle_timeout_ms)}`;
+    row.insertCell().innerHTML = `${estimate}<br><span class="dim">client ${p.client_idle_closes} · server ${p.server_idle_closes}</span>`;
+    const gap = p.reuse_gap_ms.max === null ? "none" : `waited up to ${duration(p.reuse_gap_ms.max)}`;
+    row.insertCell().innerHTML = `${gap}<br><span class="dim">${plural(p.near_misses, "near miss", "near misses")} · ${plural(p.late_requests, "late request", "late requests")}</span>`;
+    const advice = row.insertCell();
+    advice.className = "advice";
+    advice.textContent = p.advice;
+  }
+  box.replaceChildren(table);
+}
