@@ -3,7 +3,7 @@
 //! responses advertise, how its idle close is made, how many requests it
 //! still takes, and the one-shot `after=` of the response being answered.
 //!
-//! Sixteen bytes, held in every connection's session whether or not a test
+//! Twelve bytes, held in every connection's session whether or not a test
 //! ever sends a control; the server's settings apply wherever nothing was
 //! set.
 
@@ -11,20 +11,20 @@ use super::controls::{Advertise, After, Controls, IdleClose};
 use crate::config::Settings;
 
 /// `advertise` value: nothing set, the server's own header applies.
-const ADVERTISE_DEFAULT: u32 = u32::MAX;
+const ADVERTISE_DEFAULT: u16 = u16::MAX;
 /// `advertise=none`: no `Keep-Alive` field.
-const ADVERTISE_NOTHING: u32 = u32::MAX - 1;
+const ADVERTISE_NOTHING: u16 = u16::MAX - 1;
 
 /// One connection's controls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnControls {
     /// `ka=` in ms; 0: the server's `--keep-alive-timeout` + buffer.
     ka_ms: u32,
-    /// `advertise=` in seconds, or one of the sentinels above.
-    advertise_secs: u32,
     /// `max=`: the connection's last request is number `last_request`
     /// (counting from 1); 0: no limit of its own.
     last_request: u32,
+    /// `advertise=` in seconds (at most 600), or one of the sentinels above.
+    advertise_secs: u16,
     close: IdleClose,
     /// What follows the response being answered (one request's worth).
     after: After,
@@ -59,7 +59,9 @@ impl ConnControls {
             self.ka_ms = ms;
         }
         match controls.advertise {
-            Some(Advertise::Secs(secs)) => self.advertise_secs = secs,
+            Some(Advertise::Secs(secs)) => {
+                self.advertise_secs = u16::try_from(secs).unwrap_or(ADVERTISE_NOTHING - 1);
+            }
             Some(Advertise::Nothing) => self.advertise_secs = ADVERTISE_NOTHING,
             None => {}
         }
@@ -86,7 +88,7 @@ impl ConnControls {
         match self.advertise_secs {
             ADVERTISE_DEFAULT => None,
             ADVERTISE_NOTHING => Some(AdvertiseOverride::Nothing),
-            secs => Some(AdvertiseOverride::Secs(secs)),
+            secs => Some(AdvertiseOverride::Secs(secs.into())),
         }
     }
 
@@ -131,8 +133,8 @@ mod tests {
     }
 
     #[test]
-    fn sixteen_bytes_per_connection() {
-        assert!(std::mem::size_of::<ConnControls>() <= 16);
+    fn twelve_bytes_per_connection() {
+        assert!(std::mem::size_of::<ConnControls>() <= 12);
     }
 
     #[test]
