@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# The keep-alive race behind a proxy, as the README's "Diagnosing a
+# keep-alive race" walks through it: nginx in front of keepalive-server,
+# first misconfigured (nginx keeps idle upstream connections longer than
+# the server does), then fixed. Each round sends POSTs through nginx (which
+# it does not retry) from a few clients that pause just about the server's
+# idle timeout between requests, counts the 502s, and prints what the
+# server's /peers says about nginx (one peer: 127.0.0.1).
+#
+# Usage: scripts/race-demo.sh            Needs nginx and python3.
+#   Env: SECONDS_PER_ROUND (20), CLIENTS (16), PORT_BASE (18300).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v nginx >/dev/null || { echo "needs nginx (apt-get install nginx)" >&2; exit 2; }
+
+rounds_seconds=${SECONDS_PER_ROUND:-20}
+clients=${CLIENTS:-16}
+base=${PORT_BASE:-18300}
+server_port=$base admin_port=$((base + 1)) proxy_port=$((base + 2))
+prefix=$(mktemp -d)
+cargo build --release --quiet --bin keepalive-server
+pids=()
+cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$prefix"; }
+trap cleanup EXIT
+
+wait_for_port() {
+  for _ in $(seq 100); do
+    (echo >"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "nothing listens on $1" >&2
+  exit 1
+}
+
+# One round: nginx keeps idle upstream connections for $1; the server
+# closes them at 2 s (advertising 2 s, no buffer).
+round() {
+  local upstream_timeout=$1
+  target/release/keepalive-server --listen "127.0.0.1:$server_port" \
+    --admin "127.0.0.1:$admin_port" --keep-alive-timeout 2s --keep-alive-buffer 0s \
+    --workers 1 >"$prefix/server.log" 2>&1 &
+  local server=$!
+  pids+=("$server")
+  sed -e "s/server 127\.0\.0\.1:8080;/server 127.0.0.1:$server_port;/" \
+    -e "s/listen 127\.0\.0\.1:8088;/listen 127.0.0.1:$proxy_port;/" \
+    -e "s/keepalive_timeout 60s;/keepalive_timeout $upstream_timeout;/" \
+    config/nginx-upstream.conf >"$prefix/upstream.conf"
+  cat >"$prefix/nginx.conf" <<EOF
+worker_processes 1;
+daemon off;
+pid $prefix/nginx.pid;
+error_log $prefix/error.log error;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  client_body_temp_path $prefix/client_body;
+  proxy_temp_path $prefix/proxy;
+  fastcgi_temp_path $prefix/fastcgi;
+  uwsgi_temp_path $prefix/uwsgi;
+  scgi_temp_path $prefix/scgi;
+  include $prefix/upstream.conf;
+}
+EOF
+  nginx -p "$prefix" -c "$prefix/nginx.conf" &
+  local proxy=$!
+  pids+=("$proxy")
+  wait_for_port "$server_port"
+  wait_for_port "$admin_port"
+  wait_for_port "$proxy_port"
+
+  echo "== nginx upstream keepalive_timeout $upstream_timeout; server --keep-alive-timeout 2s --keep-alive-buffer 0s"
+  python3 - "$proxy_port" "$clients" "$rounds_seconds" <<'PY'
+import http.client, random, sys, threading, time
+port, clients, seconds = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+counts = {"ok": 0, "502": 0, "other": 0}
+lock = threading.Lock()
+def client():
+    end = time.time() + seconds
+    while time.time() < end:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        try:
+            conn.request("POST", "/", body=b"x")
+            status = conn.getresponse().status
+        except OSError:
+            status = None
+        finally:
+            conn.close()
+        key = "ok" if status == 200 else "502" if status == 502 else "other"
+        with lock:
+            counts[key] += 1
+        # Pause just about the server's idle timeout.
+        time.sleep(random.uniform(1.990, 2.010))
+threads = [threading.Thread(target=client) for _ in range(clients)]
+for t in threads: t.start()
+for t in threads: t.join()
+print(f"requests: {sum(counts.values())}, 200: {counts['ok']}, 502: {counts['502']}, other: {counts['other']}")
+PY
+  echo "GET /peers:"
+  python3 -c '
+import json, sys, urllib.request
+doc = json.load(urllib.request.urlopen(sys.argv[1]))
+for peer in doc["peers"]:
+    keep = ["addr", "connections", "requests", "client_idle_closes", "client_idle_timeout_ms",
+            "server_idle_closes", "near_misses", "late_requests", "verdict", "advice"]
+    print(json.dumps({k: peer[k] for k in keep}, indent=2))
+' "http://127.0.0.1:$admin_port/peers"
+  kill "$proxy" "$server"
+  wait "$proxy" "$server" 2>/dev/null || true
+  echo
+}
+
+round 10s
+round 1s
