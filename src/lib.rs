@@ -10,6 +10,8 @@
 //!   [`reload`]: re-reading the file on SIGHUP; [`logging`]: diagnostics;
 //!   [`access_log`]: the nginx-format access log, buffered per worker.
 //! - [`server`]: binding, worker threads, graceful shutdown.
+//! - [`shared`]: what threads share (the stop flag, each worker's counters,
+//!   snapshot mailbox and reload slot) and [`Remote`], the handle on it.
 //! - [`admin`], [`introspect`]: the admin listener and the worker snapshots it shows.
 //! - [`session`]: one connection's HTTP exchange, without the socket.
 //! - [`pool`], [`ctx`], [`stats`]: buffers, what a worker lends a
@@ -30,6 +32,7 @@ pub mod pool;
 pub mod reload;
 pub mod server;
 pub mod session;
+pub mod shared;
 pub mod stats;
 pub mod timers;
 
@@ -39,4 +42,5 @@ mod memory;
 mod worker;
 
 pub use config::{Config, Settings};
-pub use server::{Remote, Server, ServerHandle};
+pub use server::{Server, ServerHandle};
+pub use shared::Remote;

@@ -30,7 +30,7 @@ use super::rounds::{Finished, Rounds};
 use super::view::View;
 use super::{AdminTimer, metrics, page};
 use crate::clock::LoopClock;
-use crate::server::Remote;
+use crate::shared::Remote;
 use crate::timers::{Micros, TimerId, TimerLists};
 
 const LISTENER: Token = Token(usize::MAX - 1);

@@ -13,7 +13,7 @@ use std::fmt::{Display, Write as _};
 
 use crate::http::Method;
 use crate::introspect::{ConnCounts, Snapshot};
-use crate::server::Remote;
+use crate::shared::Remote;
 use crate::stats::{
     CONNECTION_DURATION_US, CloseCause, HistogramData, REQUEST_DURATION_US,
     REQUESTS_PER_CONNECTION, Stats, TIMER_LATENESS_US, TimerKind,

@@ -9,7 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 
 use crate::introspect::{AGE_SAMPLE, ConnCounts, KindCount, ListView, REST_BUCKETS, Snapshot};
-use crate::server::Remote;
+use crate::shared::Remote;
 use crate::stats::{CloseCause, HistogramData, TIMER_LATENESS_US, TimerKind};
 
 /// The whole admin view at one snapshot round.
