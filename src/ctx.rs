@@ -1,14 +1,15 @@
 //! What a worker lends a connection while it handles one event (the turn's
 //! clock reading, the timer lists, the buffer pool, the Date cache, the
-//! settings and counters), the [`Resources`] it lends them from, and what a
-//! timer in those lists stands for.
+//! access log, the settings and counters), the [`Resources`] it lends them
+//! from, and what a timer in those lists stands for.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::access_log::AccessLog;
+use crate::access_log::{AccessLog, AccessRecord, Entry};
 use crate::config::Settings;
 use crate::date::DateCache;
+use crate::http::Status;
 use crate::pool::BufferPool;
 use crate::stats::Stats;
 use crate::timers::{Micros, TimerLists};
@@ -51,6 +52,28 @@ pub struct Ctx<'a> {
     pub draining: bool,
     /// Which connection, for logs.
     pub conn: ConnLabel,
+}
+
+impl Ctx<'_> {
+    /// Writes the access-log line of the response just queued, from the
+    /// request `record` kept while it arrived (then cleared): the time is
+    /// the Date cache's second, and asking for it keeps the Date tick armed,
+    /// which is what flushes the line within a second.
+    pub fn log_response(&mut self, record: &mut AccessRecord, status: Status, bytes: u64) {
+        self.date
+            .current(self.timers, self.now, TimerEvent::DateExpired);
+        let started = record.started.unwrap_or(self.conn.accepted);
+        self.access_log.write(&Entry {
+            peer: self.conn.peer.ip(),
+            unix_second: self.date.unix_second(),
+            record,
+            status: status.code(),
+            bytes,
+            micros: self.now.saturating_sub(started),
+            conn: self.conn.id,
+        });
+        record.clear();
+    }
 }
 
 /// A connection as logs name it: an id unique over the process's life,

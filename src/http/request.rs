@@ -1,12 +1,11 @@
 //! Request heads (RFC 9112 §2–§3, §6–§7): httparse reads the syntax, this
-//! module decides what the head means: the route, whether the connection may
-//! persist, how the body is framed, and every reason to refuse it.
+//! module decides what the head means: the target, whether the connection
+//! may persist, how the body is framed, and every reason to refuse it.
 
 use std::mem::MaybeUninit;
 
 use super::RequestError;
 use super::method::Method;
-use super::routes::Route;
 use super::target::{Target, is_host_value, parse_target};
 
 /// Header fields one head may carry; more is 431.
@@ -24,8 +23,9 @@ pub enum Framing {
 
 /// What the server needs to know about a parsed request head.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RequestHead {
-    pub route: Route,
+pub struct RequestHead<'a> {
+    /// The checked target (never authority-form: CONNECT is refused).
+    pub target: Target<'a>,
     /// The method, as the metrics count it.
     pub method: Method,
     pub is_head: bool,
@@ -40,7 +40,7 @@ pub struct RequestHead {
     pub expect_continue: bool,
 }
 
-impl RequestHead {
+impl RequestHead<'_> {
     /// Whether the client asked for (or, on 1.1, did not refuse) persistence.
     pub fn wants_persistence(&self) -> bool {
         if self.minor_version == 0 {
@@ -59,7 +59,7 @@ pub fn parse_head(
     input: &mut [u8],
     max_header_size: usize,
     max_body_size: usize,
-) -> Result<Option<(RequestHead, usize)>, RequestError> {
+) -> Result<Option<(RequestHead<'_>, usize)>, RequestError> {
     let leading = input
         .iter()
         .take_while(|b| matches!(b, b'\r' | b'\n'))
@@ -69,32 +69,36 @@ pub fn parse_head(
             "too many empty lines before the request",
         ));
     }
+    // httparse refuses `HTTP/1.x` (x > 1); RFC 9112 §2.6 reads it as
+    // HTTP/1.1. Until the line ends, wait for the rest, however the bytes
+    // split; then rewrite the digit and parse again. (Only a request line
+    // that ends so is parsed twice: the head returned borrows the input,
+    // so the rewrite has to come before the parse that returns it.)
+    if names_later_minor_version(input) {
+        match parse_as_is(input, max_header_size, max_body_size)? {
+            Parsed::LaterMinorVersion if later_minor_version_line_incomplete(input) => {
+                if input.len() >= max_header_size {
+                    return Err(RequestError::TargetTooLong);
+                }
+                return Ok(None);
+            }
+            Parsed::LaterMinorVersion => {
+                patch_later_minor_version(input);
+            }
+            Parsed::Incomplete => return Ok(None),
+            Parsed::Head(..) => {}
+        }
+    }
     match parse_as_is(input, max_header_size, max_body_size)? {
         Parsed::Head(head, len) => Ok(Some((head, len))),
         Parsed::Incomplete => Ok(None),
-        // httparse refuses `HTTP/1.x` (x > 1); RFC 9112 §2.6 reads it as
-        // HTTP/1.1. Until the line ends, wait for the rest, however the
-        // bytes split; then rewrite the digit and parse again.
-        Parsed::LaterMinorVersion if later_minor_version_line_incomplete(input) => {
-            if input.len() >= max_header_size {
-                return Err(RequestError::TargetTooLong);
-            }
-            Ok(None)
-        }
-        Parsed::LaterMinorVersion => {
-            patch_later_minor_version(input);
-            match parse_as_is(input, max_header_size, max_body_size)? {
-                Parsed::Head(head, len) => Ok(Some((head, len))),
-                Parsed::Incomplete => Ok(None),
-                Parsed::LaterMinorVersion => Err(RequestError::Malformed("invalid HTTP-version")),
-            }
-        }
+        Parsed::LaterMinorVersion => Err(RequestError::Malformed("invalid HTTP-version")),
     }
 }
 
 /// What one parse of the buffered bytes found.
-enum Parsed {
-    Head(RequestHead, usize),
+enum Parsed<'a> {
+    Head(RequestHead<'a>, usize),
     /// Read more.
     Incomplete,
     /// httparse refused the version, which names HTTP/1.x with x > 1.
@@ -106,7 +110,7 @@ fn parse_as_is(
     input: &[u8],
     max_header_size: usize,
     max_body_size: usize,
-) -> Result<Parsed, RequestError> {
+) -> Result<Parsed<'_>, RequestError> {
     // Uninitialised: httparse writes only the fields it finds, so a
     // request does not pay for zeroing all MAX_HEADERS slots (2 KiB).
     let mut headers = [const { MaybeUninit::uninit() }; MAX_HEADERS];
@@ -146,11 +150,10 @@ fn parse_as_is(
         // A well-formed CONNECT: this server is not a proxy.
         return Err(RequestError::MethodNotAllowed);
     }
-    let route = Route::of_target(target);
     let framing = fields.framing(minor_version, max_body_size)?;
     Ok(Parsed::Head(
         RequestHead {
-            route,
+            target,
             method: Method::of(method),
             is_head: method == "HEAD",
             minor_version,
@@ -470,12 +473,13 @@ fn ends_in_later_minor_version(line: &[u8]) -> bool {
 mod tests {
     use super::*;
 
-    fn parse(text: &str) -> Result<Option<(RequestHead, usize)>, RequestError> {
-        let mut bytes = text.as_bytes().to_vec();
-        parse_head(&mut bytes, 16 * 1024, 1 << 20)
+    /// Parses `text` from a buffer of its own, kept for the test's life.
+    fn parse(text: &str) -> Result<Option<(RequestHead<'static>, usize)>, RequestError> {
+        let bytes = Box::leak(text.as_bytes().to_vec().into_boxed_slice());
+        parse_head(bytes, 16 * 1024, 1 << 20)
     }
 
-    fn head(text: &str) -> RequestHead {
+    fn head(text: &str) -> RequestHead<'static> {
         parse(text).expect("valid").expect("complete").0
     }
 
@@ -484,7 +488,7 @@ mod tests {
         let text = "GET / HTTP/1.1\r\nHost: a\r\n\r\n";
         let (parsed, len) = parse(text).unwrap().unwrap();
         assert_eq!(len, text.len());
-        assert_eq!(parsed.route, Route::Root);
+        assert_eq!(parsed.target, Target::Path("/"));
         assert!(parsed.wants_persistence());
         assert_eq!(parsed.framing, Framing::None);
     }
@@ -739,8 +743,8 @@ mod tests {
     #[test]
     fn leading_empty_lines_tolerated_but_bounded() {
         assert_eq!(
-            head("\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n").route,
-            Route::Root
+            head("\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n").target,
+            Target::Path("/")
         );
         let flood = format!("{}GET / HTTP/1.1\r\nHost: a\r\n\r\n", "\r\n".repeat(100));
         assert!(parse(&flood).is_err());
