@@ -407,7 +407,7 @@ impl Conn {
         );
     }
 
-    /// The activity slot's policy, in one place (DESIGN.md's timer table).
+    /// The activity slot's policy, in one place (the README's timeout table).
     /// Ref'd exactly while there is something to finish (a request in
     /// flight, a response to deliver, a close to complete), so a draining
     /// server waits for those and no others.
