@@ -230,8 +230,9 @@ impl AccessLog {
         written
     }
 
-    /// The buffered text (for tests).
-    pub fn buffered(&self) -> &[u8] {
+    /// The buffered text.
+    #[cfg(test)]
+    fn buffered(&self) -> &[u8] {
         &self.buf
     }
 }

@@ -12,6 +12,8 @@
 //! It is re-armed only when the earliest expiry changes (lazy list keys make
 //! that rare: refreshes never move it) and disarmed when no timer is left,
 //! so an idle server never wakes up.
+//!
+//! [`RateLimit`] spaces out repeated warnings by loop time.
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -100,6 +102,32 @@ impl LoopClock {
     }
 }
 
+/// At most one event per period of loop time: for warnings that could
+/// otherwise repeat every turn.
+#[derive(Debug)]
+pub struct RateLimit {
+    period: Micros,
+    last: Option<Micros>,
+}
+
+impl RateLimit {
+    pub fn every_ms(ms: u64) -> Self {
+        RateLimit {
+            period: ms * 1000,
+            last: None,
+        }
+    }
+
+    /// Whether an event may happen at `now` (then it is counted as done).
+    pub fn allow(&mut self, now: Micros) -> bool {
+        let quiet = self.last.is_some_and(|at| now < at + self.period);
+        if !quiet {
+            self.last = Some(now);
+        }
+        !quiet
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,5 +151,15 @@ mod tests {
         poll.poll(&mut events, Some(Duration::from_millis(100)))
             .unwrap();
         assert!(events.is_empty());
+    }
+
+    #[test]
+    fn a_rate_limit_allows_one_event_per_period() {
+        let mut limit = RateLimit::every_ms(10);
+        assert!(limit.allow(5));
+        assert!(!limit.allow(5));
+        assert!(!limit.allow(10_004));
+        assert!(limit.allow(10_005));
+        assert!(!limit.allow(20_000));
     }
 }

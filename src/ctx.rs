@@ -1,14 +1,15 @@
 //! What a worker lends a connection while it handles one event (the turn's
 //! clock reading, the timer lists, the buffer pool, the Date cache, the
-//! settings and counters), the [`Resources`] it lends them from, and what a
-//! timer in those lists stands for.
+//! access log, the settings and counters), the [`Resources`] it lends them
+//! from, and what a timer in those lists stands for.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::access_log::AccessLog;
+use crate::access_log::{AccessLog, AccessRecord, Entry};
 use crate::config::Settings;
 use crate::date::DateCache;
+use crate::http::Status;
 use crate::lab::peers::PeerTable;
 use crate::pool::BufferPool;
 use crate::stats::Stats;
@@ -59,6 +60,40 @@ pub struct Ctx<'a> {
     pub watch_allowed: bool,
     /// Set by a connection that just sent its idle FIN and began its watch.
     pub idle_fin: bool,
+}
+
+impl Ctx<'_> {
+    /// Writes the access-log line of the response just queued, from the
+    /// request `record` kept while it arrived (then cleared): the time is
+    /// the Date cache's second, and asking for it keeps the Date tick armed,
+    /// which is what flushes the line within a second.
+    ///
+    /// `previous_response_ms`: when the connection's previous response was
+    /// queued, in wrapping loop-clock ms (`None`: this is its first), for
+    /// the line's idle gap.
+    pub fn log_response(
+        &mut self,
+        record: &mut AccessRecord,
+        status: Status,
+        bytes: u64,
+        previous_response_ms: Option<u32>,
+    ) {
+        self.date
+            .current(self.timers, self.now, TimerEvent::DateExpired);
+        let started = record.started.unwrap_or(self.conn.accepted);
+        let idle_gap_ms = previous_response_ms.map(|at| loop_ms(started).wrapping_sub(at));
+        self.access_log.write(&Entry {
+            peer: self.conn.peer.ip(),
+            unix_second: self.date.unix_second(),
+            record,
+            status: status.code(),
+            bytes,
+            micros: self.now.saturating_sub(started),
+            conn: self.conn.id,
+            idle_gap_ms,
+        });
+        record.clear();
+    }
 }
 
 /// A connection as logs name it: an id unique over the process's life,
@@ -135,4 +170,10 @@ impl Resources {
             idle_fin: false,
         }
     }
+}
+
+/// The loop clock in wrapping milliseconds: what a session keeps of the
+/// time of its last response, for the access log's idle gap.
+pub fn loop_ms(now: Micros) -> u32 {
+    (now / 1000) as u32
 }

@@ -4,14 +4,18 @@
 //! drives a single poll timeout.
 //!
 //! - [`timers`]: the pure, clock-injected timer lists.
-//! - [`http`]: request parsing, body framing, responses, routes.
+//! - [`http`]: request parsing, body framing, responses.
+//! - [`app`]: what is answered: the demonstration routes and each
+//!   response's keep-alive terms.
 //! - [`date`]: the cached `Date` header.
 //! - [`config`]: flags, environment variables, the config file, defaults;
 //!   [`reload`]: re-reading the file on SIGHUP; [`logging`]: diagnostics;
 //!   [`access_log`]: the nginx-format access log, buffered per worker.
 //! - [`server`]: binding, worker threads, graceful shutdown.
+//! - [`shared`]: what threads share (the stop flag, each worker's counters,
+//!   snapshot mailbox and reload slot) and [`Remote`], the handle on it.
 //! - [`admin`], [`introspect`]: the admin listener and the worker snapshots it shows.
-//! - [`session`]: one connection's HTTP exchange, without the socket.
+//! - [`session`]: one connection's HTTP/1.1 exchange, without the socket.
 //! - [`pool`], [`ctx`], [`stats`]: buffers, what a worker lends a
 //!   connection, counters.
 //! - `worker` / `conn` / `clock`: the event loop, one connection's I/O and
@@ -20,6 +24,7 @@
 
 pub mod access_log;
 pub mod admin;
+pub mod app;
 pub mod config;
 pub mod ctx;
 pub mod date;
@@ -31,6 +36,7 @@ pub mod pool;
 pub mod reload;
 pub mod server;
 pub mod session;
+pub mod shared;
 pub mod stats;
 pub mod timers;
 
@@ -40,4 +46,5 @@ mod memory;
 mod worker;
 
 pub use config::{Config, Settings};
-pub use server::{Remote, Server, ServerHandle};
+pub use server::{Server, ServerHandle};
+pub use shared::Remote;

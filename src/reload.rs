@@ -1,59 +1,25 @@
 //! SIGHUP: read the `--config` file again, validated exactly as at startup,
 //! and hand the new settings to every worker; log what changed.
 //!
-//! Each worker has a [`SettingsSlot`] beside its snapshot mailbox: the
-//! reload puts the new settings there and wakes the worker's poll; the
-//! worker swaps them in at the top of its next turn, before it handles
-//! another event. Connections stay open; a timer armed after the swap uses
-//! the new durations, one already running keeps its own. Options the
-//! running server cannot change (the listening address, the number of
-//! workers, the admin address, the log format, the access log) keep their
-//! old values and are reported as ignored until a restart. An invalid file
-//! changes nothing.
+//! Each worker has a [`SettingsSlot`](crate::shared::SettingsSlot) beside
+//! its snapshot mailbox: the reload puts the new settings there and wakes
+//! the worker's poll; the worker swaps them in at the top of its next turn,
+//! before it handles another event. Connections stay open; a timer armed
+//! after the swap uses the new durations, one already running keeps its
+//! own. Options the running server cannot change (the listening address,
+//! the number of workers, TCP_DEFER_ACCEPT on the listeners, the admin
+//! address, the log format, the access log) keep their old values and are
+//! reported as ignored until a restart. An invalid file changes nothing.
 
 use std::ffi::OsString;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::config::{Config, Settings};
-use crate::server::Remote;
+use crate::shared::Remote;
 
 /// How long a reload waits for every worker to take the new settings.
 const APPLY_WITHIN: Duration = Duration::from_secs(5);
-
-/// New settings waiting for one worker's next turn.
-#[derive(Debug, Default)]
-pub struct SettingsSlot {
-    pending: AtomicBool,
-    settings: Mutex<Option<Arc<Settings>>>,
-}
-
-impl SettingsSlot {
-    /// Leaves `settings` for the worker (replacing any not yet taken).
-    pub fn offer(&self, settings: Arc<Settings>) {
-        if let Ok(mut slot) = self.settings.lock() {
-            *slot = Some(settings);
-            self.pending.store(true, Ordering::Release);
-        }
-    }
-
-    /// The worker's check, once per turn: one atomic load unless a reload
-    /// is waiting.
-    pub fn take(&self) -> Option<Arc<Settings>> {
-        if !self.pending.load(Ordering::Acquire) {
-            return None;
-        }
-        let mut slot = self.settings.lock().ok()?;
-        self.pending.store(false, Ordering::Release);
-        slot.take()
-    }
-
-    /// Whether the worker has yet to take what was offered.
-    pub fn is_pending(&self) -> bool {
-        self.pending.load(Ordering::Acquire)
-    }
-}
 
 /// What a reload did.
 #[derive(Debug)]
@@ -133,25 +99,5 @@ fn apply(remote: &Remote, settings: Arc<Settings>) -> usize {
             return remote.worker_count() - waiting;
         }
         std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_slot_hands_over_the_latest_settings_once() {
-        let slot = SettingsSlot::default();
-        assert!(slot.take().is_none());
-        let settings = Config::with_listen("127.0.0.1:0".parse().unwrap()).settings();
-        let mut newer = settings.clone();
-        newer.max_connections = 7;
-        slot.offer(Arc::new(settings));
-        slot.offer(Arc::new(newer));
-        assert!(slot.is_pending());
-        assert_eq!(slot.take().map(|s| s.max_connections), Some(7));
-        assert!(!slot.is_pending());
-        assert!(slot.take().is_none());
     }
 }

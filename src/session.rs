@@ -17,19 +17,23 @@
 //! is written into the output as it drains, never more than
 //! [`OUTPUT_HIGH_WATER`] at a time, whatever n.
 //!
+//! What is answered is the application's (`app`): once per request head
+//! the session asks it for a [`Plan`], and carries that out here.
+//!
 //! Keeping I/O out makes this the unit the fuzz target drives directly.
 
-use crate::access_log::Entry;
-use crate::config::Settings;
-use crate::ctx::{Ctx, TimerEvent};
-use crate::http::body::{BodyOut, BodySink};
-use crate::http::response::{
-    BodyLength, CHUNK_FRAMING, CONTINUE, LAST_CHUNK, Persistence, ResponseHead, push_chunk,
-    push_decimal,
+mod body;
+
+use body::BodyTarget;
+
+use crate::app::{
+    BodySource, KeepAliveScratch, Plan, ReplyHead, Request, Terms, filler, read_controls,
 };
-use crate::http::routes::Route;
-use crate::http::{BodyDecoder, Framing, Method, RequestError, RequestHead, Status, parse_head};
-use crate::lab::conn_controls::{AdvertiseOverride, ConnControls};
+use crate::config::Settings;
+use crate::ctx::{Ctx, TimerEvent, loop_ms};
+use crate::http::response::{BodyLength, CONTINUE, Persistence, ResponseHead};
+use crate::http::{BodyDecoder, Framing, Method, RequestError, Status, parse_head};
+use crate::lab::conn_controls::ConnControls;
 use crate::lab::controls::{After, BadControl};
 use crate::pool::Buffers;
 use crate::stats::CloseCause;
@@ -43,8 +47,6 @@ pub const ECHO_BUFFER: usize = 16 * 1024;
 /// Smallest input buffer limit, whatever `--max-header-size` says.
 const MIN_INPUT_LIMIT: usize = 4096;
 
-const HELLO: &[u8] = b"Hello, World!";
-
 /// Where the request in progress stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Exchange {
@@ -55,11 +57,11 @@ enum Exchange {
     Body {
         decoder: BodyDecoder,
         received: u64,
-        answer: Answer,
+        answer: Plan,
         target: BodyTarget,
     },
     /// Received; the answer waits for the `/delay` timer.
-    Delayed { ms: u64, answer: Answer },
+    Delayed { ms: u64, answer: Plan },
     /// The head of a `/bytes` answer is queued; `remaining` bytes of its
     /// body are still to be generated, as the output drains.
     Sending {
@@ -71,38 +73,6 @@ enum Exchange {
     /// The idle timer ran out and the server sent its FIN at `fin_at`: the
     /// connection only watches what the peer still does (see `conn`).
     Watching { fin_at: Micros, late: bool },
-}
-
-/// How to answer a request once it has been received.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Answer {
-    route: Route,
-    method: Method,
-    is_head: bool,
-    persistence: Persistence,
-}
-
-/// Where the body of the request in progress goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum BodyTarget {
-    /// Counted and dropped: the route ignores the body; answered once it ends.
-    Discard,
-    /// Gathered in [`Buffers::body`] for the echo, up to [`ECHO_BUFFER`];
-    /// answered whole once it ends.
-    Gather,
-    /// The response head is queued: the body follows it as it arrives.
-    Stream(Echo),
-}
-
-/// How a streamed echo carries the body.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Echo {
-    /// As is, under the request's own `Content-Length`.
-    Raw,
-    /// As chunks (the request was chunked), ended by the last chunk.
-    Chunks,
-    /// Not at all: the answer to HEAD.
-    Nothing,
 }
 
 /// A connection's state, condensed for choosing its timers.
@@ -303,7 +273,8 @@ impl Session {
                 persistence,
             } = self.exchange
             {
-                let remaining = generate(remaining, &mut buffers.output.buf);
+                let output = &mut buffers.output.buf;
+                let remaining = filler::generate(remaining, output, OUTPUT_HIGH_WATER);
                 self.exchange = match remaining {
                     0 => self.after_response(persistence),
                     _ => Exchange::Sending {
@@ -330,13 +301,30 @@ impl Session {
                     let max_body = ctx.settings.max_body_size;
                     match parse_head(buffers.input.bytes_mut(), limit, max_body) {
                         Ok(Some((head, len))) => {
+                            match read_controls(&head, ctx.settings) {
+                                Ok(set) if set.is_empty() => {}
+                                Ok(set) => self.controls.apply(set, self.served),
+                                Err(bad) => {
+                                    let method = head.method;
+                                    buffers.head_scanned = 0;
+                                    return self.refuse_control(bad, method, buffers, ctx);
+                                }
+                            }
+                            let request = Request {
+                                head: &head,
+                                served: self.served,
+                                draining: ctx.draining,
+                                controls: self.controls,
+                            };
+                            let answer = Plan::of(request, ctx.settings);
+                            let body = (head.framing, head.expect_continue);
                             if ctx.settings.logs_access() {
                                 let Buffers { input, log, .. } = &mut *buffers;
                                 log.remember_head(&input.bytes()[..len]);
                             }
                             buffers.input.consume(len);
                             buffers.head_scanned = 0;
-                            self.begin(head, buffers, ctx);
+                            self.begin(answer, body, buffers, ctx);
                         }
                         Ok(None) => {
                             buffers.head_scanned = buffers.input.len();
@@ -396,35 +384,30 @@ impl Session {
         true
     }
 
-    /// A head has been parsed: decide persistence and start the body.
-    fn begin(&mut self, head: RequestHead, buffers: &mut Buffers, ctx: &mut Ctx<'_>) {
-        if ctx.settings.test_controls {
-            match head.controls {
-                Ok(controls) if controls.is_empty() => {}
-                Ok(controls) => self.controls.apply(controls, self.served),
-                Err(bad) => return self.refuse_control(bad, head.method, buffers, ctx),
-            }
-        }
-        let answer = Answer {
-            route: head.route,
-            method: head.method,
-            is_head: head.is_head,
-            persistence: self.persistence(&head, ctx.settings, ctx.draining),
-        };
-        let decoder = match head.framing {
+    /// A head has been parsed and planned for: start its body, framed as
+    /// `framing`, with a 100 (Continue) first when `expect_continue`.
+    fn begin(
+        &mut self,
+        answer: Plan,
+        (framing, expect_continue): (Framing, bool),
+        buffers: &mut Buffers,
+        ctx: &mut Ctx<'_>,
+    ) {
+        let decoder = match framing {
             Framing::None => return self.complete(answer, buffers, ctx),
             Framing::Length(length) => BodyDecoder::Length { remaining: length },
             // Trailers count against the head limit.
             Framing::Chunked => BodyDecoder::chunked(ctx.settings.max_header_size),
         };
         // RFC 9110 §10.1.1: no interim response once the body is arriving.
-        if head.expect_continue && buffers.input.is_empty() {
+        if expect_continue && buffers.input.is_empty() {
             buffers.output.buf.extend_from_slice(CONTINUE);
         }
         buffers.body.clear();
-        let target = match answer.route {
-            Route::Root => BodyTarget::Gather,
-            _ => BodyTarget::Discard,
+        let target = if answer.keeps_body() {
+            BodyTarget::Gather
+        } else {
+            BodyTarget::Discard
         };
         self.exchange = Exchange::Body {
             decoder,
@@ -434,193 +417,50 @@ impl Session {
         };
     }
 
-    /// Feeds buffered input to the body in progress, as far as its target
-    /// has room. Returns whether processing may go on (`false`: wait for
-    /// input or for output to drain, or the request was refused).
-    fn take_body(
-        &mut self,
-        mut decoder: BodyDecoder,
-        mut received: u64,
-        answer: Answer,
-        mut target: BodyTarget,
-        buffers: &mut Buffers,
-        ctx: &mut Ctx<'_>,
-    ) -> bool {
-        if target == BodyTarget::Gather && buffers.body.len() >= ECHO_BUFFER {
-            let length = decoder.remaining_length().map(|rest| received + rest);
-            target = self.start_stream(answer, length, buffers, ctx);
-        }
-        // Input is handed over no faster than its target can take it, so an
-        // echo never grows the output past the high-water mark.
-        let room = match target {
-            BodyTarget::Discard | BodyTarget::Stream(Echo::Nothing) => usize::MAX,
-            BodyTarget::Gather => ECHO_BUFFER - buffers.body.len(),
-            BodyTarget::Stream(Echo::Raw) => {
-                OUTPUT_HIGH_WATER.saturating_sub(buffers.output.pending())
-            }
-            BodyTarget::Stream(Echo::Chunks) => {
-                OUTPUT_HIGH_WATER.saturating_sub(buffers.output.pending() + CHUNK_FRAMING)
-            }
-        };
-        let Buffers {
-            input,
-            output,
-            body,
-            ..
-        } = buffers;
-        let out = match target {
-            BodyTarget::Discard | BodyTarget::Stream(Echo::Nothing) => BodyOut::Discard,
-            BodyTarget::Gather => BodyOut::Raw(body),
-            BodyTarget::Stream(Echo::Raw) => BodyOut::Raw(&mut output.buf),
-            BodyTarget::Stream(Echo::Chunks) => BodyOut::Chunks(&mut output.buf),
-        };
-        let available = input.bytes();
-        let offered = &available[..available.len().min(room)];
-        let mut sink = BodySink {
-            out,
-            received: &mut received,
-            limit: ctx.settings.max_body_size as u64,
-        };
-        let outcome = decoder.decode(offered, &mut sink);
-        self.exchange = Exchange::Body {
-            decoder,
-            received,
-            answer,
-            target,
-        };
-        match outcome {
-            Ok(progress) => {
-                buffers.input.consume(progress.consumed);
-                if progress.done {
-                    match target {
-                        BodyTarget::Stream(_) => self.finish_stream(answer, buffers, ctx),
-                        BodyTarget::Discard | BodyTarget::Gather => {
-                            self.complete(answer, buffers, ctx)
-                        }
-                    }
-                }
-                progress.consumed > 0
-            }
-            Err(error) if self.response_begun() => {
-                self.abandon_stream(error, buffers, ctx);
-                false
-            }
-            Err(error) => {
-                self.refuse(error, buffers, ctx);
-                false
-            }
-        }
-    }
-
-    /// The echo outgrew [`ECHO_BUFFER`]: queue the response head (with the
-    /// request's length, or chunked when it had none) and what was gathered.
-    fn start_stream(
-        &mut self,
-        answer: Answer,
-        length: Option<u64>,
-        buffers: &mut Buffers,
-        ctx: &mut Ctx<'_>,
-    ) -> BodyTarget {
-        let persistence = self.final_persistence(answer, ctx);
-        let Buffers { output, body, .. } = buffers;
-        let length = length.map_or(BodyLength::Chunked, BodyLength::Known);
-        let kind = "application/octet-stream";
-        let keep_alive = self.keep_alive_field(ctx.settings);
-        write_head(
-            &mut output.buf,
-            Status::Ok,
-            kind,
-            length,
-            persistence,
-            keep_alive.as_ref(),
-            ctx,
-        );
-        let echo = match length {
-            _ if answer.is_head => Echo::Nothing,
-            BodyLength::Known(_) => Echo::Raw,
-            BodyLength::Chunked => Echo::Chunks,
-        };
-        match echo {
-            Echo::Raw => output.buf.extend_from_slice(body),
-            Echo::Chunks => push_chunk(&mut output.buf, body),
-            Echo::Nothing => {}
-        }
-        body.clear();
-        ctx.stats
-            .responded(Status::Ok, answer.method, self.served > 0);
-        self.served += 1;
-        self.last_response_ms = loop_ms(ctx.now);
-        BodyTarget::Stream(echo)
-    }
-
-    /// The streamed body ended: end the response too.
-    fn finish_stream(&mut self, answer: Answer, buffers: &mut Buffers, ctx: &mut Ctx<'_>) {
+    /// The whole request is in: answer now, or after its delay.
+    fn complete(&mut self, answer: Plan, buffers: &mut Buffers, ctx: &mut Ctx<'_>) {
         self.received += 1;
-        if let Exchange::Body {
-            target: BodyTarget::Stream(Echo::Chunks),
-            ..
-        } = self.exchange
-        {
-            buffers.output.buf.extend_from_slice(LAST_CHUNK);
+        match answer.wait_ms() {
+            Some(ms) => self.exchange = Exchange::Delayed { ms, answer },
+            None => self.respond(answer, buffers, ctx),
         }
-        self.log_stream(buffers, ctx);
-        self.exchange = self.after_response(self.final_persistence(answer, ctx));
     }
 
-    /// Logs the streamed response in progress, as far as it went: it ended,
-    /// or it will stay unfinished.
-    fn log_stream(&self, buffers: &mut Buffers, ctx: &mut Ctx<'_>) {
-        let Exchange::Body {
-            received,
-            target: BodyTarget::Stream(echo),
-            ..
-        } = self.exchange
-        else {
-            return;
+    /// Queues the response to a received request.
+    fn respond(&mut self, answer: Plan, buffers: &mut Buffers, ctx: &mut Ctx<'_>) {
+        let terms = answer.terms.when_draining(ctx.draining);
+        let persistence = terms.persistence;
+        let Buffers { output, body, .. } = buffers;
+        let reply = answer.reply(body, ctx.settings);
+        // Bytes of a `/bytes` body, generated after the head as it drains.
+        let (payload, generated): (&[u8], u64) = match reply.body {
+            BodySource::Bytes(payload) => (payload, 0),
+            BodySource::Filler(n) => (b"", n),
         };
+        let content_length = payload.len() + generated as usize;
+        let length = BodyLength::Known(content_length as u64);
+        write_head(&mut output.buf, reply.head, length, terms, ctx);
+        if !answer.is_head {
+            output.buf.extend_from_slice(payload);
+        }
+        let status = reply.head.status;
+        body.clear();
+        ctx.stats.responded(status, answer.method, self.served > 0);
+        self.served += 1;
         if ctx.settings.logs_access() {
-            let sent = if echo == Echo::Nothing { 0 } else { received };
-            access_log(buffers, Status::Ok, sent, self.previous_response_ms(), ctx);
+            let sent = if answer.is_head { 0 } else { content_length };
+            let previous = self.previous_response_ms();
+            ctx.log_response(&mut buffers.log, status, sent as u64, previous);
         }
-    }
-
-    /// Requests the connection will take after the one being answered,
-    /// when `--max-requests-per-socket` or a `max=` control limits them
-    /// (`Keep-Alive: max=N`).
-    fn requests_left(&self, settings: &Settings) -> Option<u32> {
-        let request = self.served + 1;
-        let limit = settings.max_requests_per_socket;
-        let by_settings = (limit > 0).then(|| limit.saturating_sub(request));
-        match (by_settings, self.controls.requests_left_after(request)) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-    }
-
-    /// The `Keep-Alive` field a persistent response carries: the server's
-    /// own, or what an `advertise=` control set, with `max=N` when requests
-    /// are limited.
-    fn keep_alive_field(&self, settings: &Settings) -> KeepAliveField {
-        let left = self.requests_left(settings);
-        match self.controls.advertise_override() {
-            None => KeepAliveField::Server { left },
-            Some(AdvertiseOverride::Secs(secs)) => KeepAliveField::Secs { secs, left },
-            Some(AdvertiseOverride::Nothing) => KeepAliveField::Nothing,
-        }
-    }
-
-    /// The keep-alive decision, in one place.
-    fn persistence(&self, head: &RequestHead, settings: &Settings, draining: bool) -> Persistence {
-        let allowed = settings.keep_alive_advertised_secs.is_some()
-            && !draining
-            && self.requests_left(settings) != Some(0)
-            && self.controls.after() != After::Close
-            && head.wants_persistence();
-        if allowed {
-            Persistence::KeepAlive
-        } else {
-            Persistence::Close
-        }
+        self.last_response_ms = loop_ms(ctx.now);
+        self.exchange = match generated {
+            0 => self.after_response(persistence),
+            _ if answer.is_head => self.after_response(persistence),
+            remaining => Exchange::Sending {
+                remaining,
+                persistence,
+            },
+        };
     }
 
     /// Where the exchange stands once a response is complete: waiting for
@@ -628,10 +468,8 @@ impl Session {
     /// behind a keep-alive response when `after=silent|rst` asked for it).
     fn after_response(&mut self, persistence: Persistence) -> Exchange {
         match (persistence, self.controls.after()) {
-            (Persistence::KeepAlive, After::Silent | After::Rst) => Exchange::Closing {
-                cause: CloseCause::Control,
-            },
-            (Persistence::Close, After::Rst) => Exchange::Closing {
+            (Persistence::KeepAlive, After::Silent | After::Rst)
+            | (Persistence::Close, After::Rst) => Exchange::Closing {
                 cause: CloseCause::Control,
             },
             (Persistence::Close, _) => Exchange::Closing {
@@ -647,107 +485,6 @@ impl Session {
     /// Loop-clock ms of the previous response, for the access log's gap.
     fn previous_response_ms(&self) -> Option<u32> {
         (self.last_response_ms != NO_RESPONSE).then_some(self.last_response_ms)
-    }
-
-    /// The body turned out bad after its echo began: no status can be sent
-    /// any more, so the response stays unfinished (short of its length, or
-    /// without its last chunk) and the connection closes once it is flushed,
-    /// which tells the client the exchange failed.
-    fn abandon_stream(&mut self, error: RequestError, buffers: &mut Buffers, ctx: &mut Ctx<'_>) {
-        tracing::debug!(
-            ?error,
-            "request body refused after its echo began: the response ends unfinished"
-        );
-        self.log_stream(buffers, ctx);
-        buffers.input.clear();
-        self.exchange = Exchange::Closing {
-            cause: CloseCause::BadRequest,
-        };
-    }
-
-    /// A response decided to persist before shutdown began does not: a
-    /// draining server keeps nothing.
-    fn final_persistence(&self, answer: Answer, ctx: &Ctx<'_>) -> Persistence {
-        if ctx.draining {
-            Persistence::Close
-        } else {
-            answer.persistence
-        }
-    }
-
-    /// The whole request is in: answer now, or after its delay.
-    fn complete(&mut self, answer: Answer, buffers: &mut Buffers, ctx: &mut Ctx<'_>) {
-        self.received += 1;
-        match answer.route {
-            Route::Delay { ms } => self.exchange = Exchange::Delayed { ms, answer },
-            _ => self.respond(answer, buffers, ctx),
-        }
-    }
-
-    /// Queues the response to a received request.
-    fn respond(&mut self, answer: Answer, buffers: &mut Buffers, ctx: &mut Ctx<'_>) {
-        let persistence = self.final_persistence(answer, ctx);
-        let Buffers { output, body, .. } = buffers;
-        // Bytes of a `/bytes` body, generated after the head as it drains.
-        let mut generated = 0;
-        let (status, content_type, payload): (Status, &'static str, &[u8]) = match answer.route {
-            Route::Root if body.is_empty() => (Status::Ok, "text/plain", HELLO),
-            Route::Bytes { n } if n <= ctx.settings.max_body_size as u64 => {
-                generated = n;
-                (Status::Ok, "application/octet-stream", b"")
-            }
-            Route::Root => (Status::Ok, "application/octet-stream", body),
-            Route::Delay { ms } => {
-                body.clear();
-                body.extend_from_slice(b"delayed ");
-                push_decimal(body, ms);
-                body.extend_from_slice(b"ms\n");
-                (Status::Ok, "text/plain", body)
-            }
-            Route::Asterisk => (Status::Ok, "text/plain", b""),
-            Route::Bytes { .. } | Route::NotFound => (
-                Status::NotFound,
-                "text/plain",
-                Status::NotFound.reason_line(),
-            ),
-        };
-        let content_length = payload.len() + generated as usize;
-        let length = BodyLength::Known(content_length as u64);
-        let keep_alive = self.keep_alive_field(ctx.settings);
-        write_head(
-            &mut output.buf,
-            status,
-            content_type,
-            length,
-            persistence,
-            keep_alive.as_ref(),
-            ctx,
-        );
-        if !answer.is_head {
-            output.buf.extend_from_slice(payload);
-        }
-        body.clear();
-        ctx.stats.responded(status, answer.method, self.served > 0);
-        self.served += 1;
-        if ctx.settings.logs_access() {
-            let sent = if answer.is_head { 0 } else { content_length };
-            access_log(
-                buffers,
-                status,
-                sent as u64,
-                self.previous_response_ms(),
-                ctx,
-            );
-        }
-        self.last_response_ms = loop_ms(ctx.now);
-        self.exchange = match generated {
-            0 => self.after_response(persistence),
-            _ if answer.is_head => self.after_response(persistence),
-            remaining => Exchange::Sending {
-                remaining,
-                persistence,
-            },
-        };
     }
 
     /// Answers a bad request with its status and closes.
@@ -799,141 +536,43 @@ impl Session {
         buffers.head_scanned = 0;
         let length = BodyLength::Known(reason.len() as u64);
         let out = &mut buffers.output.buf;
-        write_head(
-            out,
+        let head = ReplyHead {
             status,
-            "text/plain",
-            length,
-            Persistence::Close,
-            KeepAliveField::Nothing.as_ref(),
-            ctx,
-        );
+            content_type: "text/plain",
+        };
+        write_head(out, head, length, Terms::CLOSE, ctx);
         buffers.output.buf.extend_from_slice(reason);
         ctx.stats.responded(status, method, self.served > 0);
         if ctx.settings.logs_access() {
             let previous = self.previous_response_ms();
-            access_log(buffers, status, reason.len() as u64, previous, ctx);
+            ctx.log_response(&mut buffers.log, status, reason.len() as u64, previous);
         }
         self.exchange = Exchange::Closing { cause };
     }
 }
 
-/// The `Keep-Alive` parameters of a persistent response.
-enum KeepAliveField {
-    /// The server's prebuilt field (`--keep-alive-timeout`).
-    Server { left: Option<u32> },
-    /// `timeout=secs`, as an `advertise=` control set it.
-    Secs { secs: u32, left: Option<u32> },
-    /// No `Keep-Alive` field (`advertise=none`, or a closing response).
-    Nothing,
-}
-
-/// A [`KeepAliveField`] ready to write: the header text without its final
-/// CRLF, and the requests left.
-struct KeepAliveText {
-    text: [u8; 48],
-    len: usize,
-    server: bool,
-    left: Option<u32>,
-}
-
-impl KeepAliveField {
-    fn as_ref(&self) -> KeepAliveText {
-        use std::io::Write as _;
-        let mut text = [0u8; 48];
-        let (len, server, left) = match *self {
-            KeepAliveField::Server { left } => (0, true, left),
-            KeepAliveField::Nothing => {
-                let field = b"Connection: keep-alive";
-                text[..field.len()].copy_from_slice(field);
-                (field.len(), false, None)
-            }
-            KeepAliveField::Secs { secs, left } => {
-                let mut cursor = &mut text[..];
-                let _ = write!(
-                    cursor,
-                    "Connection: keep-alive\r\nKeep-Alive: timeout={secs}"
-                );
-                let len = 48 - cursor.len();
-                (len, false, left)
-            }
-        };
-        KeepAliveText {
-            text,
-            len,
-            server,
-            left,
-        }
-    }
-}
-
 /// Appends a response head carrying the cached Date and, when it persists,
-/// its Keep-Alive parameters.
+/// the Keep-Alive parameters of `terms`.
 fn write_head(
     out: &mut Vec<u8>,
-    status: Status,
-    content_type: &'static str,
+    reply: ReplyHead,
     length: BodyLength,
-    persistence: Persistence,
-    keep_alive: KeepAliveText,
+    terms: Terms,
     ctx: &mut Ctx<'_>,
 ) {
-    let keep_alive_header = if keep_alive.server {
-        &ctx.settings.keep_alive_header[..]
-    } else {
-        &keep_alive.text[..keep_alive.len]
-    };
+    let mut scratch: KeepAliveScratch = [0; 64];
     ResponseHead {
-        status,
-        content_type,
+        status: reply.status,
+        content_type: reply.content_type,
         length,
-        persistence,
+        persistence: terms.persistence,
         date: ctx
             .date
             .current(ctx.timers, ctx.now, TimerEvent::DateExpired),
-        keep_alive_header,
-        requests_left: keep_alive.left,
+        keep_alive_header: terms.keep_alive_header(ctx.settings, &mut scratch),
+        requests_left: terms.requests_left,
     }
     .encode(out);
-}
-
-/// The loop clock in wrapping milliseconds: what a session keeps of the
-/// time of its last response.
-fn loop_ms(now: Micros) -> u32 {
-    (now / 1000) as u32
-}
-
-/// One line of the filler `/bytes` answers with, repeated.
-const FILLER_LINE: usize = 64;
-/// Filler lines, enough for a whole high-water mark from any offset in a
-/// line: `abc…xyzabc…k\n`.
-static FILLER: [u8; OUTPUT_HIGH_WATER + FILLER_LINE] = filler();
-
-const fn filler() -> [u8; OUTPUT_HIGH_WATER + FILLER_LINE] {
-    let mut bytes = [0; OUTPUT_HIGH_WATER + FILLER_LINE];
-    let mut i = 0;
-    while i < bytes.len() {
-        let column = i % FILLER_LINE;
-        bytes[i] = if column == FILLER_LINE - 1 {
-            b'\n'
-        } else {
-            b'a' + (column % 26) as u8
-        };
-        i += 1;
-    }
-    bytes
-}
-
-/// Appends filler to `out` up to the high-water mark, continuing a body
-/// of which `remaining` bytes are still owed; returns what is still owed.
-/// The filler is the same for every body, so where a body stands in its
-/// line follows from how much of it is left: the body ends on a full line.
-fn generate(remaining: u64, out: &mut Vec<u8>) -> u64 {
-    let room = OUTPUT_HIGH_WATER.saturating_sub(out.len()) as u64;
-    let take = remaining.min(room) as usize;
-    let start = (FILLER_LINE - (remaining % FILLER_LINE as u64) as usize) % FILLER_LINE;
-    out.extend_from_slice(&FILLER[start..start + take]);
-    remaining - take as u64
 }
 
 /// Heads are parsed on every arrival up to this size, so garbage in a
@@ -949,31 +588,4 @@ fn worth_parsing(buffers: &Buffers, limit: usize) -> bool {
     let input = buffers.input.bytes();
     let scanned = buffers.head_scanned.min(input.len());
     input.len() <= EAGER_PARSE_BYTES || input[scanned..].contains(&b'\n') || input.len() >= limit
-}
-
-/// One access-log line for the response just queued (see `access_log`):
-/// the time is the Date cache's second, and asking for it keeps the Date
-/// tick armed, which is what flushes the line within a second.
-fn access_log(
-    buffers: &mut Buffers,
-    status: Status,
-    bytes: u64,
-    previous_response_ms: Option<u32>,
-    ctx: &mut Ctx<'_>,
-) {
-    ctx.date
-        .current(ctx.timers, ctx.now, TimerEvent::DateExpired);
-    let started = buffers.log.started.unwrap_or(ctx.conn.accepted);
-    let idle_gap_ms = previous_response_ms.map(|at| loop_ms(started).wrapping_sub(at));
-    ctx.access_log.write(&Entry {
-        peer: ctx.conn.peer.ip(),
-        unix_second: ctx.date.unix_second(),
-        record: &buffers.log,
-        status: status.code(),
-        bytes,
-        micros: ctx.now.saturating_sub(started),
-        conn: ctx.conn.id,
-        idle_gap_ms,
-    });
-    buffers.log.clear();
 }

@@ -24,16 +24,16 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 use slab::Slab;
 
-use crate::clock::LoopClock;
+use crate::clock::{LoopClock, RateLimit};
 use crate::config::Settings;
 use crate::conn::{Conn, Flow, Readiness, would_block};
 use crate::ctx::{ConnLabel, Ctx, Resources, Slot, TimerEvent};
-use crate::introspect::{ConnCounts, Snapshot, Timeouts, WorkerShared, list_views};
+use crate::introspect::{ConnCounts, Snapshot, Timeouts, list_views};
 use crate::lab::NEAR_MISS_US;
 use crate::lab::peers::{Closer, PeerEvent, Reuse};
 use crate::memory::MemoryReturn;
-use crate::server::Control;
 use crate::session::Phase;
+use crate::shared::{Control, WorkerShared};
 use crate::stats::timing::{IdleEnd, Timing};
 use crate::stats::{CloseCause, TimerKind};
 use crate::timers::Micros;
@@ -49,6 +49,9 @@ const ACCEPT_PAUSE_MS: u64 = 100;
 /// next turn's clock reading, so this bounds how late a stamp can be
 /// (~128 × 6 µs ≈ 1 ms) at the price of one more epoll_wait per 128 events.
 const EVENTS_CAPACITY: usize = 128;
+/// Connections (and their timing records) a worker has room for before
+/// its slab and lists grow; each has up to two timers.
+const INITIAL_CONNECTIONS: usize = 1024;
 /// At most one eviction warning per this many milliseconds.
 const EVICTION_WARNING_EVERY_MS: u64 = 10_000;
 /// At most one warning about a failing access log per this many milliseconds.
@@ -65,11 +68,11 @@ pub struct Worker {
     accept_pending: bool,
     /// The current resource shortage has been logged.
     accept_warned: bool,
-    /// Evictions since the last warning, and when that was (rate limit).
+    /// Evictions since the last warning, and how often one is given.
     evictions_unreported: u64,
-    eviction_warned_at: Option<Micros>,
-    /// When a failed access-log write was last reported (rate limit).
-    access_log_warned_at: Option<Micros>,
+    eviction_warning: RateLimit,
+    /// How often a failed access-log write is reported.
+    access_log_warning: RateLimit,
     conns: Slab<Conn>,
     /// Timer lists, buffer pool and Date cache, lent to connections.
     resources: Resources,
@@ -113,19 +116,19 @@ impl Worker {
             accept_pending: false,
             accept_warned: false,
             evictions_unreported: 0,
-            eviction_warned_at: None,
-            access_log_warned_at: None,
-            conns: Slab::with_capacity(1024),
-            resources: Resources::with_capacity(2048),
+            eviction_warning: RateLimit::every_ms(EVICTION_WARNING_EVERY_MS),
+            access_log_warning: RateLimit::every_ms(ACCESS_LOG_WARNING_EVERY_MS),
+            conns: Slab::with_capacity(INITIAL_CONNECTIONS),
+            resources: Resources::with_capacity(2 * INITIAL_CONNECTIONS),
             settings,
             shared,
             control,
-            touched: Vec::with_capacity(1024),
+            touched: Vec::with_capacity(INITIAL_CONNECTIONS),
             ready: Vec::new(),
             clock,
             drain_deadline: None,
             memory: MemoryReturn::default(),
-            timing: Timing::with_capacity(1024),
+            timing: Timing::with_capacity(INITIAL_CONNECTIONS),
             watches: 0,
         })
     }
@@ -212,13 +215,8 @@ impl Worker {
     /// Writes this worker's buffered access-log lines to the shared log.
     fn flush_access_log(&mut self) {
         if let Err(e) = self.resources.access_log.flush(&self.control.access_log) {
-            let now = self.clock.now();
-            let quiet = self
-                .access_log_warned_at
-                .is_some_and(|at| now < at + ACCESS_LOG_WARNING_EVERY_MS * 1000);
-            if !quiet {
+            if self.access_log_warning.allow(self.clock.now()) {
                 tracing::warn!(error = %e, "cannot write the access log: lines dropped");
-                self.access_log_warned_at = Some(now);
             }
         }
     }
@@ -449,17 +447,13 @@ impl Worker {
         };
         self.with_conn(key, now, |_, _| Flow::Close(CloseCause::Evicted));
         self.evictions_unreported += 1;
-        let quiet = self
-            .eviction_warned_at
-            .is_some_and(|at| now < at + EVICTION_WARNING_EVERY_MS * 1000);
-        if !quiet {
+        if self.eviction_warning.allow(now) {
             tracing::warn!(
                 evicted = self.evictions_unreported,
                 max_connections = self.settings.max_connections,
                 "at --max-connections: evicting idle connections"
             );
             self.evictions_unreported = 0;
-            self.eviction_warned_at = Some(now);
         }
         true
     }

@@ -30,12 +30,14 @@ use super::rounds::{Finished, Rounds};
 use super::view::{View, peers_report};
 use super::{AdminTimer, metrics, page};
 use crate::clock::LoopClock;
-use crate::server::Remote;
+use crate::shared::Remote;
 use crate::timers::{Micros, TimerId, TimerLists};
 
 const LISTENER: Token = Token(usize::MAX - 1);
 const WAKER: Token = Token(usize::MAX - 2);
 const ALARM: Token = Token(usize::MAX - 3);
+/// Readiness events handled per turn of the admin loop.
+const EVENTS_CAPACITY: usize = 256;
 
 /// Admin connections served at once; more are closed on accept.
 const MAX_CLIENTS: usize = 1024;
@@ -100,7 +102,7 @@ impl AdminLoop {
 
     /// Serves until the process exits.
     pub fn run(mut self) -> io::Result<()> {
-        let mut events = Events::with_capacity(256);
+        let mut events = Events::with_capacity(EVENTS_CAPACITY);
         let mut now = self.clock.now();
         loop {
             self.fire_due_timers(now);

@@ -14,7 +14,7 @@ use std::fmt::{Display, Write as _};
 use crate::http::Method;
 use crate::introspect::{ConnCounts, Snapshot};
 use crate::lab::peers::Closer;
-use crate::server::Remote;
+use crate::shared::Remote;
 use crate::stats::lab::{AFTER_FIN_US, IDLE_CLOSE_AGE_US, REUSE_US};
 use crate::stats::{
     CONNECTION_DURATION_US, CloseCause, HistogramData, REQUEST_DURATION_US,
@@ -130,7 +130,7 @@ pub fn render(remote: &Remote, snapshots: &[Snapshot], viewers: usize) -> String
         1e6,
     );
 
-    render_lab(&mut out, &histogram, &sum);
+    render_lab(&mut out, remote);
 
     out.single(
         "kas_timer_lists",
@@ -231,11 +231,11 @@ pub fn render(remote: &Remote, snapshots: &[Snapshot], viewers: usize) -> String
 
 /// The keep-alive lab's families: who closes idle connections first and
 /// when, reuse headroom, and what peers do after the server's idle FIN.
-fn render_lab(
-    out: &mut Exposition,
-    histogram: &dyn Fn(&'static [u64], fn(&Stats) -> HistogramData) -> HistogramData,
-    sum: &dyn Fn(&dyn Fn(&Stats) -> u64) -> u64,
-) {
+fn render_lab(out: &mut Exposition, remote: &Remote) {
+    let sum = |read: fn(&Stats) -> u64| remote.stats().map(read).sum::<u64>();
+    let histogram = |bounds: &'static [u64], pick: fn(&Stats) -> HistogramData| {
+        HistogramData::sum_of(bounds, remote.stats().map(pick))
+    };
     let by_closer: Vec<(&str, HistogramData)> = Closer::ALL
         .iter()
         .map(|&closer| {
@@ -274,13 +274,13 @@ fn render_lab(
         "kas_near_misses_total",
         "counter",
         "Reuses with less than 100 ms left before the idle deadline.",
-        sum(&|s| s.lab.near_misses.get()),
+        sum(|s| s.lab.near_misses.get()),
     );
     out.single(
         "kas_late_requests_total",
         "counter",
         "Requests that arrived after the server's idle FIN (the client lost the race).",
-        sum(&|s| s.lab.late_requests.get()),
+        sum(|s| s.lab.late_requests.get()),
     );
     out.histogram(
         "kas_late_request_delay_seconds",
@@ -298,7 +298,7 @@ fn render_lab(
         "kas_idle_watch_skipped_total",
         "counter",
         "Idle closes made without the watch after the FIN, for lack of descriptors.",
-        sum(&|s| s.lab.watch_skipped.get()),
+        sum(|s| s.lab.watch_skipped.get()),
     );
 }
 

@@ -28,7 +28,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::thread::JoinHandle;
 
-use crate::server::Remote;
+use crate::shared::Remote;
 
 /// What a timer in the admin loop's lists stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -14,7 +14,7 @@ use mio::Waker;
 
 use super::AdminTimer;
 use crate::introspect::Snapshot;
-use crate::server::Remote;
+use crate::shared::Remote;
 use crate::timers::{Micros, TimerId, TimerLists};
 
 /// How long a round waits for a busy worker before answering without it.

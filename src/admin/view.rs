@@ -11,7 +11,7 @@ use serde::Serialize;
 use crate::introspect::{AGE_SAMPLE, ConnCounts, KindCount, ListView, REST_BUCKETS, Snapshot};
 use crate::lab::peers::PeersSnapshot;
 use crate::lab::report::{PeersReport, ServerIdle};
-use crate::server::Remote;
+use crate::shared::Remote;
 use crate::stats::{CloseCause, HistogramData, TIMER_LATENESS_US, TimerKind};
 
 /// The whole admin view at one snapshot round.

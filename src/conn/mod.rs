@@ -97,7 +97,7 @@ enum Watch {
     /// The cap on the whole linger.
     LingerTotal,
     /// Watching the peer after the idle FIN.
-    IdleWatch,
+    PeerAfterFin,
 }
 
 impl Watch {
@@ -306,7 +306,7 @@ impl Conn {
             Watch::Delay { .. } => TimerKind::Delay,
             Watch::Linger | Watch::LingerTotal => TimerKind::Linger,
             Watch::Request { .. } => TimerKind::Request,
-            Watch::IdleWatch => TimerKind::IdleWatch,
+            Watch::PeerAfterFin => TimerKind::IdleWatch,
         }
     }
 
@@ -373,7 +373,7 @@ impl Conn {
                 return Flow::Close(self.session.closing().unwrap_or(CloseCause::Error));
             }
             // The peer neither closed nor spoke within the watch.
-            Watch::IdleWatch => return Flow::Close(CloseCause::KeepAliveTimeout),
+            Watch::PeerAfterFin => return Flow::Close(CloseCause::KeepAliveTimeout),
             Watch::Delay { .. } => {
                 let buffers = self.buffers.get_or_insert_with(|| ctx.pool.take());
                 self.session.delay_elapsed(buffers, ctx);
@@ -523,7 +523,7 @@ impl Conn {
         );
     }
 
-    /// The activity slot's policy, in one place (DESIGN.md's timer table).
+    /// The activity slot's policy, in one place (the README's timeout table).
     /// Ref'd exactly while there is something to finish (a request in
     /// flight, a response to deliver, a close to complete), so a draining
     /// server waits for those and no others.
@@ -538,7 +538,7 @@ impl Conn {
                 let ms = self.session.controls().keep_alive_ms(settings);
                 want(Watch::KeepAlive, ms, false)
             }
-            Phase::Watching => want(Watch::IdleWatch, IDLE_WATCH_MS, false),
+            Phase::Watching => want(Watch::PeerAfterFin, IDLE_WATCH_MS, false),
             Phase::Head => settings
                 .headers_ms
                 .and_then(|ms| want(Watch::Headers { request }, ms, true)),

@@ -1,7 +1,7 @@
 //! HTTP/1.0–1.1 message handling, free of I/O: parsing request heads
 //! ([`request`]) and checking their targets and hosts ([`target`]), decoding
-//! request bodies ([`body`]), choosing what to answer ([`routes`]) and
-//! encoding response heads ([`response`]). Every way a
+//! request bodies ([`body`]) and encoding response heads ([`response`]);
+//! what to answer is the application's (`crate::app`). Every way a
 //! request can be refused is one [`RequestError`], mapped to its status in
 //! one place.
 
@@ -9,7 +9,6 @@ pub mod body;
 pub mod method;
 pub mod request;
 pub mod response;
-pub mod routes;
 pub mod target;
 
 pub use body::{BodyDecoder, BodyProgress};

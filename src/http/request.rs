@@ -1,14 +1,18 @@
 //! Request heads (RFC 9112 §2–§3, §6–§7): httparse reads the syntax, this
-//! module decides what the head means: the route, whether the connection may
-//! persist, how the body is framed, and every reason to refuse it.
+//! module decides what the head means: the target, whether the connection
+//! may persist, how the body is framed, and every reason to refuse it.
 
 use std::mem::MaybeUninit;
 
+mod version;
+
 use super::RequestError;
 use super::method::Method;
-use super::routes::Route;
 use super::target::{Target, is_host_value, parse_target};
-use crate::lab::controls::{BadControl, Controls, parse_controls};
+use version::{
+    later_minor_version_line_incomplete, names_another_major_version, names_later_minor_version,
+    patch_later_minor_version, version_incomplete,
+};
 
 /// Header fields one head may carry; more is 431.
 pub const MAX_HEADERS: usize = 64;
@@ -25,8 +29,9 @@ pub enum Framing {
 
 /// What the server needs to know about a parsed request head.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RequestHead {
-    pub route: Route,
+pub struct RequestHead<'a> {
+    /// The checked target (never authority-form: CONNECT is refused).
+    pub target: Target<'a>,
     /// The method, as the metrics count it.
     pub method: Method,
     pub is_head: bool,
@@ -39,11 +44,9 @@ pub struct RequestHead {
     pub keep_alive: bool,
     /// `Expect: 100-continue` on an HTTP/1.1 request.
     pub expect_continue: bool,
-    /// The keep-alive lab's controls in the query (none when it has none).
-    pub controls: Result<Controls, BadControl>,
 }
 
-impl RequestHead {
+impl RequestHead<'_> {
     /// Whether the client asked for (or, on 1.1, did not refuse) persistence.
     pub fn wants_persistence(&self) -> bool {
         if self.minor_version == 0 {
@@ -62,7 +65,7 @@ pub fn parse_head(
     input: &mut [u8],
     max_header_size: usize,
     max_body_size: usize,
-) -> Result<Option<(RequestHead, usize)>, RequestError> {
+) -> Result<Option<(RequestHead<'_>, usize)>, RequestError> {
     let leading = input
         .iter()
         .take_while(|b| matches!(b, b'\r' | b'\n'))
@@ -72,32 +75,36 @@ pub fn parse_head(
             "too many empty lines before the request",
         ));
     }
+    // httparse refuses `HTTP/1.x` (x > 1); RFC 9112 §2.6 reads it as
+    // HTTP/1.1. Until the line ends, wait for the rest, however the bytes
+    // split; then rewrite the digit and parse again. (Only a request line
+    // that ends so is parsed twice: the head returned borrows the input,
+    // so the rewrite has to come before the parse that returns it.)
+    if names_later_minor_version(input) {
+        match parse_as_is(input, max_header_size, max_body_size)? {
+            Parsed::LaterMinorVersion if later_minor_version_line_incomplete(input) => {
+                if input.len() >= max_header_size {
+                    return Err(RequestError::TargetTooLong);
+                }
+                return Ok(None);
+            }
+            Parsed::LaterMinorVersion => {
+                patch_later_minor_version(input);
+            }
+            Parsed::Incomplete => return Ok(None),
+            Parsed::Head(..) => {}
+        }
+    }
     match parse_as_is(input, max_header_size, max_body_size)? {
         Parsed::Head(head, len) => Ok(Some((head, len))),
         Parsed::Incomplete => Ok(None),
-        // httparse refuses `HTTP/1.x` (x > 1); RFC 9112 §2.6 reads it as
-        // HTTP/1.1. Until the line ends, wait for the rest, however the
-        // bytes split; then rewrite the digit and parse again.
-        Parsed::LaterMinorVersion if later_minor_version_line_incomplete(input) => {
-            if input.len() >= max_header_size {
-                return Err(RequestError::TargetTooLong);
-            }
-            Ok(None)
-        }
-        Parsed::LaterMinorVersion => {
-            patch_later_minor_version(input);
-            match parse_as_is(input, max_header_size, max_body_size)? {
-                Parsed::Head(head, len) => Ok(Some((head, len))),
-                Parsed::Incomplete => Ok(None),
-                Parsed::LaterMinorVersion => Err(RequestError::Malformed("invalid HTTP-version")),
-            }
-        }
+        Parsed::LaterMinorVersion => Err(RequestError::Malformed("invalid HTTP-version")),
     }
 }
 
 /// What one parse of the buffered bytes found.
-enum Parsed {
-    Head(RequestHead, usize),
+enum Parsed<'a> {
+    Head(RequestHead<'a>, usize),
     /// Read more.
     Incomplete,
     /// httparse refused the version, which names HTTP/1.x with x > 1.
@@ -109,7 +116,7 @@ fn parse_as_is(
     input: &[u8],
     max_header_size: usize,
     max_body_size: usize,
-) -> Result<Parsed, RequestError> {
+) -> Result<Parsed<'_>, RequestError> {
     // Uninitialised: httparse writes only the fields it finds, so a
     // request does not pay for zeroing all MAX_HEADERS slots (2 KiB).
     let mut headers = [const { MaybeUninit::uninit() }; MAX_HEADERS];
@@ -149,15 +156,10 @@ fn parse_as_is(
         // A well-formed CONNECT: this server is not a proxy.
         return Err(RequestError::MethodNotAllowed);
     }
-    let route = Route::of_target(target);
-    let controls = match target {
-        Target::Path(path) => parse_controls(path),
-        Target::Asterisk | Target::Authority => Ok(Controls::default()),
-    };
     let framing = fields.framing(minor_version, max_body_size)?;
     Ok(Parsed::Head(
         RequestHead {
-            route,
+            target,
             method: Method::of(method),
             is_head: method == "HEAD",
             minor_version,
@@ -165,7 +167,6 @@ fn parse_as_is(
             close: fields.close,
             keep_alive: fields.keep_alive,
             expect_continue: fields.expect_continue,
-            controls,
         },
         head_len,
     ))
@@ -372,398 +373,5 @@ fn syntax_error(error: httparse::Error, input: &[u8]) -> RequestError {
     }
 }
 
-/// Whether the third part of the request line (after `method SP target SP`)
-/// is an HTTP-version by the grammar, `HTTP/` DIGIT `.` DIGIT (RFC 9112
-/// §2.3), with a major version other than 1: only that is a version this
-/// server does not support (505). Anything else there (`HTTP/01.1`,
-/// `HTTP/1.77`, `http/1.1`, a space inside the target) is an invalid
-/// request-line (400, RFC 9112 §3).
-fn names_another_major_version(input: &[u8]) -> bool {
-    let version = version_token(input);
-    let version = version.strip_suffix(b"\r").unwrap_or(version);
-    version.len() == VERSION_SHAPE.len() && fits_version_shape(version) && version[5] != b'1'
-}
-
-/// `HTTP/` DIGIT `.` DIGIT, with `#` standing for a digit.
-const VERSION_SHAPE: &[u8; 8] = b"HTTP/#.#";
-
-/// Whether `bytes` could begin an HTTP-version.
-fn fits_version_shape(bytes: &[u8]) -> bool {
-    bytes.len() <= VERSION_SHAPE.len()
-        && bytes
-            .iter()
-            .zip(VERSION_SHAPE)
-            .all(|(&b, &shape)| match shape {
-                b'#' => b.is_ascii_digit(),
-                _ => b == shape,
-            })
-}
-
-/// Whether the request line has not ended and what it has of a version
-/// could still become a whole one.
-fn version_incomplete(input: &[u8]) -> bool {
-    let line = &input[leading_empty_lines(input)..];
-    if line.contains(&b'\n') {
-        return false;
-    }
-    let version = version_token(line);
-    match version.strip_suffix(b"\r") {
-        Some(whole) => whole.len() == VERSION_SHAPE.len() && fits_version_shape(whole),
-        None => fits_version_shape(version),
-    }
-}
-
-/// The third part of the request line (after `method SP target SP`), up
-/// to its LF.
-fn version_token(input: &[u8]) -> &[u8] {
-    let start = leading_empty_lines(input);
-    let line = input[start..]
-        .split(|&b| b == b'\n')
-        .next()
-        .unwrap_or_default();
-    line.splitn(3, |&b| b == b' ').nth(2).unwrap_or_default()
-}
-
-/// Rewrites `HTTP/1.x` (x > 1) in the request line to `HTTP/1.1`, so a
-/// later minor version is served as 1.1. Returns whether it did.
-fn patch_later_minor_version(input: &mut [u8]) -> bool {
-    let start = input
-        .iter()
-        .take_while(|b| matches!(b, b'\r' | b'\n'))
-        .count();
-    let Some(line_len) = input[start..].iter().position(|&b| b == b'\n') else {
-        return false;
-    };
-    let line_end = start + line_len;
-    let line = &input[start..line_end];
-    let line = line.strip_suffix(b"\r").unwrap_or(line);
-    let later_minor = ends_in_later_minor_version(line);
-    if later_minor {
-        let digit_at = start + line.len() - 1;
-        input[digit_at] = b'1';
-    }
-    later_minor
-}
-
-/// Whether the request line (ended or not) ends in ` HTTP/1.x`, x > 1.
-fn names_later_minor_version(input: &[u8]) -> bool {
-    let line = &input[leading_empty_lines(input)..];
-    let line = line.split(|&b| b == b'\n').next().unwrap_or_default();
-    ends_in_later_minor_version(line.strip_suffix(b"\r").unwrap_or(line))
-}
-
-/// Whether the request line has not ended yet (no LF) and so far ends in
-/// ` HTTP/1.x` (x > 1), perhaps with its CR.
-fn later_minor_version_line_incomplete(input: &[u8]) -> bool {
-    let start = input
-        .iter()
-        .take_while(|b| matches!(b, b'\r' | b'\n'))
-        .count();
-    let line = &input[start..];
-    if line.contains(&b'\n') {
-        return false;
-    }
-    ends_in_later_minor_version(line.strip_suffix(b"\r").unwrap_or(line))
-}
-
-/// Whether `line` ends in ` HTTP/1.x` with a single digit x > 1.
-fn ends_in_later_minor_version(line: &[u8]) -> bool {
-    let Some(version) = line.len().checked_sub(9).map(|at| &line[at..]) else {
-        return false;
-    };
-    version.starts_with(b" HTTP/1.") && version[8].is_ascii_digit() && version[8] > b'1'
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn parse(text: &str) -> Result<Option<(RequestHead, usize)>, RequestError> {
-        let mut bytes = text.as_bytes().to_vec();
-        parse_head(&mut bytes, 16 * 1024, 1 << 20)
-    }
-
-    fn head(text: &str) -> RequestHead {
-        parse(text).expect("valid").expect("complete").0
-    }
-
-    #[test]
-    fn simple_get_is_persistent_on_1_1() {
-        let text = "GET / HTTP/1.1\r\nHost: a\r\n\r\n";
-        let (parsed, len) = parse(text).unwrap().unwrap();
-        assert_eq!(len, text.len());
-        assert_eq!(parsed.route, Route::Root);
-        assert!(parsed.wants_persistence());
-        assert_eq!(parsed.framing, Framing::None);
-    }
-
-    #[test]
-    fn http10_persists_only_when_asked() {
-        assert!(!head("GET / HTTP/1.0\r\n\r\n").wants_persistence());
-        assert!(head("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n").wants_persistence());
-        assert!(
-            !head("GET / HTTP/1.1\r\nHost: a\r\nConnection: foo, close\r\n\r\n")
-                .wants_persistence()
-        );
-    }
-
-    #[test]
-    fn partial_head_asks_for_more_until_the_limit() {
-        assert_eq!(parse("GET / HTTP/1.1\r\nHost: a\r\n"), Ok(None));
-        let mut big = b"GET / HTTP/1.1\r\nX: ".to_vec();
-        big.resize(2000, b'a');
-        assert_eq!(
-            parse_head(&mut big, 1024, 1 << 20),
-            Err(RequestError::HeadTooLarge)
-        );
-    }
-
-    #[test]
-    fn host_rules_on_1_1() {
-        assert!(parse("GET / HTTP/1.1\r\n\r\n").is_err());
-        assert!(parse("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n").is_err());
-        assert!(parse("GET / HTTP/1.0\r\n\r\n").is_ok());
-        for good in [
-            "a.example:8080",
-            "[::1]:80",
-            "",
-            "10.0.0.1",
-            "xn--d-1ga.example",
-        ] {
-            let text = format!("GET / HTTP/1.1\r\nHost: {good}\r\n\r\n");
-            assert!(parse(&text).is_ok(), "{good:?}");
-        }
-        for bad in ["a b", "a/b", "u@a", "a?b", "a#b", "a\"b"] {
-            let text = format!("GET / HTTP/1.1\r\nHost: {bad}\r\n\r\n");
-            assert!(
-                matches!(parse(&text), Err(RequestError::Malformed(_))),
-                "{bad:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn content_length_rules() {
-        assert_eq!(
-            head("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\n").framing,
-            Framing::Length(5)
-        );
-        assert_eq!(
-            head("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5, 5\r\n\r\n").framing,
-            Framing::Length(5)
-        );
-        for bad in ["+5", "-1", "5 5", "0x5", "5, 6", ""] {
-            let text = format!("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: {bad}\r\n\r\n");
-            assert!(
-                matches!(parse(&text), Err(RequestError::Malformed(_))),
-                "{bad:?}"
-            );
-        }
-        let repeated =
-            "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n";
-        assert!(parse(repeated).is_err());
-        let huge = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 99999999999999999999999\r\n\r\n";
-        assert_eq!(parse(huge), Err(RequestError::BodyTooLarge));
-        let over = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 2000000\r\n\r\n";
-        assert_eq!(parse(over), Err(RequestError::BodyTooLarge));
-    }
-
-    #[test]
-    fn transfer_coding_rules() {
-        assert_eq!(
-            head("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n").framing,
-            Framing::Chunked
-        );
-        let both =
-            "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n";
-        assert!(matches!(parse(both), Err(RequestError::Malformed(_))));
-        let gzip = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n";
-        assert_eq!(parse(gzip), Err(RequestError::UnsupportedTransferCoding));
-        let twice = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, chunked\r\n\r\n";
-        assert!(matches!(parse(twice), Err(RequestError::Malformed(_))));
-        let old = "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n";
-        assert!(matches!(parse(old), Err(RequestError::Malformed(_))));
-    }
-
-    #[test]
-    fn versions() {
-        assert_eq!(head("GET / HTTP/1.2\r\nHost: a\r\n\r\n").minor_version, 1);
-        assert_eq!(
-            parse("GET / HTTP/2.0\r\nHost: a\r\n\r\n"),
-            Err(RequestError::UnsupportedVersion)
-        );
-        assert!(parse("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").is_err());
-        // Not a version at all: an invalid request-line, 400 (RFC 9112 §3).
-        for text in [
-            "GET /a b HTTP/1.1\r\n",
-            "GET / http/1.1\r\n",
-            "GET / FOO\r\n",
-        ] {
-            assert!(
-                matches!(parse(text), Err(RequestError::Malformed(_))),
-                "{text:?}"
-            );
-        }
-        let mut client_hello = b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03".to_vec();
-        assert!(parse_head(&mut client_hello, 16384, 1024).is_err());
-    }
-
-    /// Fuzz regression (fuzz/fuzz_targets/parse_head.rs): the request line
-    /// cut right after `HTTP/1.7` was refused 505 while the whole line is
-    /// served as HTTP/1.1; a head must parse alike however it is split.
-    #[test]
-    fn later_minor_version_cut_anywhere_is_incomplete() {
-        let text = "GET / HTTP/1.7\r\nHost: a\r\n\r\n";
-        for cut in 0..text.len() {
-            assert_eq!(parse(&text[..cut]), Ok(None), "cut at {cut}");
-        }
-        assert_eq!(head(text).minor_version, 1);
-        // A longer version is not an HTTP-version at all: 400, cut or not.
-        for text in ["GET / HTTP/1.77\r\n", "GET / HTTP/1.7x\r\n"] {
-            assert!(
-                matches!(parse(text), Err(RequestError::Malformed(_))),
-                "{text:?}"
-            );
-        }
-        let mut tiny = b"GET / HTTP/1.7".to_vec();
-        assert_eq!(
-            parse_head(&mut tiny, 10, 1024),
-            Err(RequestError::TargetTooLong)
-        );
-    }
-
-    /// RFC 9112 §2.3: `HTTP/` DIGIT `.` DIGIT. A version of that shape with
-    /// another major is unsupported (505); any other shape is malformed
-    /// (400); and the verdict does not depend on where the bytes split.
-    #[test]
-    fn version_grammar_decides_505_or_400_however_split() {
-        let cases = [
-            (
-                "GET / HTTP/2.0\r\nHost: a\r\n\r\n",
-                Some(RequestError::UnsupportedVersion),
-            ),
-            (
-                "GET / HTTP/0.9\r\nHost: a\r\n\r\n",
-                Some(RequestError::UnsupportedVersion),
-            ),
-            ("GET / HTTP/01.1\r\nHost: a\r\n\r\n", None),
-            ("GET / HTTP/2\r\nHost: a\r\n\r\n", None),
-            ("GET / HTTP/2.00\r\nHost: a\r\n\r\n", None),
-            ("GET / HTTP/a.0\r\nHost: a\r\n\r\n", None),
-        ];
-        for (text, unsupported) in cases {
-            let whole = parse(text);
-            match unsupported {
-                Some(error) => assert_eq!(whole, Err(error), "{text:?}"),
-                None => assert!(
-                    matches!(whole, Err(RequestError::Malformed(_))),
-                    "{text:?}: {whole:?}"
-                ),
-            }
-            for cut in 0..text.len() {
-                let part = parse(&text[..cut]);
-                assert!(
-                    part == Ok(None) || part == whole,
-                    "{text:?} cut at {cut}: {part:?}, whole: {whole:?}"
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn bare_lf_line_ends_are_refused() {
-        for text in [
-            "GET / HTTP/1.1\nHost: a\r\n\r\n",
-            "GET / HTTP/1.1\r\nHost: a\n\r\n",
-            "GET / HTTP/1.1\r\nHost: a\r\n\n",
-            "GET / HTTP/1.1\nHost: a\n\n",
-            "\nGET / HTTP/1.1\r\nHost: a\r\n\r\n",
-        ] {
-            assert_eq!(
-                parse(text),
-                Err(RequestError::Malformed("line not ended by CRLF")),
-                "{text:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn an_overlong_request_line_is_414_and_overlong_headers_431() {
-        let mut long_target = b"GET /".to_vec();
-        long_target.resize(2000, b'a');
-        assert_eq!(
-            parse_head(&mut long_target, 1024, 1 << 20),
-            Err(RequestError::TargetTooLong)
-        );
-        let mut whole_line = b"GET /".to_vec();
-        whole_line.resize(2000, b'a');
-        whole_line.extend_from_slice(b" HTTP/1.1\r\nHost: a\r\n\r\n");
-        assert_eq!(
-            parse_head(&mut whole_line, 1024, 1 << 20),
-            Err(RequestError::TargetTooLong)
-        );
-        let mut long_field = b"GET / HTTP/1.1\r\nX: ".to_vec();
-        long_field.resize(2000, b'a');
-        assert_eq!(
-            parse_head(&mut long_field, 1024, 1 << 20),
-            Err(RequestError::HeadTooLarge)
-        );
-    }
-
-    #[test]
-    fn connect_is_405_and_targets_are_checked() {
-        assert_eq!(
-            parse("CONNECT a:443 HTTP/1.1\r\nHost: a:443\r\n\r\n"),
-            Err(RequestError::MethodNotAllowed)
-        );
-        for text in [
-            "CONNECT / HTTP/1.1\r\nHost: a\r\n\r\n",
-            "GET abc HTTP/1.1\r\nHost: a\r\n\r\n",
-            "GET ?x HTTP/1.1\r\nHost: a\r\n\r\n",
-            "GET ht\"tp://h/ HTTP/1.1\r\nHost: a\r\n\r\n",
-            "GET http://h:ffff1/ HTTP/1.1\r\nHost: a\r\n\r\n",
-            "GET / HTTP/1.1\r\nHost: :a\r\n\r\n",
-        ] {
-            assert!(
-                matches!(parse(text), Err(RequestError::Malformed(_))),
-                "{text:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn expectations() {
-        assert!(
-            head("POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n")
-                .expect_continue
-        );
-        assert_eq!(
-            parse("GET / HTTP/1.1\r\nHost: a\r\nExpect: teapot\r\n\r\n"),
-            Err(RequestError::ExpectationFailed)
-        );
-        assert!(!head("GET / HTTP/1.0\r\nExpect: teapot\r\n\r\n").expect_continue);
-    }
-
-    #[test]
-    fn leading_empty_lines_tolerated_but_bounded() {
-        assert_eq!(
-            head("\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n").route,
-            Route::Root
-        );
-        let flood = format!("{}GET / HTTP/1.1\r\nHost: a\r\n\r\n", "\r\n".repeat(100));
-        assert!(parse(&flood).is_err());
-    }
-
-    #[test]
-    fn bad_header_syntax_is_400() {
-        for bad in ["Bad Name: x", "Name : x", "X: a\x01b"] {
-            let text = format!("GET / HTTP/1.1\r\nHost: a\r\n{bad}\r\n\r\n");
-            assert!(
-                matches!(parse(&text), Err(RequestError::Malformed(_))),
-                "{bad:?}"
-            );
-        }
-        let folded = "GET / HTTP/1.1\r\nHost: a\r\nX: a\r\n b\r\n\r\n";
-        assert!(matches!(parse(folded), Err(RequestError::Malformed(_))));
-    }
-}
+mod tests;

@@ -262,15 +262,6 @@ impl Stats {
         self.closed[cause.index()].get()
     }
 
-    /// Responses sent with `code` to `method`.
-    pub fn responses_to(&self, code: u16, method: Method) -> u64 {
-        let code = usize::from(code);
-        if !(100..=599).contains(&code) {
-            return 0;
-        }
-        self.responses[(code - 100) * Method::ALL.len() + method.index()].get()
-    }
-
     /// Every non-zero `(code, method, count)`.
     pub fn responses(&self) -> impl Iterator<Item = (u16, Method, u64)> + '_ {
         self.responses

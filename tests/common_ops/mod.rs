@@ -1,5 +1,5 @@
 //! Helpers for the operational tests (admin listener, signals, config file):
-//! a raw-socket HTTP/1.1 client, the built binary run as a child process
+//! the raw-socket HTTP/1.x client (tests/raw_client), the built binary run as a child process
 //! (its bound address read from the startup line on stderr), and polling with
 //! generous deadlines: the test machine is shared and noisy, so upper bounds
 //! on timing are loose and lower bounds strict.
@@ -7,8 +7,15 @@
 #![allow(dead_code)]
 
 pub mod exposition;
+// cli and limits use both common and common_ops, which share this client.
+#[allow(clippy::duplicate_mod)]
+#[path = "../raw_client/mod.rs"]
+mod raw_client;
+// Each test uses some of these.
+#[allow(unused_imports)]
+pub use raw_client::{Client, READ_TIMEOUT, Response};
 
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -17,170 +24,11 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// How long any single read may block before a test gives up.
-pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the binary may take to print its startup line.
 pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// The built server binary.
 pub const BIN: &str = env!("CARGO_BIN_EXE_keepalive-server");
-
-/// One parsed response.
-#[derive(Debug, Clone)]
-pub struct Response {
-    pub status: u16,
-    pub headers: Vec<(String, String)>,
-    pub body: Vec<u8>,
-}
-
-impl Response {
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
-    /// Whether the `Connection` field holds `close`.
-    pub fn closes(&self) -> bool {
-        self.headers
-            .iter()
-            .filter(|(n, _)| n.eq_ignore_ascii_case("connection"))
-            .flat_map(|(_, v)| v.split(','))
-            .any(|t| t.trim().eq_ignore_ascii_case("close"))
-    }
-
-    pub fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
-    }
-}
-
-/// A client connection that reads one response at a time.
-pub struct Client {
-    pub stream: TcpStream,
-    buf: Vec<u8>,
-}
-
-impl Client {
-    pub fn connect(addr: SocketAddr) -> Client {
-        let stream = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
-        Client::over(stream)
-    }
-
-    /// Connects from the source address `from` (a loopback address other
-    /// than 127.0.0.1 makes the client a peer of its own to the server).
-    pub fn connect_from(from: std::net::IpAddr, addr: SocketAddr) -> Client {
-        let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
-            .expect("a socket");
-        socket
-            .bind(&SocketAddr::new(from, 0).into())
-            .unwrap_or_else(|e| panic!("bind {from}: {e}"));
-        socket
-            .connect(&addr.into())
-            .unwrap_or_else(|e| panic!("connect {addr} from {from}: {e}"));
-        Client::over(socket.into())
-    }
-
-    fn over(stream: TcpStream) -> Client {
-        stream.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
-        stream.set_nodelay(true).unwrap();
-        Client {
-            stream,
-            buf: Vec::new(),
-        }
-    }
-
-    pub fn send(&mut self, bytes: &[u8]) {
-        self.stream.write_all(bytes).expect("send");
-    }
-
-    /// Sends `GET path` (persistent HTTP/1.1).
-    pub fn get(&mut self, path: &str) {
-        self.send(format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
-    }
-
-    /// `get` then `read_response`.
-    pub fn request(&mut self, path: &str) -> Response {
-        self.get(path);
-        self.read_response()
-    }
-
-    /// Reads one response framed by Content-Length (panics on EOF first).
-    pub fn read_response(&mut self) -> Response {
-        self.try_read_response()
-            .unwrap_or_else(|e| panic!("reading a response: {e}"))
-    }
-
-    /// Reads one response, or the error (EOF is `UnexpectedEof`).
-    pub fn try_read_response(&mut self) -> io::Result<Response> {
-        loop {
-            let mut headers = [httparse::EMPTY_HEADER; 32];
-            let mut parsed = httparse::Response::new(&mut headers);
-            if let httparse::Status::Complete(head_len) = parsed
-                .parse(&self.buf)
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?
-            {
-                let status = parsed.code.unwrap_or_default();
-                let headers: Vec<(String, String)> = parsed
-                    .headers
-                    .iter()
-                    .map(|h| {
-                        (
-                            h.name.to_owned(),
-                            String::from_utf8_lossy(h.value).into_owned(),
-                        )
-                    })
-                    .collect();
-                let length: usize = headers
-                    .iter()
-                    .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
-                    .map_or(0, |(_, v)| v.trim().parse().expect("Content-Length"));
-                while self.buf.len() < head_len + length {
-                    self.fill()?;
-                }
-                let body = self.buf[head_len..head_len + length].to_vec();
-                self.buf.drain(..head_len + length);
-                return Ok(Response {
-                    status,
-                    headers,
-                    body,
-                });
-            }
-            self.fill()?;
-        }
-    }
-
-    fn fill(&mut self) -> io::Result<()> {
-        let mut chunk = [0u8; 4096];
-        let n = self.stream.read(&mut chunk)?;
-        if n == 0 {
-            return Err(io::ErrorKind::UnexpectedEof.into());
-        }
-        self.buf.extend_from_slice(&chunk[..n]);
-        Ok(())
-    }
-
-    /// Waits up to `within` for the server to close: EOF or a reset, with
-    /// no bytes first. Returns how long it took.
-    pub fn expect_closed(&mut self, within: Duration) -> Duration {
-        let start = Instant::now();
-        self.stream.set_read_timeout(Some(within)).unwrap();
-        let mut chunk = [0u8; 256];
-        let outcome = self.stream.read(&mut chunk);
-        self.stream.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
-        match outcome {
-            Ok(0) => {}
-            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {}
-            Ok(n) => panic!(
-                "expected a close, got {:?}",
-                String::from_utf8_lossy(&chunk[..n])
-            ),
-            Err(e) => panic!("expected a close within {within:?}, got {e}"),
-        }
-        assert!(self.buf.is_empty(), "unread bytes before the close");
-        start.elapsed()
-    }
-}
 
 /// A server started in-process with the admin listener beside it, both
 /// on port 0.

@@ -11,25 +11,16 @@ use std::time::{Duration, Instant, SystemTime};
 use mio::net::TcpStream;
 use socket2::{MaybeUninitSlice, MsgHdrMut, SockRef};
 
-const SOL_SOCKET: i32 = 1;
-/// SO_TIMESTAMPNS (SO_TIMESTAMPNS_OLD: 64-bit timespec on 64-bit
-/// targets); the control message type SCM_TIMESTAMPNS is the same number.
-const SO_TIMESTAMPNS: i32 = 35;
-
-unsafe extern "C" {
-    fn setsockopt(fd: i32, level: i32, name: i32, value: *const std::ffi::c_void, len: u32) -> i32;
-}
-
 pub fn enable(socket: &impl AsRawFd) -> io::Result<()> {
     let on: i32 = 1;
     // SAFETY: a valid descriptor, and a pointer to a live i32 with its size.
     let rc = unsafe {
-        setsockopt(
+        libc::setsockopt(
             socket.as_raw_fd(),
-            SOL_SOCKET,
-            SO_TIMESTAMPNS,
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPNS,
             (&raw const on).cast(),
-            size_of::<i32>() as u32,
+            size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
     if rc == 0 {
@@ -54,7 +45,7 @@ pub fn parse(control: &[u8]) -> Option<SystemTime> {
             return None;
         }
         let data = &control[at + align(header)..at + len];
-        if level == SOL_SOCKET && kind == SO_TIMESTAMPNS && data.len() >= 16 {
+        if level == libc::SOL_SOCKET && kind == libc::SCM_TIMESTAMPNS && data.len() >= 16 {
             let secs = i64::from_ne_bytes(data[..8].try_into().ok()?);
             let nanos = i64::from_ne_bytes(data[8..16].try_into().ok()?);
             let since_epoch = Duration::new(u64::try_from(secs).ok()?, u32::try_from(nanos).ok()?);

@@ -1,6 +1,6 @@
 //! The demonstration routes: what a request target asks for.
 
-use super::target::Target;
+use crate::http::target::Target;
 
 /// The longest `/delay/<ms>` honoured: ten minutes.
 pub const MAX_DELAY_MS: u64 = 600_000;

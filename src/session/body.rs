@@ -1,0 +1,205 @@
+//! The body of the request in progress, fed to its target as far as the
+//! target has room: dropped, gathered for the echo, or, once the echo
+//! outgrows [`ECHO_BUFFER`], passed through into a response that has
+//! begun (its head queued, the body following as it arrives).
+
+use super::{ECHO_BUFFER, Exchange, OUTPUT_HIGH_WATER, Session, write_head};
+use crate::app::Plan;
+use crate::ctx::Ctx;
+use crate::ctx::loop_ms;
+use crate::http::body::{BodyOut, BodySink};
+use crate::http::response::{BodyLength, CHUNK_FRAMING, LAST_CHUNK, push_chunk};
+use crate::http::{BodyDecoder, RequestError};
+use crate::pool::Buffers;
+use crate::stats::CloseCause;
+
+/// Where the body of the request in progress goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum BodyTarget {
+    /// Counted and dropped: the route ignores the body; answered once it ends.
+    Discard,
+    /// Gathered in [`Buffers::body`] for the echo, up to [`ECHO_BUFFER`];
+    /// answered whole once it ends.
+    Gather,
+    /// The response head is queued: the body follows it as it arrives.
+    Stream(Echo),
+}
+
+/// How a streamed echo carries the body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Echo {
+    /// As is, under the request's own `Content-Length`.
+    Raw,
+    /// As chunks (the request was chunked), ended by the last chunk.
+    Chunks,
+    /// Not at all: the answer to HEAD.
+    Nothing,
+}
+
+impl Session {
+    /// Feeds buffered input to the body in progress, as far as its target
+    /// has room. Returns whether processing may go on (`false`: wait for
+    /// input or for output to drain, or the request was refused).
+    pub(super) fn take_body(
+        &mut self,
+        mut decoder: BodyDecoder,
+        mut received: u64,
+        answer: Plan,
+        mut target: BodyTarget,
+        buffers: &mut Buffers,
+        ctx: &mut Ctx<'_>,
+    ) -> bool {
+        if target == BodyTarget::Gather && buffers.body.len() >= ECHO_BUFFER {
+            let length = decoder.remaining_length().map(|rest| received + rest);
+            target = self.start_stream(answer, length, buffers, ctx);
+        }
+        // Input is handed over no faster than its target can take it, so an
+        // echo never grows the output past the high-water mark.
+        let room = match target {
+            BodyTarget::Discard | BodyTarget::Stream(Echo::Nothing) => usize::MAX,
+            BodyTarget::Gather => ECHO_BUFFER - buffers.body.len(),
+            BodyTarget::Stream(Echo::Raw) => {
+                OUTPUT_HIGH_WATER.saturating_sub(buffers.output.pending())
+            }
+            BodyTarget::Stream(Echo::Chunks) => {
+                OUTPUT_HIGH_WATER.saturating_sub(buffers.output.pending() + CHUNK_FRAMING)
+            }
+        };
+        let Buffers {
+            input,
+            output,
+            body,
+            ..
+        } = buffers;
+        let out = match target {
+            BodyTarget::Discard | BodyTarget::Stream(Echo::Nothing) => BodyOut::Discard,
+            BodyTarget::Gather => BodyOut::Raw(body),
+            BodyTarget::Stream(Echo::Raw) => BodyOut::Raw(&mut output.buf),
+            BodyTarget::Stream(Echo::Chunks) => BodyOut::Chunks(&mut output.buf),
+        };
+        let available = input.bytes();
+        let offered = &available[..available.len().min(room)];
+        let mut sink = BodySink {
+            out,
+            received: &mut received,
+            limit: ctx.settings.max_body_size as u64,
+        };
+        let outcome = decoder.decode(offered, &mut sink);
+        self.exchange = Exchange::Body {
+            decoder,
+            received,
+            answer,
+            target,
+        };
+        match outcome {
+            Ok(progress) => {
+                buffers.input.consume(progress.consumed);
+                if progress.done {
+                    match target {
+                        BodyTarget::Stream(_) => self.finish_stream(answer, buffers, ctx),
+                        BodyTarget::Discard | BodyTarget::Gather => {
+                            self.complete(answer, buffers, ctx)
+                        }
+                    }
+                }
+                progress.consumed > 0
+            }
+            Err(error) if self.response_begun() => {
+                self.abandon_stream(error, buffers, ctx);
+                false
+            }
+            Err(error) => {
+                self.refuse(error, buffers, ctx);
+                false
+            }
+        }
+    }
+
+    /// The echo outgrew [`ECHO_BUFFER`]: queue the response head (with the
+    /// request's length, or chunked when it had none) and what was gathered.
+    pub(super) fn start_stream(
+        &mut self,
+        answer: Plan,
+        length: Option<u64>,
+        buffers: &mut Buffers,
+        ctx: &mut Ctx<'_>,
+    ) -> BodyTarget {
+        let terms = answer.terms.when_draining(ctx.draining);
+        let Buffers { output, body, .. } = buffers;
+        let length = length.map_or(BodyLength::Chunked, BodyLength::Known);
+        let reply = answer.streamed_reply();
+        write_head(&mut output.buf, reply, length, terms, ctx);
+        let echo = match length {
+            _ if answer.is_head => Echo::Nothing,
+            BodyLength::Known(_) => Echo::Raw,
+            BodyLength::Chunked => Echo::Chunks,
+        };
+        match echo {
+            Echo::Raw => output.buf.extend_from_slice(body),
+            Echo::Chunks => push_chunk(&mut output.buf, body),
+            Echo::Nothing => {}
+        }
+        body.clear();
+        ctx.stats
+            .responded(reply.status, answer.method, self.served > 0);
+        self.served += 1;
+        BodyTarget::Stream(echo)
+    }
+
+    /// The streamed body ended: end the response too.
+    pub(super) fn finish_stream(&mut self, answer: Plan, buffers: &mut Buffers, ctx: &mut Ctx<'_>) {
+        self.received += 1;
+        if let Exchange::Body {
+            target: BodyTarget::Stream(Echo::Chunks),
+            ..
+        } = self.exchange
+        {
+            buffers.output.buf.extend_from_slice(LAST_CHUNK);
+        }
+        self.log_stream(buffers, ctx);
+        self.last_response_ms = loop_ms(ctx.now);
+        let persistence = answer.terms.when_draining(ctx.draining).persistence;
+        self.exchange = self.after_response(persistence);
+    }
+
+    /// Logs the streamed response in progress, as far as it went: it ended,
+    /// or it will stay unfinished.
+    pub(super) fn log_stream(&self, buffers: &mut Buffers, ctx: &mut Ctx<'_>) {
+        let Exchange::Body {
+            received,
+            answer,
+            target: BodyTarget::Stream(echo),
+            ..
+        } = self.exchange
+        else {
+            return;
+        };
+        if ctx.settings.logs_access() {
+            let sent = if echo == Echo::Nothing { 0 } else { received };
+            let status = answer.streamed_reply().status;
+            let previous = self.previous_response_ms();
+            ctx.log_response(&mut buffers.log, status, sent, previous);
+        }
+    }
+
+    /// The body turned out bad after its echo began: no status can be sent
+    /// any more, so the response stays unfinished (short of its length, or
+    /// without its last chunk) and the connection closes once it is flushed,
+    /// which tells the client the exchange failed.
+    pub(super) fn abandon_stream(
+        &mut self,
+        error: RequestError,
+        buffers: &mut Buffers,
+        ctx: &mut Ctx<'_>,
+    ) {
+        tracing::debug!(
+            ?error,
+            "request body refused after its echo began: the response ends unfinished"
+        );
+        self.log_stream(buffers, ctx);
+        buffers.input.clear();
+        self.exchange = Exchange::Closing {
+            cause: CloseCause::BadRequest,
+        };
+    }
+}
