@@ -19,7 +19,9 @@
 //! against the request's send time (proof of a server bug) and those that a
 //! poll-time stamp would have called early. `--csv` dumps every connection.
 //!
-//! Linux only (/proc, SO_TIMESTAMPNS).
+//! The connections, receive stamps and percentiles come from the server's
+//! library (`keepalive_server::measure`), shared with `keepalive-server
+//! probe`. Linux only (/proc, SO_TIMESTAMPNS).
 //!
 //! ```text
 //! kas-soak -n 2000 --expect-timeout 1s --svg target/soak.svg \
@@ -31,7 +33,6 @@ mod cli;
 mod client;
 mod http;
 mod report;
-mod rx_stamps;
 mod server;
 mod stats;
 mod svg;
