@@ -42,6 +42,21 @@ pub fn enable(socket: &impl AsRawFd) -> io::Result<()> {
     }
 }
 
+/// How long the kernel may take to switch stamping on after the first
+/// socket asks for it (it does so from a work queue).
+pub const SWITCH_ON_DELAY: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// A socket that holds the kernel's receive stamping switched on while it
+/// lives. Linux stamps packets only while some socket wants stamps, and
+/// turns that on (and off, when the last one closes) from a work queue:
+/// without this, the first responses after a quiet spell may arrive
+/// unstamped. A bound, unconnected UDP socket: nothing is sent.
+pub fn hold_switched_on() -> Option<std::net::UdpSocket> {
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").ok()?;
+    enable(&socket).ok()?;
+    Some(socket)
+}
+
 /// Finds SCM_TIMESTAMPNS in a control buffer (struct cmsghdr: usize
 /// length, i32 level, i32 type, then the data, all native-endian).
 pub fn parse(control: &[u8]) -> Option<SystemTime> {

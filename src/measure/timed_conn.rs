@@ -1,7 +1,7 @@
 //! One measuring client connection on a mio loop: connect, write a request,
 //! read its response, then sit idle until the server closes it, stamping
 //! each step. The response's arrival is the kernel receive stamp of its
-//! last segment ([`rx_stamps`](super::rx_stamps)); the other steps are the
+//! last segment ([`super::rx_stamps`]); the other steps are the
 //! poll wake-up that saw them ([`Seen`]). [`TimedConn::resend`] writes the
 //! request again on an idle connection, for the race sweep.
 //!

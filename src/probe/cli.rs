@@ -34,7 +34,7 @@ impl Method {
 #[derive(Parser, Debug, Clone)]
 #[command(name = "keepalive-server probe", version, long_about = None, after_help = AFTER_HELP)]
 pub struct ProbeArgs {
-    /// The server to measure: http://HOST[:PORT][/PATH].
+    /// The server to measure: `http://HOST[:PORT][/PATH]`.
     #[arg(value_name = "URL")]
     pub url: String,
 

@@ -37,6 +37,7 @@ pub use cli::ProbeArgs;
 pub use failure::Failure;
 pub use report::Report;
 
+use crate::measure::rx_stamps;
 use crate::measure::stats::Spread;
 use target::Target;
 
@@ -70,6 +71,8 @@ where
 pub fn probe(args: &ProbeArgs) -> Result<Report, Failure> {
     let started = Instant::now();
     let target = Target::new(&args.url, args.method, args.http1_0)?;
+    let _stamps_on = rx_stamps::hold_switched_on();
+    std::thread::sleep(rx_stamps::SWITCH_ON_DELAY);
     let points = args.sweep_points();
     let (idle, max_requests) = std::thread::scope(|scope| {
         let limit = (args.max_requests > 0).then(|| {

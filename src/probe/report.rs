@@ -134,7 +134,7 @@ impl Report {
             Some(spread) => {
                 let _ = writeln!(
                     s,
-                    "idle:      closes idle connections after {:.1} ms (min {:.1}, max {:.1}); {closes}",
+                    "idle:      closes after {:.1} ms (min {:.1}, max {:.1}); {closes}",
                     spread.median, spread.min, spread.max
                 );
             }
@@ -193,10 +193,55 @@ impl Report {
                 idle.stray_bytes
             );
         }
-        let _ = writeln!(s, "advice:    {}", self.advice.paragraph);
+        s.push_str(&labelled("advice:", &self.advice.paragraph));
         if let Some(warning) = &self.advice.warning {
-            let _ = writeln!(s, "warning:   {warning}");
+            s.push_str(&labelled("warning:", warning));
         }
         s
+    }
+}
+
+/// `text` after `label`, wrapped at [`WIDTH`] columns under an indent.
+fn labelled(label: &str, text: &str) -> String {
+    const WIDTH: usize = 80;
+    const INDENT: usize = 11;
+    let mut out = format!("{label:<INDENT$}");
+    let mut column = INDENT;
+    for word in text.split_whitespace() {
+        let len = word.chars().count();
+        if column > INDENT && column + 1 + len > WIDTH {
+            out.push('\n');
+            out.push_str(&" ".repeat(INDENT));
+            column = INDENT;
+        } else if column > INDENT {
+            out.push(' ');
+            column += 1;
+        }
+        out.push_str(word);
+        column += len;
+    }
+    out.push('\n');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::labelled;
+
+    #[test]
+    fn long_paragraphs_wrap_under_their_label() {
+        let text = "word ".repeat(40);
+        let wrapped = labelled("advice:", &text);
+        assert!(wrapped.starts_with("advice:    word word"), "{wrapped}");
+        for line in wrapped.lines() {
+            assert!(line.chars().count() <= 80, "{line}");
+        }
+        assert!(
+            wrapped
+                .lines()
+                .skip(1)
+                .all(|l| l.starts_with("           word"))
+        );
+        assert_eq!(wrapped.split_whitespace().count(), 41);
     }
 }

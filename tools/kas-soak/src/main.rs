@@ -42,6 +42,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use keepalive_server::measure::rx_stamps;
 
 use crate::cli::Args;
 use crate::client::soak;
@@ -99,6 +100,8 @@ fn run(args: &Args) -> Result<Report, String> {
     std::thread::sleep(args.settle);
     let rss_before = pid.map(rss_bytes).transpose()?;
 
+    let _stamps_on = rx_stamps::hold_switched_on();
+    std::thread::sleep(rx_stamps::SWITCH_ON_DELAY);
     let soak = soak(args, pid)?;
     if let Some(path) = &args.csv {
         fs::write(path, per_connection_csv(&soak, args.expect_timeout))
