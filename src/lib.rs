@@ -21,6 +21,9 @@
 //! - `worker` / `conn` / `clock`: the event loop, one connection's I/O and
 //!   timers, and the loop clock with its one kernel timer (a timerfd).
 //! - `memory`: handing memory freed after a burst back to the system.
+//! - [`probe`]: `keepalive-server probe URL`, measuring any server's real
+//!   keep-alive behaviour; [`measure`]: its timed client connections and
+//!   receive stamps, shared with tools/kas-soak.
 
 pub mod access_log;
 pub mod admin;
@@ -32,7 +35,9 @@ pub mod http;
 pub mod introspect;
 pub mod lab;
 pub mod logging;
+pub mod measure;
 pub mod pool;
+pub mod probe;
 pub mod reload;
 pub mod server;
 pub mod session;

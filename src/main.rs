@@ -8,12 +8,15 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::process::ExitCode;
 
 use keepalive_server::config::format_duration;
-use keepalive_server::{Config, Remote, Server, admin, logging, reload};
+use keepalive_server::{Config, Remote, Server, admin, logging, probe, reload};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 use signal_hook::iterator::Signals;
 
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|first| first == "probe") {
+        return probe::main(args.into_iter().skip(2));
+    }
     let config = Config::load_from(&args).unwrap_or_else(|e| e.exit());
     if config.check {
         print!("{}", config.check_report());

@@ -33,7 +33,10 @@ Durations: 150ms, 5s, 1m5s (0 disables a timeout). Sizes: 512, 16KiB, 1MiB.
 Logs go to stderr; RUST_LOG sets the level (default info; debug shows every timeout \
 with its connection), NO_COLOR turns colour off.
 Signals: SIGINT/SIGTERM finish in-flight requests and exit (a second one exits at once); \
-SIGHUP reloads the --config file; SIGUSR1 reopens the access log.";
+SIGHUP reloads the --config file; SIGUSR1 reopens the access log.
+
+To measure another server's keep-alive behaviour instead: keepalive-server probe URL \
+(keepalive-server probe --help).";
 
 /// How diagnostics are written to stderr.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]

@@ -19,7 +19,9 @@
 //! against the request's send time (proof of a server bug) and those that a
 //! poll-time stamp would have called early. `--csv` dumps every connection.
 //!
-//! Linux only (/proc, SO_TIMESTAMPNS).
+//! The connections, receive stamps and percentiles come from the server's
+//! library (`keepalive_server::measure`), shared with `keepalive-server
+//! probe`. Linux only (/proc, SO_TIMESTAMPNS).
 //!
 //! ```text
 //! kas-soak -n 2000 --expect-timeout 1s --svg target/soak.svg \
@@ -31,7 +33,6 @@ mod cli;
 mod client;
 mod http;
 mod report;
-mod rx_stamps;
 mod server;
 mod stats;
 mod svg;
@@ -41,6 +42,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use keepalive_server::measure::rx_stamps;
 
 use crate::cli::Args;
 use crate::client::soak;
@@ -98,6 +100,8 @@ fn run(args: &Args) -> Result<Report, String> {
     std::thread::sleep(args.settle);
     let rss_before = pid.map(rss_bytes).transpose()?;
 
+    let _stamps_on = rx_stamps::hold_switched_on();
+    std::thread::sleep(rx_stamps::SWITCH_ON_DELAY);
     let soak = soak(args, pid)?;
     if let Some(path) = &args.csv {
         fs::write(path, per_connection_csv(&soak, args.expect_timeout))

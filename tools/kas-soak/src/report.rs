@@ -35,7 +35,7 @@ pub fn per_connection_csv(soak: &Soak, expect: Duration) -> String {
             ms(c.rx_at),
             ms(c.responded_at),
             ms(c.closed_at),
-            u8::from(c.reset)
+            u8::from(c.was_reset())
         );
     }
     out

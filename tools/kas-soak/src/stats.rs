@@ -4,6 +4,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use keepalive_server::measure::stats::percentile;
+
 use crate::cli::Args;
 use crate::client::Soak;
 use crate::server::IdleCheck;
@@ -100,7 +102,7 @@ impl Report {
                         not_closed += 1;
                     } else {
                         lateness.push(late);
-                        resets += usize::from(c.reset);
+                        resets += usize::from(c.was_reset());
                     }
                 }
                 None => not_closed += 1,
@@ -150,12 +152,7 @@ impl Report {
 
     /// Nearest-rank percentile of the sorted lateness, in ms.
     fn percentile(&self, p: f64) -> Option<f64> {
-        let n = self.lateness.len();
-        if n == 0 {
-            return None;
-        }
-        let rank = ((p / 100.0) * n as f64).ceil() as usize;
-        Some(self.lateness[rank.clamp(1, n) - 1])
+        percentile(&self.lateness, p)
     }
 
     pub fn stats(&self) -> [(&'static str, Option<f64>); 4] {

@@ -1,0 +1,289 @@
+//! One measuring client connection on a mio loop: connect, write a request,
+//! read its response, then sit idle until the server closes it, stamping
+//! each step. The response's arrival is the kernel receive stamp of its
+//! last segment ([`super::rx_stamps`]); the other steps are the
+//! poll wake-up that saw them ([`Seen`]). [`TimedConn::resend`] writes the
+//! request again on an idle connection, for the race sweep.
+//!
+//! The readiness contract is mio's: on every event, write and read until
+//! `WouldBlock`. The caller owns the `Poll`, the tokens and the clock.
+
+use std::io::{self, Write};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use mio::net::TcpStream;
+use mio::{Interest, Registry, Token};
+
+use super::response::{Fed, ResponseHead, ResponseReader};
+use super::rx_stamps::{self, Scratch, Seen};
+
+/// How a connection ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Closed {
+    /// The server's FIN (an orderly close).
+    Fin,
+    /// A reset (an abortive close, or data sent to a closed socket).
+    Rst,
+}
+
+/// Where a connection is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Phase {
+    /// Connecting, or the request not fully written.
+    Sending,
+    /// The request is written, its response is incomplete.
+    Receiving,
+    /// A response has arrived; waiting for the server to close.
+    Idle,
+    /// The server closed the connection (or reset it) after a response.
+    Closed(Closed),
+    /// Nothing usable came back: why, in words.
+    Failed(String),
+}
+
+impl Phase {
+    /// Connecting, sending or receiving: a response is awaited.
+    pub fn awaits_response(&self) -> bool {
+        matches!(self, Phase::Sending | Phase::Receiving)
+    }
+
+    /// Closed or failed: nothing more will happen.
+    pub fn finished(&self) -> bool {
+        matches!(self, Phase::Closed(_) | Phase::Failed(_))
+    }
+}
+
+/// A client connection and the times of its steps.
+pub struct TimedConn {
+    stream: Option<TcpStream>,
+    request: Arc<[u8]>,
+    sent: usize,
+    reader: ResponseReader,
+    pub phase: Phase,
+    /// The wake-up at which the request was fully written.
+    pub written_at: Option<Instant>,
+    /// Kernel receive time of the response's last segment, when stamped.
+    pub rx_at: Option<Instant>,
+    /// The wake-up that delivered the response's last bytes.
+    pub responded_at: Option<Instant>,
+    /// The wake-up that saw the close.
+    pub closed_at: Option<Instant>,
+    /// The (last) response head.
+    pub response: Option<ResponseHead>,
+    /// Bytes that came after a complete response (a server bug).
+    pub stray_bytes: usize,
+    /// Receive stamps are on for this socket.
+    pub stamped: bool,
+}
+
+impl TimedConn {
+    /// Starts a non-blocking connect to `addr` and registers it under
+    /// `token`; `request` is written as soon as the socket is writable.
+    /// `head_request`: the request is HEAD (its response has no body).
+    pub fn connect(
+        addr: SocketAddr,
+        request: Arc<[u8]>,
+        head_request: bool,
+        registry: &Registry,
+        token: Token,
+    ) -> io::Result<TimedConn> {
+        let mut stream = TcpStream::connect(addr)?;
+        let stamped = rx_stamps::enable(&stream).is_ok();
+        let _ = stream.set_nodelay(true);
+        registry.register(&mut stream, token, Interest::READABLE | Interest::WRITABLE)?;
+        Ok(TimedConn {
+            stream: Some(stream),
+            request,
+            sent: 0,
+            reader: ResponseReader::new(head_request),
+            phase: Phase::Sending,
+            written_at: None,
+            rx_at: None,
+            responded_at: None,
+            closed_at: None,
+            response: None,
+            stray_bytes: 0,
+            stamped,
+        })
+    }
+
+    /// The server reset the connection.
+    pub fn was_reset(&self) -> bool {
+        self.phase == Phase::Closed(Closed::Rst)
+    }
+
+    /// When the response arrived: the kernel stamp, else the wake-up.
+    pub fn response_at(&self) -> Option<Instant> {
+        self.rx_at.or(self.responded_at)
+    }
+
+    /// Advances on a readiness event seen at `seen`.
+    pub fn on_ready(&mut self, seen: Seen, scratch: &mut Scratch) {
+        if self.phase == Phase::Sending {
+            self.write(seen);
+        }
+        if !self.phase.finished() && self.phase != Phase::Sending {
+            self.read(seen, scratch);
+        }
+    }
+
+    /// Writes the request again on an idle connection (a reuse, as a pool
+    /// would make), now. A write error is a reset.
+    pub fn resend(&mut self) {
+        if self.phase != Phase::Idle {
+            return;
+        }
+        self.reader.reset();
+        self.sent = 0;
+        self.rx_at = None;
+        self.responded_at = None;
+        self.phase = Phase::Sending;
+        self.write(Seen::now());
+    }
+
+    /// Gives up on a connection that is still waiting for something.
+    pub fn fail(&mut self, why: String) {
+        self.phase = Phase::Failed(why);
+    }
+
+    /// Removes the socket from `registry` and closes it.
+    pub fn close(&mut self, registry: &Registry) {
+        if let Some(mut stream) = self.stream.take() {
+            let _ = registry.deregister(&mut stream);
+        }
+    }
+
+    fn write(&mut self, seen: Seen) {
+        let Some(stream) = self.stream.as_mut() else {
+            return;
+        };
+        while self.sent < self.request.len() {
+            match stream.write(&self.request[self.sent..]) {
+                Ok(n) => self.sent += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // Not connected yet: the connect's result comes as an event.
+                Err(e) if would_block(&e) || e.kind() == io::ErrorKind::NotConnected => {
+                    if let Ok(Some(error)) = stream.take_error() {
+                        self.phase = connect_failed(&error, self.written_at.is_some());
+                    }
+                    return;
+                }
+                Err(e) if self.written_at.is_some() && is_reset(&e) => {
+                    self.closed_at = Some(seen.at);
+                    self.phase = Phase::Closed(Closed::Rst);
+                    return;
+                }
+                Err(e) => {
+                    self.phase = connect_failed(&e, self.written_at.is_some());
+                    return;
+                }
+            }
+        }
+        self.written_at = Some(seen.at);
+        self.phase = Phase::Receiving;
+    }
+
+    fn read(&mut self, seen: Seen, scratch: &mut Scratch) {
+        loop {
+            let Some(stream) = self.stream.as_ref() else {
+                return;
+            };
+            match scratch.recv(stream) {
+                Ok((0, _)) => {
+                    let error = stream.take_error().ok().flatten();
+                    return self.on_eof(seen, error);
+                }
+                Ok((n, stamp)) => {
+                    if self.phase != Phase::Receiving {
+                        self.stray_bytes += n;
+                        continue;
+                    }
+                    self.rx_at = stamp.map(|wall| seen.instant_of(wall));
+                    match self.reader.feed(scratch.data(n)) {
+                        Ok(Fed::Partial) => {}
+                        Ok(Fed::Done { extra }) => {
+                            self.stray_bytes += extra;
+                            self.responded(seen);
+                        }
+                        Err(e) => return self.phase = Phase::Failed(e.to_string()),
+                    }
+                }
+                Err(e) if would_block(&e) => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if is_reset(&e) && self.phase == Phase::Idle => {
+                    self.closed_at = Some(seen.at);
+                    return self.phase = Phase::Closed(Closed::Rst);
+                }
+                Err(e) if is_reset(&e) && self.reused() && !self.reader.started() => {
+                    self.closed_at = Some(seen.at);
+                    return self.phase = Phase::Closed(Closed::Rst);
+                }
+                Err(e) => return self.phase = connect_failed(&e, self.written_at.is_some()),
+            }
+        }
+    }
+
+    fn responded(&mut self, seen: Seen) {
+        self.responded_at = Some(seen.at);
+        self.response = self.reader.head().cloned();
+        self.phase = Phase::Idle;
+    }
+
+    /// A request was answered on this connection before the current one.
+    fn reused(&self) -> bool {
+        self.response.is_some()
+    }
+
+    fn on_eof(&mut self, seen: Seen, error: Option<io::Error>) {
+        let reset = error.as_ref().is_some_and(is_reset);
+        match self.phase {
+            Phase::Receiving if self.reader.eof().is_ok() => {
+                // A response delimited by the close: answered, then closed.
+                self.responded(seen);
+                self.closed_at = Some(seen.at);
+                self.phase = Phase::Closed(Closed::Fin);
+            }
+            Phase::Idle => {
+                self.closed_at = Some(seen.at);
+                self.phase = Phase::Closed(if reset { Closed::Rst } else { Closed::Fin });
+            }
+            // A reused connection closed before any of the new response.
+            Phase::Receiving | Phase::Sending if self.reused() && !self.reader.started() => {
+                self.closed_at = Some(seen.at);
+                self.phase = Phase::Closed(if reset { Closed::Rst } else { Closed::Fin });
+            }
+            _ => {
+                let why = self
+                    .reader
+                    .eof()
+                    .err()
+                    .map_or_else(|| "closed early".to_owned(), |e| e.to_string());
+                self.phase = Phase::Failed(why);
+            }
+        }
+    }
+}
+
+/// A connect error (before the request was written) or a send/receive
+/// error, in words.
+fn connect_failed(error: &io::Error, connected: bool) -> Phase {
+    if connected {
+        Phase::Failed(format!("connection error: {error}"))
+    } else {
+        Phase::Failed(format!("cannot connect: {error}"))
+    }
+}
+
+fn would_block(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::WouldBlock
+}
+
+/// A reset, or a write to a socket the peer has reset (EPIPE after a FIN).
+fn is_reset(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe
+    )
+}

@@ -1,0 +1,247 @@
+//! The probe's findings and their two renderings: a readable text report,
+//! and `--json`, one object with exactly the documented keys.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::advice::Advice;
+use super::idle::Idle;
+use super::sweep::SweepPoint;
+use crate::measure::stats::Spread;
+use crate::measure::timed_conn::Closed;
+
+/// Everything a probe found.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub url: String,
+    pub method: &'static str,
+    pub idle: Idle,
+    /// `None` when no connection closed within `--max-wait`.
+    pub idle_timeout_ms: Option<Spread>,
+    pub max_wait: Duration,
+    /// Requests tried on one connection (`--max-requests`; 0: skipped).
+    pub max_requests_tried: u32,
+    /// Requests answered before the server closed; `None` if not reached.
+    pub max_requests: Option<u32>,
+    /// `None` without `--sweep`.
+    pub sweep: Option<Vec<SweepPoint>>,
+    pub advice: Advice,
+    pub elapsed: Duration,
+}
+
+/// The `--json` document.
+#[derive(Serialize)]
+struct Json<'a> {
+    url: &'a str,
+    http_version: &'static str,
+    advertised_timeout_s: Option<u64>,
+    advertised_max: Option<u64>,
+    idle_timeout_ms: Option<Spread>,
+    close_style: Option<&'static str>,
+    max_requests: Option<u32>,
+    sweep: &'a [SweepPoint],
+    safe_pool_idle_timeout_ms: Option<u64>,
+    advice: String,
+}
+
+impl Report {
+    /// How the server closes, as the JSON names it.
+    pub fn close_style(&self) -> Option<&'static str> {
+        self.idle.close_style().map(|style| match style {
+            Closed::Fin => "fin",
+            Closed::Rst => "rst",
+        })
+    }
+
+    /// The advice paragraph, with the warning after it.
+    pub fn advice_text(&self) -> String {
+        match &self.advice.warning {
+            Some(warning) => format!("{} Warning: {warning}.", self.advice.paragraph),
+            None => self.advice.paragraph.clone(),
+        }
+    }
+
+    pub fn json(&self) -> String {
+        let hundredths = |v: f64| (v * 100.0).round() / 100.0;
+        let promise = &self.idle.promise;
+        let json = Json {
+            url: &self.url,
+            http_version: promise.version(),
+            advertised_timeout_s: promise.keep_alive_timeout,
+            advertised_max: promise.keep_alive_max,
+            idle_timeout_ms: self.idle_timeout_ms.map(|s| Spread {
+                min: hundredths(s.min),
+                median: hundredths(s.median),
+                max: hundredths(s.max),
+            }),
+            close_style: self.close_style(),
+            max_requests: self.max_requests,
+            sweep: self.sweep.as_deref().unwrap_or_default(),
+            safe_pool_idle_timeout_ms: self.advice.safe_pool_idle_timeout_ms,
+            advice: self.advice_text(),
+        };
+        serde_json::to_string_pretty(&json).unwrap_or_default()
+    }
+
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        let idle = &self.idle;
+        let promise = &idle.promise;
+        let _ = writeln!(
+            s,
+            "keepalive-server probe: {} ({} idle connections, {}), {:.1} s",
+            self.url,
+            idle.connections,
+            self.method,
+            self.elapsed.as_secs_f64()
+        );
+        let connection = match (promise.close, promise.keep_alive) {
+            (true, _) => "close",
+            (false, true) => "keep-alive",
+            (false, false) => "(none)",
+        };
+        let keep_alive = match (promise.keep_alive_timeout, promise.keep_alive_max) {
+            (None, None) => "(none)".to_owned(),
+            (timeout, max) => [
+                timeout.map(|t| format!("timeout={t}")),
+                max.map(|m| format!("max={m}")),
+            ]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join(", "),
+        };
+        let _ = writeln!(
+            s,
+            "promises:  {} {}, Connection: {connection}, Keep-Alive: {keep_alive}, Server: {}",
+            promise.version(),
+            promise.status,
+            promise.server.as_deref().unwrap_or("(none)")
+        );
+        let closes = format!(
+            "{} of {} closed ({} by FIN, {} by reset)",
+            idle.timeouts_ms.len(),
+            idle.connections,
+            idle.fins,
+            idle.resets
+        );
+        match self.idle_timeout_ms {
+            _ if !promise.persistent() => {
+                let _ = writeln!(s, "idle:      no keep-alive: closes after every response");
+            }
+            Some(spread) => {
+                let _ = writeln!(
+                    s,
+                    "idle:      closes after {:.1} ms (min {:.1}, max {:.1}); {closes}",
+                    spread.median, spread.min, spread.max
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    s,
+                    "idle:      keeps idle connections more than {}",
+                    humantime::format_duration(self.max_wait)
+                );
+            }
+        }
+        if idle.still_open > 0 && self.idle_timeout_ms.is_some() {
+            let _ = writeln!(
+                s,
+                "           {} still open after {}",
+                idle.still_open,
+                humantime::format_duration(self.max_wait)
+            );
+        }
+        if !idle.kernel_stamps {
+            let _ = writeln!(
+                s,
+                "           (timed from poll wake-ups: no kernel receive stamps)"
+            );
+        }
+        let _ = match (self.max_requests_tried, self.max_requests) {
+            (0, _) => writeln!(s, "requests:  not measured (--max-requests 0)"),
+            (tried, None) => writeln!(
+                s,
+                "requests:  {tried} on one connection without a close (no limit up to --max-requests {tried})"
+            ),
+            (_, Some(n)) => writeln!(s, "requests:  closes a connection after {n} requests"),
+        };
+        if let Some(points) = &self.sweep {
+            let _ = writeln!(
+                s,
+                "sweep:     requests sent at the deadline + δ on idle connections"
+            );
+            let _ = writeln!(
+                s,
+                "           {:>8} {:>9} {:>5} {:>6}",
+                "δ ms", "answered", "eof", "reset"
+            );
+            for p in points {
+                let _ = writeln!(
+                    s,
+                    "           {:>8} {:>9} {:>5} {:>6}",
+                    p.delta_ms, p.answered, p.eof, p.reset
+                );
+            }
+        }
+        if idle.stray_bytes > 0 {
+            let _ = writeln!(
+                s,
+                "note:      {} bytes arrived after complete responses",
+                idle.stray_bytes
+            );
+        }
+        s.push_str(&labelled("advice:", &self.advice.paragraph));
+        if let Some(warning) = &self.advice.warning {
+            s.push_str(&labelled("warning:", warning));
+        }
+        s
+    }
+}
+
+/// `text` after `label`, wrapped at [`WIDTH`] columns under an indent.
+fn labelled(label: &str, text: &str) -> String {
+    const WIDTH: usize = 80;
+    const INDENT: usize = 11;
+    let mut out = format!("{label:<INDENT$}");
+    let mut column = INDENT;
+    for word in text.split_whitespace() {
+        let len = word.chars().count();
+        if column > INDENT && column + 1 + len > WIDTH {
+            out.push('\n');
+            out.push_str(&" ".repeat(INDENT));
+            column = INDENT;
+        } else if column > INDENT {
+            out.push(' ');
+            column += 1;
+        }
+        out.push_str(word);
+        column += len;
+    }
+    out.push('\n');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::labelled;
+
+    #[test]
+    fn long_paragraphs_wrap_under_their_label() {
+        let text = "word ".repeat(40);
+        let wrapped = labelled("advice:", &text);
+        assert!(wrapped.starts_with("advice:    word word"), "{wrapped}");
+        for line in wrapped.lines() {
+            assert!(line.chars().count() <= 80, "{line}");
+        }
+        assert!(
+            wrapped
+                .lines()
+                .skip(1)
+                .all(|l| l.starts_with("           word"))
+        );
+        assert_eq!(wrapped.split_whitespace().count(), 41);
+    }
+}

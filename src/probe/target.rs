@@ -1,0 +1,158 @@
+//! The server to measure: the URL parsed (`http://` only; `https://` is
+//! refused with a clear word that TLS is not supported yet), its host
+//! resolved, and the one request the probe sends, built once.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::Arc;
+
+use http::Uri;
+
+use super::cli::Method;
+use super::failure::Failure;
+
+/// Where to connect and what to send.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// The URL as given.
+    pub url: String,
+    pub addr: SocketAddr,
+    /// The request, byte for byte.
+    pub request: Arc<[u8]>,
+    /// The request is HEAD (responses have no body).
+    pub head_request: bool,
+}
+
+/// The parts of an `http://` URL the probe uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Url {
+    /// `Host` field value: the authority without user info.
+    pub authority: String,
+    pub host: String,
+    pub port: u16,
+    /// Path and query, `/` when absent.
+    pub path: String,
+}
+
+/// Parses `text` as an `http://` URL; anything else is a usage error.
+pub fn parse_url(text: &str) -> Result<Url, Failure> {
+    let bad = |why: &str| Failure::Usage(format!("invalid URL '{text}': {why}"));
+    let uri: Uri = text
+        .parse()
+        .map_err(|e: http::uri::InvalidUri| bad(&e.to_string()))?;
+    match uri.scheme_str() {
+        Some(scheme) if scheme.eq_ignore_ascii_case("http") => {}
+        Some(scheme) if scheme.eq_ignore_ascii_case("https") => {
+            return Err(Failure::Usage(format!(
+                "{text}: https is not supported yet (the probe speaks plain HTTP/1.x, no TLS); probe the plain-HTTP port behind the TLS terminator"
+            )));
+        }
+        Some(scheme) => return Err(bad(&format!("scheme {scheme}: only http:// is supported"))),
+        None => return Err(bad("give the scheme, e.g. http://127.0.0.1:8080/")),
+    }
+    let authority = uri.authority().ok_or_else(|| bad("no host"))?;
+    if authority.as_str().contains('@') {
+        return Err(bad("user info is not supported"));
+    }
+    let host = authority
+        .host()
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    if host.is_empty() {
+        return Err(bad("no host"));
+    }
+    let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
+    Ok(Url {
+        authority: authority.as_str().to_owned(),
+        host: host.to_owned(),
+        port: authority.port_u16().unwrap_or(80),
+        path: if path.is_empty() { "/".into() } else { path },
+    })
+}
+
+impl Target {
+    /// Parses and resolves `url`, and builds the request.
+    pub fn new(url: &str, method: Method, http1_0: bool) -> Result<Target, Failure> {
+        let parsed = parse_url(url)?;
+        let addr = (parsed.host.as_str(), parsed.port)
+            .to_socket_addrs()
+            .map_err(|e| Failure::Server(format!("cannot resolve {}: {e}", parsed.host)))?
+            .next()
+            .ok_or_else(|| Failure::Server(format!("{} has no address", parsed.host)))?;
+        Ok(Target {
+            url: url.to_owned(),
+            addr,
+            request: request(&parsed, method, http1_0).into(),
+            head_request: method == Method::Head,
+        })
+    }
+}
+
+/// The request: HTTP/1.1, or HTTP/1.0 asking for keep-alive explicitly.
+fn request(url: &Url, method: Method, http1_0: bool) -> Vec<u8> {
+    let (version, keep_alive) = if http1_0 {
+        ("HTTP/1.0", "Connection: keep-alive\r\n")
+    } else {
+        ("HTTP/1.1", "")
+    };
+    format!(
+        "{} {} {version}\r\nHost: {}\r\nUser-Agent: keepalive-server-probe/{}\r\nAccept: */*\r\n{keep_alive}\r\n",
+        method.as_str(),
+        url.path,
+        url.authority,
+        env!("CARGO_PKG_VERSION"),
+    )
+    .into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn http_urls_parse_with_defaults() {
+        let url = parse_url("http://example.test").unwrap();
+        assert_eq!(
+            (url.host.as_str(), url.port, url.path.as_str()),
+            ("example.test", 80, "/")
+        );
+        let url = parse_url("http://[::1]:8080/a/b?c=d").unwrap();
+        assert_eq!((url.host.as_str(), url.port), ("::1", 8080));
+        assert_eq!(url.path, "/a/b?c=d");
+        assert_eq!(url.authority, "[::1]:8080");
+    }
+
+    #[test]
+    fn other_schemes_and_junk_are_usage_errors() {
+        for text in [
+            "https://example.test/",
+            "ftp://x/",
+            "example.test:80",
+            "http://",
+            "::::",
+            "http://u:p@h/",
+        ] {
+            match parse_url(text) {
+                Err(Failure::Usage(message)) => assert!(message.contains(text), "{message}"),
+                other => panic!("{text}: {other:?}"),
+            }
+        }
+        let Err(Failure::Usage(message)) = parse_url("https://example.test/") else {
+            unreachable!()
+        };
+        assert!(message.contains("TLS"), "{message}");
+    }
+
+    #[test]
+    fn http_1_0_asks_for_keep_alive() {
+        let url = parse_url("http://h:81/x").unwrap();
+        let request = String::from_utf8(request(&url, Method::Head, true)).unwrap();
+        assert!(
+            request.starts_with("HEAD /x HTTP/1.0\r\nHost: h:81\r\n"),
+            "{request}"
+        );
+        assert!(
+            request.ends_with("Connection: keep-alive\r\n\r\n"),
+            "{request}"
+        );
+    }
+}

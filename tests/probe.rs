@@ -1,0 +1,281 @@
+//! `keepalive-server probe`: the built binary measuring real servers on
+//! loopback with short timeouts — this server in-process, nginx, Node's http
+//! server and a server that closes with a reset — and its answers to bad
+//! input (exit 2 for usage, 1 for a server that cannot be measured, never a
+//! hang). Each test runs one probe (the sweep included) so the harness runs
+//! them side by side.
+
+mod common;
+mod common_ops;
+mod probe_fixtures;
+
+use std::net::{SocketAddr, TcpListener};
+use std::time::{Duration, Instant};
+
+use common_ops::{command, run_to_exit};
+use serde_json::Value;
+
+/// A probe must finish within this (generous: the machine is shared).
+const WITHIN: Duration = Duration::from_secs(60);
+/// Sweep points far enough from the deadline to be unambiguous on a busy
+/// machine, two tries each.
+const SWEEP: [&str; 4] = ["--sweep-points", "-200,-50,50,200", "--sweep-tries", "2"];
+
+struct Probed {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+    took: Duration,
+}
+
+fn probe(args: &[&str]) -> Probed {
+    let mut all = vec!["probe"];
+    all.extend_from_slice(args);
+    let started = Instant::now();
+    let (status, stdout, stderr) = run_to_exit(command(&all), WITHIN);
+    Probed {
+        code: status.code(),
+        stdout,
+        stderr,
+        took: started.elapsed(),
+    }
+}
+
+/// Runs `probe --json --sweep … URL` and returns the document.
+fn probe_json(addr: SocketAddr, extra: &[&str]) -> Value {
+    let url = format!("http://{addr}/");
+    let mut args = vec!["--json"];
+    args.extend_from_slice(&SWEEP);
+    args.extend_from_slice(extra);
+    args.push(&url);
+    let probed = probe(&args);
+    assert_eq!(probed.code, Some(0), "stderr: {}", probed.stderr);
+    serde_json::from_str(&probed.stdout).unwrap_or_else(|e| panic!("{e}: {}", probed.stdout))
+}
+
+/// The idle timeout's median is within 2% or 20 ms of `expected_ms`, and
+/// no connection closed earlier than that allows.
+fn assert_idle_timeout(report: &Value, expected_ms: f64) {
+    let idle = &report["idle_timeout_ms"];
+    let tolerance = (expected_ms * 0.02).max(20.0);
+    let min = idle["min"].as_f64().expect("idle_timeout_ms.min");
+    let median = idle["median"].as_f64().expect("idle_timeout_ms.median");
+    assert!(
+        min >= expected_ms - tolerance && (median - expected_ms).abs() <= tolerance,
+        "idle timeout {idle} not within {tolerance} ms of {expected_ms}: {report:#}"
+    );
+}
+
+/// Every try at δ < 0 was answered and every try at δ > 0 failed.
+fn assert_sweep_splits_at_zero(report: &Value) {
+    let points = report["sweep"].as_array().expect("sweep is a list");
+    assert_eq!(points.len(), 4, "{report:#}");
+    for point in points {
+        let delta = point["delta_ms"].as_i64().unwrap();
+        let answered = point["answered"].as_u64().unwrap();
+        let failed = point["eof"].as_u64().unwrap() + point["reset"].as_u64().unwrap();
+        if delta < 0 {
+            assert_eq!((answered, failed), (2, 0), "δ {delta}: {report:#}");
+        } else {
+            assert_eq!((answered, failed), (0, 2), "δ {delta}: {report:#}");
+        }
+    }
+}
+
+#[test]
+fn this_server_really_closes_at_timeout_plus_buffer() {
+    let server = common::start(|config| {
+        config.keep_alive_timeout = Duration::from_secs(2);
+        config.keep_alive_buffer = Duration::from_millis(500);
+        config.max_requests_per_socket = 5;
+    });
+    let report = probe_json(server.addr, &[]);
+    assert_idle_timeout(&report, 2500.0);
+    assert_eq!(report["advertised_timeout_s"], 2, "{report:#}");
+    // Keep-Alive: max counts the requests left after this one.
+    assert_eq!(report["advertised_max"], 4, "{report:#}");
+    assert_eq!(report["close_style"], "fin", "{report:#}");
+    assert_eq!(report["max_requests"], 5, "{report:#}");
+    assert_eq!(report["http_version"], "HTTP/1.1", "{report:#}");
+    assert_sweep_splits_at_zero(&report);
+    let safe = report["safe_pool_idle_timeout_ms"].as_u64().unwrap();
+    assert!((2000..2500).contains(&safe), "{report:#}");
+}
+
+#[test]
+fn nginx_closes_at_its_real_timeout_not_the_advertised_one() {
+    let Some(nginx) = probe_fixtures::nginx("keepalive_timeout 3s 2s; keepalive_requests 7;")
+    else {
+        return;
+    };
+    let report = probe_json(nginx.addr, &[]);
+    assert_idle_timeout(&report, 3000.0);
+    assert_eq!(report["advertised_timeout_s"], 2, "{report:#}");
+    assert_eq!(report["close_style"], "fin", "{report:#}");
+    assert_eq!(report["max_requests"], 7, "{report:#}");
+    assert_sweep_splits_at_zero(&report);
+}
+
+/// Node 20 closes a second after keepAliveTimeout (its
+/// keepAliveTimeoutBuffer) and advertises the whole seconds of it.
+#[test]
+fn node_closes_a_second_after_keep_alive_timeout() {
+    let Some(node) = probe_fixtures::node(1500) else {
+        return;
+    };
+    let report = probe_json(node.addr, &[]);
+    assert_idle_timeout(&report, 2500.0);
+    assert_eq!(report["advertised_timeout_s"], 1, "{report:#}");
+    assert_eq!(report["close_style"], "fin", "{report:#}");
+    assert_eq!(report["max_requests"], Value::Null, "{report:#}");
+    assert_sweep_splits_at_zero(&report);
+}
+
+#[test]
+fn a_server_that_resets_idle_connections_is_seen_as_rst() {
+    let addr = probe_fixtures::resetting_server(Duration::from_secs(1));
+    let report = probe_json(addr, &["--max-requests", "20"]);
+    assert_idle_timeout(&report, 1000.0);
+    assert_eq!(report["close_style"], "rst", "{report:#}");
+    assert_eq!(report["advertised_timeout_s"], Value::Null, "{report:#}");
+    assert_sweep_splits_at_zero(&report);
+    let advice = report["advice"].as_str().unwrap();
+    assert!(advice.contains("ECONNRESET"), "{advice}");
+}
+
+#[test]
+fn json_has_exactly_the_documented_keys() {
+    let server = common::start(|config| {
+        config.keep_alive_timeout = Duration::from_secs(1);
+        config.keep_alive_buffer = Duration::ZERO;
+    });
+    let report = probe_json(server.addr, &["--connections", "2"]);
+    let mut keys: Vec<&str> = report
+        .as_object()
+        .expect("an object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        [
+            "advertised_max",
+            "advertised_timeout_s",
+            "advice",
+            "close_style",
+            "http_version",
+            "idle_timeout_ms",
+            "max_requests",
+            "safe_pool_idle_timeout_ms",
+            "sweep",
+            "url",
+        ]
+    );
+    assert_eq!(report["url"], format!("http://{}/", server.addr));
+    for key in ["delta_ms", "answered", "eof", "reset"] {
+        assert!(report["sweep"][0].get(key).is_some(), "{key}: {report:#}");
+    }
+}
+
+#[test]
+fn an_advertised_timeout_longer_than_the_real_one_is_a_warning() {
+    // nginx advertising more than it keeps: 1 s real, 3 s advertised.
+    let Some(nginx) = probe_fixtures::nginx("keepalive_timeout 1s 3s;") else {
+        return;
+    };
+    let url = format!("http://{}/", nginx.addr);
+    let probed = probe(&["--connections", "2", &url]);
+    assert_eq!(probed.code, Some(0), "{}", probed.stderr);
+    assert!(
+        probed.stdout.contains("warning:") && probed.stdout.contains("will race"),
+        "{}",
+        probed.stdout
+    );
+    assert!(probed.stdout.contains("Server: nginx"), "{}", probed.stdout);
+}
+
+#[test]
+fn a_server_that_keeps_connections_past_max_wait_says_so() {
+    let server = common::start(|config| config.keep_alive_timeout = Duration::from_secs(60));
+    let url = format!("http://{}/", server.addr);
+    let probed = probe(&["--max-wait", "300ms", "--max-requests", "3", &url]);
+    assert_eq!(probed.code, Some(0), "{}", probed.stderr);
+    assert!(
+        probed
+            .stdout
+            .contains("keeps idle connections more than 300ms"),
+        "{}",
+        probed.stdout
+    );
+    assert!(probed.took < Duration::from_secs(20), "{:?}", probed.took);
+    // Piped: no progress line.
+    assert!(probed.stderr.is_empty(), "{}", probed.stderr);
+}
+
+#[test]
+fn nothing_listening_exits_1_at_once_with_a_message() {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let probed = probe(&[&format!("http://127.0.0.1:{port}/")]);
+    assert_eq!(probed.code, Some(1), "{}", probed.stderr);
+    assert!(probed.stderr.contains("refused"), "{}", probed.stderr);
+    assert!(probed.took < Duration::from_secs(5), "{:?}", probed.took);
+}
+
+#[test]
+fn bad_urls_and_https_exit_2() {
+    for (url, says) in [
+        ("https://127.0.0.1/", "TLS"),
+        ("not a url", "invalid URL"),
+        ("127.0.0.1:8080", "scheme"),
+        ("ftp://127.0.0.1/", "only http://"),
+    ] {
+        let probed = probe(&[url]);
+        assert_eq!(probed.code, Some(2), "{url}: {}", probed.stderr);
+        assert!(probed.stderr.contains(says), "{url}: {}", probed.stderr);
+        assert!(!probed.stderr.contains("panicked"), "{}", probed.stderr);
+    }
+    let probed = probe(&["--timeout", "0", "http://127.0.0.1/"]);
+    assert_eq!(probed.code, Some(2), "{}", probed.stderr);
+}
+
+#[test]
+fn a_server_that_is_not_http_or_never_answers_exits_1() {
+    let not_http = format!("http://{}/", probe_fixtures::not_http_server());
+    let probed = probe(&[&not_http]);
+    assert_eq!(probed.code, Some(1), "{}", probed.stderr);
+    assert!(probed.stderr.contains("not an HTTP"), "{}", probed.stderr);
+
+    let silent = format!("http://{}/", probe_fixtures::silent_server());
+    let probed = probe(&["--timeout", "300ms", &silent]);
+    assert_eq!(probed.code, Some(1), "{}", probed.stderr);
+    assert!(
+        probed.stderr.contains("no response within 300ms"),
+        "{}",
+        probed.stderr
+    );
+    assert!(probed.took < Duration::from_secs(10), "{:?}", probed.took);
+}
+
+#[test]
+fn serving_without_a_subcommand_is_unchanged_and_help_names_the_probe() {
+    let (status, stdout, _) = run_to_exit(command(&["--help"]), WITHIN);
+    assert!(status.success());
+    assert!(stdout.contains("--keep-alive-timeout"), "{stdout}");
+    assert!(stdout.contains("keepalive-server probe URL"), "{stdout}");
+    let (status, stdout, _) = run_to_exit(command(&["probe", "--help"]), WITHIN);
+    assert!(status.success());
+    for flag in [
+        "--connections",
+        "--max-wait",
+        "--sweep",
+        "--json",
+        "--timeout",
+    ] {
+        assert!(stdout.contains(flag), "{flag}: {stdout}");
+    }
+}

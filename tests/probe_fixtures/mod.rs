@@ -1,0 +1,237 @@
+//! Servers for the probe tests, each on a loopback port of its own: nginx
+//! and Node's http server run as child processes (killed when dropped;
+//! nginx with a temporary prefix, config and error log, in one process),
+//! and small fixtures written here: a server that closes idle connections
+//! with a reset, one that is not HTTP, one that never answers.
+//!
+//! An external tool that is missing FAILS the test under `CI=true`, and
+//! outside CI the test prints that it skipped.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long an external server may take to start listening.
+const STARTUP: Duration = Duration::from_secs(20);
+
+/// A server running as a child process, killed when dropped.
+pub struct External {
+    child: Child,
+    pub addr: SocketAddr,
+    /// A directory to remove afterwards.
+    dir: Option<PathBuf>,
+}
+
+impl Drop for External {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(dir) = &self.dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// `None` (having said so) when `tool` is missing outside CI; panics under
+/// `CI=true`.
+fn require(tool: &str, candidates: &[&str]) -> Option<String> {
+    let found = candidates
+        .iter()
+        .find(|path| Command::new(path).arg("-v").output().is_ok());
+    match found {
+        Some(path) => Some((*path).to_owned()),
+        None if std::env::var("CI").as_deref() == Ok("true") => {
+            panic!("{tool} is required under CI=true (.ci/run installs it)")
+        }
+        None => {
+            eprintln!("skipped: {tool} is not installed (.ci/run installs it)");
+            None
+        }
+    }
+}
+
+/// A port that was free a moment ago.
+fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind port 0");
+    listener.local_addr().expect("local_addr").port()
+}
+
+/// Waits until `addr` accepts a connection.
+fn wait_listening(addr: SocketAddr, child: &mut Child, what: &str) {
+    let deadline = Instant::now() + STARTUP;
+    while TcpStream::connect(addr).is_err() {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("{what} exited at startup: {status}");
+        }
+        assert!(Instant::now() < deadline, "{what} did not listen on {addr}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// nginx serving `return 200` with `keepalive` lines (e.g.
+/// `keepalive_timeout 3s 2s;`), one process, everything under a temporary
+/// prefix.
+pub fn nginx(keepalive: &str) -> Option<External> {
+    let bin = require("nginx", &["nginx", "/usr/sbin/nginx"])?;
+    let port = free_port();
+    let dir = std::env::temp_dir().join(format!("kas-probe-nginx-{}-{port}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("create the nginx prefix");
+    let d = dir.display();
+    let conf = format!(
+        "master_process off;\n\
+         worker_processes 1;\n\
+         error_log {d}/error.log;\n\
+         pid {d}/nginx.pid;\n\
+         events {{ worker_connections 256; }}\n\
+         http {{\n\
+           access_log off;\n\
+           client_body_temp_path {d}/body; proxy_temp_path {d}/proxy;\n\
+           fastcgi_temp_path {d}/fastcgi; uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;\n\
+           {keepalive}\n\
+           server {{ listen 127.0.0.1:{port}; location / {{ return 200 \"hello\\n\"; }} }}\n\
+         }}\n"
+    );
+    std::fs::write(dir.join("nginx.conf"), conf).expect("write nginx.conf");
+    let mut child = Command::new(bin)
+        .arg("-p")
+        .arg(&dir)
+        .arg("-e")
+        .arg(dir.join("error.log"))
+        .arg("-c")
+        .arg(dir.join("nginx.conf"))
+        .args(["-g", "daemon off;"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn nginx");
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    wait_listening(addr, &mut child, "nginx");
+    Some(External {
+        child,
+        addr,
+        dir: Some(dir),
+    })
+}
+
+/// Node's http server with `keepAliveTimeout` set, on a port it picks.
+pub fn node(keep_alive_timeout_ms: u64) -> Option<External> {
+    let bin = require("node", &["node", "nodejs"])?;
+    let script = format!(
+        "const s = require('http').createServer((q, r) => r.end('hello\\n'));\n\
+         s.keepAliveTimeout = {keep_alive_timeout_ms};\n\
+         s.listen(0, '127.0.0.1', () => console.log(s.address().port));\n"
+    );
+    let mut child = Command::new(bin)
+        .args(["-e", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn node");
+    let mut line = String::new();
+    let stdout = child.stdout.take().expect("node's stdout");
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("node prints its port");
+    let port: u16 = line.trim().parse().expect("node printed a port");
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    wait_listening(addr, &mut child, "node");
+    Some(External {
+        child,
+        addr,
+        dir: None,
+    })
+}
+
+/// Serves keep-alive responses, and resets (SO_LINGER 0, then close) a
+/// connection that stays idle for `idle`. Waits in epoll (a high-resolution
+/// timeout): a socket read timeout would close up to ~30 ms late, as the
+/// kernel's timer wheel rounds long timeouts.
+pub fn resetting_server(idle: Duration) -> SocketAddr {
+    serve(move |stream| {
+        let _ = stream.set_nonblocking(true);
+        let Ok(std) = stream.try_clone() else { return };
+        let mut stream = mio::net::TcpStream::from_std(std);
+        let Ok(mut poll) = mio::Poll::new() else {
+            return;
+        };
+        let mut events = mio::Events::with_capacity(4);
+        if poll
+            .registry()
+            .register(&mut stream, mio::Token(0), mio::Interest::READABLE)
+            .is_err()
+        {
+            return;
+        }
+        let mut deadline = Instant::now() + idle;
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                // Idle too long: close abortively.
+                let _ = socket2::SockRef::from(&stream).set_linger(Some(Duration::ZERO));
+                return;
+            }
+            if poll.poll(&mut events, Some(left)).is_err() {
+                return;
+            }
+            loop {
+                match stream.read(&mut chunk) {
+                    Ok(0) => return,
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(_) => return,
+                }
+            }
+            while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                buf.drain(..end + 4);
+                let response =
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: keep-alive\r\n\r\nok\n";
+                if stream.write_all(response).is_err() {
+                    return;
+                }
+                deadline = Instant::now() + idle;
+            }
+        }
+    })
+}
+
+/// Answers every connection with bytes that are not HTTP.
+pub fn not_http_server() -> SocketAddr {
+    serve(|stream| {
+        let _ = stream.write_all(b"SSH-2.0-OpenSSH_9.2p1\r\n");
+        std::thread::sleep(Duration::from_secs(2));
+    })
+}
+
+/// Accepts and reads, never answers (each connection held 30 s).
+pub fn silent_server() -> SocketAddr {
+    serve(|stream| {
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
+        let mut chunk = [0u8; 1024];
+        while let Ok(n) = stream.read(&mut chunk) {
+            if n == 0 {
+                return;
+            }
+        }
+    })
+}
+
+/// A listener on port 0 handing each connection to `handle` on a thread.
+fn serve(handle: impl Fn(&mut TcpStream) + Send + Sync + Copy + 'static) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind port 0");
+    let addr = listener.local_addr().expect("local_addr");
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            std::thread::spawn(move || handle(&mut stream));
+        }
+    });
+    addr
+}
