@@ -279,3 +279,23 @@ fn serving_without_a_subcommand_is_unchanged_and_help_names_the_probe() {
         assert!(stdout.contains(flag), "{flag}: {stdout}");
     }
 }
+
+#[test]
+fn the_probe_sees_a_lab_control_lie_about_the_idle_timeout() {
+    // This server, told by the URL's controls to promise 5 s, keep idle
+    // connections 1 s and end them with a reset.
+    let server = common::start(|config| config.keep_alive_timeout = Duration::from_secs(30));
+    let url = format!("http://{}/?ka=1s&advertise=5s&close=rst", server.addr);
+    let mut args = vec!["--json", "--max-requests", "0"];
+    args.extend_from_slice(&SWEEP);
+    args.push(&url);
+    let probed = probe(&args);
+    assert_eq!(probed.code, Some(0), "stderr: {}", probed.stderr);
+    let report: Value = serde_json::from_str(&probed.stdout).unwrap();
+    assert_idle_timeout(&report, 1000.0);
+    assert_eq!(report["advertised_timeout_s"], 5, "{report:#}");
+    assert_eq!(report["close_style"], "rst", "{report:#}");
+    assert_sweep_splits_at_zero(&report);
+    let advice = report["advice"].as_str().unwrap();
+    assert!(advice.contains("race"), "the lie is called out: {advice}");
+}
