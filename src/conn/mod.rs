@@ -21,16 +21,10 @@
 //! FIN rather than RST. The linger lasts while input keeps coming, up to
 //! [`LINGER_IDLE_MS`] of silence and [`LINGER_TOTAL_MS`] in all.
 //!
-//! An idle connection whose keep-alive timer runs out is closed gracefully
-//! and then watched (the keep-alive lab): the server shuts its write side
-//! (FIN) and keeps the descriptor, with no buffer and an unref'd timer, for
-//! at most [`IDLE_WATCH_MS`], reading and discarding what still arrives. A
-//! request in that window lost the race (the client sent it on a
-//! connection the server had given up); how long the peer takes to close
-//! after the FIN says how race-prone its pool is. Under descriptor pressure
-//! the watch is skipped. A `close=rst` control makes the idle close a reset
-//! instead, and `after=silent|rst` closes right behind a keep-alive
-//! response.
+//! An idle connection whose keep-alive timer runs out sends FIN and is
+//! then watched for a late request ([`watch`]), or is reset under a
+//! `close=rst` control; `after=silent|rst` closes right behind a response.
+//! Timer policy lives in [`timers`].
 //!
 //! Timers are not touched while bytes move. A connection only records that
 //! something happened; once per loop turn the worker calls
@@ -43,20 +37,18 @@
 
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
-use std::time::Duration;
 
 use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
 
 use crate::config::Settings;
-use crate::ctx::{ConnLabel, Ctx, Slot, TimerEvent};
+use crate::ctx::{ConnLabel, Ctx, Slot};
 use crate::lab::controls::IdleClose;
-use crate::lab::peers::PeerEvent;
 use crate::pool::Buffers;
 use crate::session::{Phase, Session};
+use crate::stats::CloseCause;
 use crate::stats::timing::Progress;
-use crate::stats::{CloseCause, TimerKind};
-use crate::timers::{Micros, TimerId, TimerLists};
+use crate::timers::TimerId;
 
 /// Reads per readiness event before yielding to other connections.
 const READ_BUDGET: u32 = 16;
@@ -70,52 +62,7 @@ const GENERATE_BUDGET: u32 = 16;
 const LINGER_IDLE_MS: u64 = 1000;
 /// And after this long in all, however it trickles (nginx's `lingering_time`).
 const LINGER_TOTAL_MS: u64 = 30_000;
-/// The longest watch after an idle FIN: a peer that has neither closed
-/// nor sent anything by then is not racing.
-pub const IDLE_WATCH_MS: u64 = 1000;
-/// What a watched connection reads into and drops, on the stack.
-const WATCH_SINK: usize = 2048;
 
-/// What a timer slot is measuring. Tags carry the request number where a
-/// new request must start a new timer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Watch {
-    KeepAlive,
-    Headers {
-        request: u32,
-    },
-    Inactivity,
-    Delay {
-        request: u32,
-    },
-    /// Draining input after the last response: silence ends it.
-    Linger,
-    /// The whole-request deadline.
-    Request {
-        request: u32,
-    },
-    /// The cap on the whole linger.
-    LingerTotal,
-    /// Watching the peer after the idle FIN.
-    PeerAfterFin,
-}
-
-impl Watch {
-    /// Whether activity restarts it.
-    fn refreshes(self) -> bool {
-        matches!(self, Watch::KeepAlive | Watch::Inactivity | Watch::Linger)
-    }
-}
-
-/// What a timer slot should hold.
-#[derive(Clone, Copy)]
-struct WantedTimer {
-    watch: Watch,
-    ms: u64,
-    refed: bool,
-}
-
-/// What a readiness event says about the peer.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Readiness {
     /// The peer shut its write side (or both): an EOF waits behind any data.
@@ -293,24 +240,6 @@ impl Conn {
         }
     }
 
-    /// What the timer in `slot` stands for (for labels and counts).
-    pub fn timer_kind(&self, slot: Slot) -> TimerKind {
-        let watch = match slot {
-            Slot::Activity => self.watch,
-            Slot::Deadline => self.deadline_watch,
-        };
-        match watch {
-            Watch::KeepAlive => TimerKind::KeepAlive,
-            Watch::Headers { .. } => TimerKind::Headers,
-            Watch::Inactivity => TimerKind::Inactivity,
-            Watch::Delay { .. } => TimerKind::Delay,
-            Watch::Linger | Watch::LingerTotal => TimerKind::Linger,
-            Watch::Request { .. } => TimerKind::Request,
-            Watch::PeerAfterFin => TimerKind::IdleWatch,
-        }
-    }
-
-    /// A readiness event.
     pub fn on_ready(&mut self, readiness: Readiness, ctx: &mut Ctx<'_>) -> Flow {
         if let Some(fin_at) = self.session.watching_since() {
             if readiness.error {
@@ -429,48 +358,6 @@ impl Conn {
         }
     }
 
-    /// During the watch: reads and drops what arrives until the socket is
-    /// empty, noting a late request and the peer's close.
-    fn watch_peer(&mut self, fin_at: Micros, ctx: &mut Ctx<'_>) -> Flow {
-        self.wants_more = false;
-        let mut sink = [0u8; WATCH_SINK];
-        for _ in 0..READ_BUDGET {
-            match self.stream.read(&mut sink) {
-                Ok(0) => return self.peer_closed_after_fin(fin_at, ctx),
-                Ok(_) => {
-                    if self.session.note_late_data() {
-                        let delay_us = ctx.now.saturating_sub(fin_at);
-                        let ConnLabel { id, peer, .. } = ctx.conn;
-                        tracing::debug!(conn = id, %peer, delay_us, "late request after the idle FIN");
-                        ctx.stats.lab.late_requests.add(1);
-                        ctx.stats.lab.late_request_delay.record(delay_us);
-                        let event = PeerEvent::LateRequest { delay_us };
-                        ctx.peers.record(peer.ip(), ctx.now, event);
-                    }
-                }
-                Err(e) if would_block(&e) => return Flow::Open,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => return self.peer_closed_after_fin(fin_at, ctx),
-            }
-        }
-        self.wants_more = true;
-        Flow::Open
-    }
-
-    /// The peer closed (FIN or reset) during the watch: the connection ends.
-    fn peer_closed_after_fin(&mut self, fin_at: Micros, ctx: &mut Ctx<'_>) -> Flow {
-        let delay_us = ctx.now.saturating_sub(fin_at);
-        ctx.stats.lab.peer_close_delay.record(delay_us);
-        let event = PeerEvent::ClosedAfterFin { delay_us };
-        ctx.peers.record(ctx.conn.peer.ip(), ctx.now, event);
-        Flow::Close(CloseCause::KeepAliveTimeout)
-    }
-
-    /// Makes the close that follows an abortive one: a reset (SO_LINGER 0).
-    fn abort(&mut self) {
-        let _ = socket2::SockRef::from(&self.stream).set_linger(Some(Duration::ZERO));
-    }
-
     /// Gives back the connection's timers and buffers before it is dropped.
     pub fn release(&mut self, ctx: &mut Ctx<'_>) {
         if let Some(id) = self.activity.take() {
@@ -482,93 +369,6 @@ impl Conn {
         if let Some(buffers) = self.buffers.take() {
             ctx.pool.give(buffers);
         }
-    }
-
-    /// Brings both timer slots in line with the connection's state,
-    /// stamping with `now`, a clock reading taken after all recent activity.
-    pub fn sync_timers(
-        &mut self,
-        key: u32,
-        timers: &mut TimerLists<TimerEvent>,
-        now: Micros,
-        settings: &Settings,
-    ) {
-        let moved = std::mem::take(&mut self.moved);
-        let phase = self.phase();
-        let activity = self.wanted_activity(phase, settings);
-        let deadline = self.wanted_deadline(phase, settings);
-        sync_slot(
-            &mut self.activity,
-            &mut self.watch,
-            activity,
-            moved,
-            timers,
-            now,
-            TimerEvent::Conn {
-                key,
-                slot: Slot::Activity,
-            },
-        );
-        sync_slot(
-            &mut self.deadline,
-            &mut self.deadline_watch,
-            deadline,
-            moved,
-            timers,
-            now,
-            TimerEvent::Conn {
-                key,
-                slot: Slot::Deadline,
-            },
-        );
-    }
-
-    /// The activity slot's policy, in one place (the README's timeout table).
-    /// Ref'd exactly while there is something to finish (a request in
-    /// flight, a response to deliver, a close to complete), so a draining
-    /// server waits for those and no others.
-    fn wanted_activity(&self, phase: Phase, settings: &Settings) -> Option<WantedTimer> {
-        let want = |watch, ms, refed| Some(WantedTimer { watch, ms, refed });
-        let request = self.session.received();
-        match phase {
-            Phase::Fresh => settings
-                .headers_ms
-                .and_then(|ms| want(Watch::Headers { request }, ms, false)),
-            Phase::Idle => {
-                let ms = self.session.controls().keep_alive_ms(settings);
-                want(Watch::KeepAlive, ms, false)
-            }
-            Phase::Watching => want(Watch::PeerAfterFin, IDLE_WATCH_MS, false),
-            Phase::Head => settings
-                .headers_ms
-                .and_then(|ms| want(Watch::Headers { request }, ms, true)),
-            Phase::Body | Phase::Writing => settings
-                .inactivity_ms
-                .and_then(|ms| want(Watch::Inactivity, ms, true)),
-            Phase::Delayed { ms } => want(Watch::Delay { request }, ms, true),
-            Phase::Closing => want(Watch::Linger, LINGER_IDLE_MS, true),
-        }
-    }
-
-    /// The deadline slot's policy: from a request's first byte until it has
-    /// been received; while lingering, the cap on the whole linger.
-    fn wanted_deadline(&self, phase: Phase, settings: &Settings) -> Option<WantedTimer> {
-        if phase == Phase::Closing {
-            return Some(WantedTimer {
-                watch: Watch::LingerTotal,
-                ms: LINGER_TOTAL_MS,
-                refed: true,
-            });
-        }
-        let request = self.session.received();
-        settings
-            .request_ms
-            .filter(|_| self.session.is_receiving(self.buffers.as_deref()))
-            .map(|ms| WantedTimer {
-                watch: Watch::Request { request },
-                ms,
-                refed: true,
-            })
     }
 
     /// Reads, answers and writes until the socket would block or the
@@ -773,42 +573,6 @@ impl Conn {
     }
 }
 
-/// Brings one timer slot in line with what its policy wants: enroll, drop,
-/// re-arm for a new purpose, refresh on activity, or flip ref'd.
-fn sync_slot(
-    slot: &mut Option<TimerId>,
-    current: &mut Watch,
-    wanted: Option<WantedTimer>,
-    moved: bool,
-    timers: &mut TimerLists<TimerEvent>,
-    now: Micros,
-    event: TimerEvent,
-) {
-    match (wanted, *slot) {
-        (None, None) => {}
-        (None, Some(id)) => {
-            timers.unenroll(id);
-            *slot = None;
-        }
-        (Some(want), None) => {
-            *slot = Some(timers.enroll(now, want.ms, want.refed, event));
-            *current = want.watch;
-        }
-        (Some(want), Some(id)) => {
-            if want.watch != *current {
-                timers.rearm(id, want.ms, now);
-                *current = want.watch;
-            } else if moved && want.watch.refreshes() {
-                // A refresh, unless a reload changed the duration.
-                timers.rearm(id, want.ms, now);
-            }
-            if timers.is_refed(id) != want.refed {
-                timers.set_ref(id, want.refed);
-            }
-        }
-    }
-}
-
 /// The last response ends the connection as soon as it is flushed, with
 /// nothing to drain first: `Connection: close`, or `after=silent`.
 fn closes_when_flushed(session: &Session) -> bool {
@@ -821,6 +585,12 @@ fn closes_when_flushed(session: &Session) -> bool {
 pub fn would_block(error: &io::Error) -> bool {
     error.kind() == io::ErrorKind::WouldBlock
 }
+
+mod timers;
+mod watch;
+
+use timers::Watch;
+pub use watch::IDLE_WATCH_MS;
 
 #[cfg(test)]
 mod tests;

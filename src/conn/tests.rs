@@ -11,7 +11,9 @@ use mio::{Events, Interest, Poll, Token};
 use super::*;
 use crate::config::Config;
 use crate::ctx::Resources;
+use crate::ctx::TimerEvent;
 use crate::stats::Stats;
+use crate::timers::Micros;
 
 const GET: &[u8] = b"GET / HTTP/1.1\r\nHost: t\r\n\r\n";
 

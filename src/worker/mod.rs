@@ -29,14 +29,15 @@ use crate::config::Settings;
 use crate::conn::{Conn, Flow, Readiness, would_block};
 use crate::ctx::{ConnLabel, Ctx, Resources, Slot, TimerEvent};
 use crate::introspect::{ConnCounts, Snapshot, Timeouts, list_views};
-use crate::lab::NEAR_MISS_US;
-use crate::lab::peers::{Closer, PeerEvent, Reuse};
+use crate::lab::peers::PeerEvent;
 use crate::memory::MemoryReturn;
 use crate::session::Phase;
 use crate::shared::{Control, WorkerShared};
 use crate::stats::timing::{IdleEnd, Timing};
 use crate::stats::{CloseCause, TimerKind};
 use crate::timers::Micros;
+
+mod lab;
 
 pub const LISTENER: Token = Token(usize::MAX - 1);
 pub const WAKER: Token = Token(usize::MAX - 2);
@@ -282,7 +283,7 @@ impl Worker {
                 if conn.is_watched() {
                     self.watches -= 1;
                 }
-                let idle = idle_closer(conn, cause).map(|closer| IdleEnd {
+                let idle = lab::idle_closer(conn, cause).map(|closer| IdleEnd {
                     peer: conn.label.peer.ip(),
                     closer,
                 });
@@ -311,16 +312,7 @@ impl Worker {
                 conn.touched = false;
                 conn.sync_timers(key, &mut self.resources.timers, now, &self.settings);
                 if let Some(gap_us) = self.timing.stamp(key as usize, now, stats) {
-                    let reuse = reuse_of(conn, gap_us, &self.settings);
-                    stats.lab.reuse_gap.record(gap_us);
-                    stats
-                        .lab
-                        .reuse_headroom
-                        .record(reuse.headroom_us.max(0) as u64);
-                    if reuse.headroom_us < NEAR_MISS_US as i64 {
-                        stats.lab.near_misses.add(1);
-                    }
-                    peers.record(conn.label.peer.ip(), now, PeerEvent::Reuse(reuse));
+                    lab::record_reuse(conn, gap_us, &self.settings, stats, peers, now);
                 }
             }
         }
@@ -579,32 +571,6 @@ impl Drop for Worker {
     /// However the loop ended, the admin view stops waiting for answers.
     fn drop(&mut self) {
         self.shared.mailbox.close();
-    }
-}
-
-/// Who ended a connection closing for `cause`, if it was idle between
-/// requests (after at least one response): the client (FIN or reset) or
-/// the server's idle timer.
-fn idle_closer(conn: &Conn, cause: CloseCause) -> Option<Closer> {
-    if conn.served() == 0 || conn.phase() != Phase::Idle {
-        return None;
-    }
-    match cause {
-        CloseCause::Client | CloseCause::Reset => Some(Closer::Client),
-        CloseCause::KeepAliveTimeout => Some(Closer::Server),
-        _ => None,
-    }
-}
-
-/// A reuse of `conn` after `gap_us` idle, against its idle timeout and
-/// what it advertised.
-fn reuse_of(conn: &Conn, gap_us: Micros, settings: &Settings) -> Reuse {
-    let (idle_ms, advertised_secs) = conn.keep_alive(settings);
-    let gap = gap_us.min(i64::MAX as u64) as i64;
-    Reuse {
-        gap_us,
-        headroom_us: (idle_ms * 1000).min(i64::MAX as u64) as i64 - gap,
-        past_advertised: advertised_secs.is_some_and(|secs| gap_us > secs * 1_000_000),
     }
 }
 
