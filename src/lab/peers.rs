@@ -224,6 +224,12 @@ impl PeerTable {
         }
     }
 
+    /// The most memory the table ever holds, in bytes: its full entries
+    /// and its index, whatever the number of peers.
+    pub fn max_bytes() -> usize {
+        std::mem::size_of::<PeerTable>() + MAX_PEERS * std::mem::size_of::<Entry>()
+    }
+
     fn find(&self, addr: IpAddr) -> Option<usize> {
         let mut slot = slot_of(addr);
         loop {
@@ -416,6 +422,18 @@ mod tests {
         assert_eq!(merged.peers[1].addr, ip(3));
         let total: u64 = merged.peers.iter().map(|p| p.stats.connections).sum();
         assert_eq!(total + merged.other.connections, 2 + 1 + MAX_PEERS as u64);
+    }
+
+    #[test]
+    fn the_table_stays_under_200_kib_per_worker() {
+        let bytes = PeerTable::max_bytes();
+        eprintln!("peer table at most {bytes} bytes per worker");
+        assert!(bytes < 200 * 1024, "{bytes} bytes");
+        let mut table = PeerTable::default();
+        for n in 0..10_000 {
+            table.record(ip(n), u64::from(n), PeerEvent::Connected);
+        }
+        assert_eq!(table.entries.capacity(), MAX_PEERS, "never grown");
     }
 
     #[test]
