@@ -1,6 +1,8 @@
-# Shared by scripts/loadtest.sh and scripts/scale.sh (sourced, not run):
-# reading wrk's output, per-process CPU time, medians, and an nginx set up
-# like keepalive-server (one worker, no access log, `Hello, World!`).
+# Shared by scripts/loadtest.sh, scripts/scale.sh, scripts/proxy-soak.sh
+# and scripts/race-demo.sh (sourced, not run): reading wrk's output,
+# per-process CPU time, medians, an nginx set up like keepalive-server
+# (one worker, no access log, `Hello, World!`), and nginx as a proxy in
+# front of it.
 
 # CPU nanoseconds used so far by every thread of a process.
 cpu_ns() {
@@ -83,4 +85,34 @@ CONF
   nginx -p "$dir" -c "$dir/nginx.conf" || return 1
   sleep 0.3
   pgrep -P "$(cat "$dir/nginx.pid")" | head -1
+}
+
+# Writes PREFIX/nginx.conf: config/nginx-upstream.conf with its ports and
+# upstream pool set, nginx's files under PREFIX, run in the foreground.
+# Usage: nginx_proxy_conf PREFIX SERVER_PORT PROXY_PORT UPSTREAM_TIMEOUT
+#          UPSTREAM_KEEPALIVE WORKERS ERROR_LOG_LEVEL
+nginx_proxy_conf() {
+  local prefix=$1 server_port=$2 proxy_port=$3 timeout=$4 keepalive=$5 workers=$6 level=$7
+  sed -e "s/server 127\\.0\\.0\\.1:8080;/server 127.0.0.1:$server_port;/" \
+    -e "s/listen 127\\.0\\.0\\.1:8088;/listen 127.0.0.1:$proxy_port;/" \
+    -e "s/keepalive_timeout 60s;/keepalive_timeout $timeout;/" \
+    -e "s/keepalive 32;/keepalive $keepalive;/" \
+    config/nginx-upstream.conf >"$prefix/upstream.conf"
+  grep -q "keepalive_timeout $timeout;" "$prefix/upstream.conf"
+  cat >"$prefix/nginx.conf" <<EOF
+worker_processes $workers;
+daemon off;
+pid $prefix/nginx.pid;
+error_log $prefix/error.log $level;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  client_body_temp_path $prefix/client_body;
+  proxy_temp_path $prefix/proxy;
+  fastcgi_temp_path $prefix/fastcgi;
+  uwsgi_temp_path $prefix/uwsgi;
+  scgi_temp_path $prefix/scgi;
+  include $prefix/upstream.conf;
+}
+EOF
 }

@@ -41,6 +41,8 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
 
 missing=()
 for tool in nginx wrk curl; do
@@ -154,28 +156,8 @@ run_config() {
   wait_for_port "$SERVER_PORT"
   wait_for_port "$ADMIN_PORT"
 
-  sed -e "s/server 127\.0\.0\.1:8080;/server 127.0.0.1:$SERVER_PORT;/" \
-    -e "s/listen 127\.0\.0\.1:8088;/listen 127.0.0.1:$PROXY_PORT;/" \
-    -e "s/keepalive_timeout 60s;/keepalive_timeout $upstream_timeout;/" \
-    -e "s/keepalive 32;/keepalive $UPSTREAM_KEEPALIVE;/" \
-    config/nginx-upstream.conf >"$prefix/upstream.conf"
-  grep -q "keepalive_timeout $upstream_timeout;" "$prefix/upstream.conf"
-  cat >"$prefix/nginx.conf" <<EOF
-worker_processes $NGINX_WORKERS;
-daemon off;
-pid $prefix/nginx.pid;
-error_log $prefix/error.log info;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  client_body_temp_path $prefix/client_body;
-  proxy_temp_path $prefix/proxy;
-  fastcgi_temp_path $prefix/fastcgi;
-  uwsgi_temp_path $prefix/uwsgi;
-  scgi_temp_path $prefix/scgi;
-  include $prefix/upstream.conf;
-}
-EOF
+  nginx_proxy_conf "$prefix" "$SERVER_PORT" "$PROXY_PORT" "$upstream_timeout" \
+    "$UPSTREAM_KEEPALIVE" "$NGINX_WORKERS" info
   nginx -p "$prefix" -c "$prefix/nginx.conf" -t -q
   nginx -p "$prefix" -c "$prefix/nginx.conf" &
   NGINX_PID=$!

@@ -11,6 +11,8 @@
 #   Env: SECONDS_PER_ROUND (20), CLIENTS (16), PORT_BASE (18300).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
 command -v nginx >/dev/null || { echo "needs nginx (apt-get install nginx)" >&2; exit 2; }
 
 rounds_seconds=${SECONDS_PER_ROUND:-20}
@@ -41,26 +43,7 @@ round() {
     --workers 1 >"$prefix/server.log" 2>&1 &
   local server=$!
   pids+=("$server")
-  sed -e "s/server 127\.0\.0\.1:8080;/server 127.0.0.1:$server_port;/" \
-    -e "s/listen 127\.0\.0\.1:8088;/listen 127.0.0.1:$proxy_port;/" \
-    -e "s/keepalive_timeout 60s;/keepalive_timeout $upstream_timeout;/" \
-    config/nginx-upstream.conf >"$prefix/upstream.conf"
-  cat >"$prefix/nginx.conf" <<EOF
-worker_processes 1;
-daemon off;
-pid $prefix/nginx.pid;
-error_log $prefix/error.log error;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  client_body_temp_path $prefix/client_body;
-  proxy_temp_path $prefix/proxy;
-  fastcgi_temp_path $prefix/fastcgi;
-  uwsgi_temp_path $prefix/uwsgi;
-  scgi_temp_path $prefix/scgi;
-  include $prefix/upstream.conf;
-}
-EOF
+  nginx_proxy_conf "$prefix" "$server_port" "$proxy_port" "$upstream_timeout" 32 1 error
   nginx -p "$prefix" -c "$prefix/nginx.conf" &
   local proxy=$!
   pids+=("$proxy")

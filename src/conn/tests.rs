@@ -96,9 +96,8 @@ fn read_response(client: &mut std::net::TcpStream) -> String {
     String::from_utf8_lossy(&buffer[..n]).into_owned()
 }
 
-#[test]
-fn a_request_racing_the_keep_alive_timer_is_served_not_reset() {
-    let mut worker = Worker::new();
+/// A pair whose connection has answered one `GET /` and is idle.
+fn answered_once(worker: &mut Worker) -> (std::net::TcpStream, Conn) {
     let (mut client, mut conn) = pair();
     send(&mut client, GET);
     assert_eq!(
@@ -107,6 +106,13 @@ fn a_request_racing_the_keep_alive_timer_is_served_not_reset() {
     );
     assert!(read_response(&mut client).starts_with("HTTP/1.1 200 OK"));
     assert_eq!(conn.phase(), Phase::Idle);
+    (client, conn)
+}
+
+#[test]
+fn a_request_racing_the_keep_alive_timer_is_served_not_reset() {
+    let mut worker = Worker::new();
+    let (mut client, mut conn) = answered_once(&mut worker);
 
     // The next request is in the socket, unread, when the timer runs out.
     send(&mut client, GET);
@@ -122,13 +128,7 @@ fn a_request_racing_the_keep_alive_timer_is_served_not_reset() {
 #[test]
 fn the_watch_after_an_idle_fin_counts_a_late_request_then_the_peer_close() {
     let mut worker = Worker::new();
-    let (mut client, mut conn) = pair();
-    send(&mut client, GET);
-    assert_eq!(
-        conn.on_ready(Readiness::default(), &mut worker.ctx()),
-        Flow::Open
-    );
-    assert!(read_response(&mut client).starts_with("HTTP/1.1 200 OK"));
+    let (mut client, mut conn) = answered_once(&mut worker);
     assert_eq!(worker.fire_activity(&mut conn), Flow::Open);
     assert_eq!(conn.phase(), Phase::Watching);
 
@@ -158,13 +158,7 @@ fn the_watch_after_an_idle_fin_counts_a_late_request_then_the_peer_close() {
 #[test]
 fn an_idle_close_without_room_for_the_watch_is_at_once() {
     let mut worker = Worker::new();
-    let (mut client, mut conn) = pair();
-    send(&mut client, GET);
-    assert_eq!(
-        conn.on_ready(Readiness::default(), &mut worker.ctx()),
-        Flow::Open
-    );
-    assert!(read_response(&mut client).starts_with("HTTP/1.1 200 OK"));
+    let (_client, mut conn) = answered_once(&mut worker);
     worker.watch_allowed = false;
     assert_eq!(
         worker.fire_activity(&mut conn),
