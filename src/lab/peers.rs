@@ -91,6 +91,9 @@ pub struct PeerStats {
     pub peer_close_delays: LogHistogram,
     /// The latest client idle-close ages, in ms.
     pub client_idle_ages: AgeSamples,
+    /// The youngest idle connection the server closed under this peer, in
+    /// µs: the real idle timeout it met (a `ka=` control may shorten it).
+    pub server_idle_age_min_us: Option<u64>,
 }
 
 impl PeerStats {
@@ -112,8 +115,14 @@ impl PeerStats {
             }
             PeerEvent::IdleClosed {
                 closer: Closer::Server,
-                ..
-            } => self.server_idle_closes += 1,
+                age_us,
+            } => {
+                self.server_idle_closes += 1;
+                self.server_idle_age_min_us = Some(
+                    self.server_idle_age_min_us
+                        .map_or(age_us, |min| min.min(age_us)),
+                );
+            }
             PeerEvent::LateRequest { delay_us } => {
                 self.late_requests += 1;
                 self.late_request_delay_max_us = self.late_request_delay_max_us.max(delay_us);
@@ -135,6 +144,11 @@ impl PeerStats {
             .late_request_delay_max_us
             .max(other.late_request_delay_max_us);
         self.reuses_past_advertised += other.reuses_past_advertised;
+        self.server_idle_age_min_us =
+            match (self.server_idle_age_min_us, other.server_idle_age_min_us) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
         self.reuse_gaps.merge(&other.reuse_gaps);
         self.peer_close_delays.merge(&other.peer_close_delays);
         for &ms in other.client_idle_ages.as_slice() {

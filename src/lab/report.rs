@@ -34,6 +34,17 @@ pub struct ServerIdle {
 }
 
 impl ServerIdle {
+    /// The timeouts as a peer met them: the real idle timeout no longer
+    /// than the youngest idle connection the server closed under it (a
+    /// `ka=` control may have shortened it for that peer's connections).
+    pub fn as_met_by(self, stats: &PeerStats) -> ServerIdle {
+        let met_ms = stats.server_idle_age_min_us.map(|us| us / 1000);
+        ServerIdle {
+            idle_timeout_ms: met_ms.map_or(self.idle_timeout_ms, |ms| ms.min(self.idle_timeout_ms)),
+            ..self
+        }
+    }
+
     /// The longest a pool in front should keep an idle connection: under
     /// both the promise and the real timeout, by a margin of a second (a
     /// quarter of the timeout when that is shorter).
@@ -127,6 +138,7 @@ impl PeersReport {
 impl PeerView {
     fn new(addr: String, seen_ago_s: f64, stats: &PeerStats, server: ServerIdle) -> Self {
         let estimate = estimate_idle_timeout_ms(stats.client_idle_ages.as_slice());
+        let server = server.as_met_by(stats);
         let (verdict, advice) = judge(stats, estimate, server);
         let ms = |us: Option<u64>| us.map(|us| (us as f64 / 100.0).round() / 10.0);
         let gaps = &stats.reuse_gaps;
@@ -327,6 +339,21 @@ mod tests {
         assert_eq!(view.verdict, Verdict::Race);
         assert_eq!(view.late_request_delay_ms.max, Some(12.0));
         assert!(view.advice.contains("1500 ms or less"), "{}", view.advice);
+    }
+
+    #[test]
+    fn advice_follows_the_timeout_the_peer_met_not_the_configured_one() {
+        // A ka=500ms control: the server closed this peer's connections
+        // at 500 ms, though it is configured for 2000.
+        let view = view_of(&[
+            PeerEvent::IdleClosed {
+                closer: Closer::Server,
+                age_us: 501_000,
+            },
+            PeerEvent::LateRequest { delay_us: 40_000 },
+        ]);
+        assert_eq!(view.verdict, Verdict::Race);
+        assert!(view.advice.contains("376 ms or less"), "{}", view.advice);
     }
 
     #[test]
