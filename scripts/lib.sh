@@ -58,12 +58,12 @@ median() { grep -v '^$' | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v
 
 # Starts nginx in directory $1 on 127.0.0.1:$2 with one worker: `/` returns
 # `Hello, World!`; `/bytes/<n>` serves files of n bytes (1024, 16384,
-# 262144) with sendfile. $3: extra `listen` parameters (e.g. `deferred`).
+# 65536, 262144, 1048576) with sendfile. $3: extra `listen` parameters (e.g. `deferred`).
 # Prints the worker's PID.
 start_nginx() {
   local dir=$1 port=$2 listen_options=${3:-} n
   mkdir -p "$dir/logs" "$dir/www"
-  for n in 1024 16384 262144; do head -c "$n" /dev/zero | tr '\0' x >"$dir/www/$n"; done
+  for n in 1024 16384 65536 262144 1048576; do head -c "$n" /dev/zero | tr '\0' x >"$dir/www/$n"; done
   cat >"$dir/nginx.conf" <<CONF
 worker_processes 1;
 worker_rlimit_nofile 20000;

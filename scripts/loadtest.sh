@@ -14,15 +14,15 @@
 # response (no parsing, no timers): what the kernel and an event loop cost
 # alone on this machine. It never closes and answers
 # only hello, so it sits out the Connection: close and size scenarios
-# (as Node and the baseline sit out the deferred one, and the baseline,
-# which has no /bytes route, the size ones).
+# (as Node and the baseline sit out the deferred one; a baseline must
+# serve /bytes for the size ones).
 #
 # Usage: scripts/loadtest.sh [rounds] [duration] [connections]
 #   defaults: 3 rounds, 5s, 100 connections, one worker each (--workers 1,
 #   worker_processes 1, one Node process). Needs wrk (apt-get install wrk;
 #   nginx and node optional). Prints a Markdown table.
 #   Env: SCENARIOS="keepalive close close-deferred pipeline http10 bytes-1k
-#   bytes-16k bytes-256k" to choose; SERVERS="kas nginx node floor" likewise;
+#   bytes-16k bytes-256k" to choose (also bytes-64k, bytes-1m); SERVERS="kas nginx node floor" likewise;
 #   PORT_BASE (default 18460): the servers listen on PORT_BASE..+31.
 #   ACCESS_LOG=1 adds "kaslog": keepalive-server with --access-log to a file
 #   (emptied before each of its runs), to price the access log.
@@ -116,7 +116,7 @@ plays() {
   case $2 in
     close-deferred) [ "$1" = kas ] || [ "$1" = nginx ] ;;
     close) [ "$1" != floor ] ;;
-    bytes-*) [ "$1" != floor ] && [ "$1" != before ] ;;
+    bytes-*) [ "$1" != floor ] ;;
     *) true ;;
   esac
 }
@@ -133,7 +133,9 @@ run() { # server scenario -> "rps p50 p99 cpu_us_per_req errors"
     http10) args=(-s scripts/wrk/http10.lua) ;;
     bytes-1k) path=/bytes/1024 ;;
     bytes-16k) path=/bytes/16384 ;;
+    bytes-64k) path=/bytes/65536 ;;
     bytes-256k) path=/bytes/262144 ;;
+    bytes-1m) path=/bytes/1048576 ;;
   esac
   wrk_run "$pid" -t1 -c"$connections" -d"$duration" --latency "${args[@]}" "http://127.0.0.1:$port$path" "${extra[@]}"
 }

@@ -14,8 +14,8 @@
 //! out). Once a response has begun, nothing can replace it: a body that
 //! turns out malformed ends the connection with the response unfinished,
 //! and a timeout closes it without a 408. A generated body (`/bytes/<n>`)
-//! is written into the output as it drains, never more than
-//! [`OUTPUT_HIGH_WATER`] at a time, whatever n.
+//! is never buffered: the connection writes it from the shared filler
+//! block behind the output ([`Session::filler_due`]), whatever n.
 //!
 //! What is answered is the application's (`app`): once per request head
 //! the session asks it for a [`Plan`], and carries that out here.
@@ -26,9 +26,7 @@ mod body;
 
 use body::BodyTarget;
 
-use crate::app::{
-    BodySource, KeepAliveScratch, Plan, ReplyHead, Request, Terms, filler, read_controls,
-};
+use crate::app::{BodySource, KeepAliveScratch, Plan, ReplyHead, Request, Terms, read_controls};
 use crate::config::Settings;
 use crate::ctx::{Ctx, TimerEvent, loop_ms};
 use crate::http::response::{BodyLength, CONTINUE, Persistence, ResponseHead};
@@ -206,6 +204,33 @@ impl Session {
         matches!(self.exchange, Exchange::Sending { .. })
     }
 
+    /// Bytes of filler still owed to the response being sent, written by
+    /// the connection after the output (see `app::filler`).
+    pub fn filler_due(&self) -> Option<u64> {
+        match self.exchange {
+            Exchange::Sending { remaining, .. } => Some(remaining),
+            _ => None,
+        }
+    }
+
+    /// `n` bytes of the owed filler went out.
+    pub fn filler_sent(&mut self, n: u64) {
+        if let Exchange::Sending {
+            remaining,
+            persistence,
+        } = self.exchange
+        {
+            let remaining = remaining.saturating_sub(n);
+            self.exchange = match remaining {
+                0 => self.after_response(persistence),
+                _ => Exchange::Sending {
+                    remaining,
+                    persistence,
+                },
+            };
+        }
+    }
+
     pub fn is_delayed(&self) -> bool {
         matches!(self.exchange, Exchange::Delayed { .. })
     }
@@ -268,23 +293,10 @@ impl Session {
     /// needed, a response must wait, or output backs up.
     pub fn process(&mut self, buffers: &mut Buffers, ctx: &mut Ctx<'_>) {
         loop {
-            if let Exchange::Sending {
-                remaining,
-                persistence,
-            } = self.exchange
-            {
-                let output = &mut buffers.output.buf;
-                let remaining = filler::generate(remaining, output, OUTPUT_HIGH_WATER);
-                self.exchange = match remaining {
-                    0 => self.after_response(persistence),
-                    _ => Exchange::Sending {
-                        remaining,
-                        persistence,
-                    },
-                };
-                if remaining > 0 {
-                    return;
-                }
+            // A generated body goes from the connection's writes
+            // ([`Session::filler_due`]); what follows it waits.
+            if self.is_generating() {
+                return;
             }
             if buffers.output.pending() >= OUTPUT_HIGH_WATER || buffers.input.is_empty() {
                 return;

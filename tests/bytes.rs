@@ -103,8 +103,10 @@ fn a_generated_body_never_outgrows_the_output_bound() {
     let mut rounds = 0;
     loop {
         driver.process_once();
+        // Only the head is ever queued: the body is written from the
+        // shared filler block, never copied into the output.
         let pending = driver.buffers.output.pending();
-        assert!(pending <= OUTPUT_HIGH_WATER, "{pending} bytes queued");
+        assert!(pending < 1024, "{pending} bytes queued");
         assert!(driver.buffers.output.buf.capacity() <= 2 * OUTPUT_HIGH_WATER);
         driver.drain();
         rounds += 1;
@@ -120,5 +122,8 @@ fn a_generated_body_never_outgrows_the_output_bound() {
         + 4;
     assert_eq!(driver.wire.len() - head_end, n);
     assert!(driver.wire[head_end..] == filler(n)[..]);
-    assert!(rounds >= n / OUTPUT_HIGH_WATER, "{rounds} rounds");
+    assert!(
+        rounds >= n / (256 << 10),
+        "{rounds} rounds: 256 KiB a write at most"
+    );
 }

@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use keepalive_server::Config;
 use keepalive_server::Settings;
+use keepalive_server::app::filler;
 use keepalive_server::config::AccessLogTarget;
 use keepalive_server::ctx::{Ctx, Resources};
 use keepalive_server::pool::Buffers;
@@ -174,10 +175,22 @@ impl Harness {
     }
 
     fn drain(&mut self, n: usize) {
-        let n = n.min(self.buffers.output.pending());
+        let from_output = n.min(self.buffers.output.pending());
         self.wire
-            .extend_from_slice(&self.buffers.output.unsent()[..n]);
-        self.buffers.output.advance(n);
+            .extend_from_slice(&self.buffers.output.unsent()[..from_output]);
+        self.buffers.output.advance(from_output);
+        // A generated body follows the output, as the connection writes it.
+        if let (Some(remaining), 0) = (self.session.filler_due(), self.buffers.output.pending()) {
+            let mut iov = [std::io::IoSlice::new(&[]); filler::MAX_SLICES];
+            let slices = filler::slices(remaining, &mut iov);
+            let mut left = n - from_output;
+            for slice in &iov[..slices] {
+                let take = slice.len().min(left);
+                self.wire.extend_from_slice(&slice[..take]);
+                self.session.filler_sent(take as u64);
+                left -= take;
+            }
+        }
     }
 
     fn act(&mut self, action: u8) {

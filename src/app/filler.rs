@@ -1,11 +1,12 @@
 //! The filler `/bytes/<n>` answers with: lines of `abc…xyzabc…k\n`,
-//! generated into the output as it drains, so a body of any size costs no
-//! more memory than the output's high-water mark.
+//! written straight from one static block (a vectored write of slices of
+//! it, as the socket takes them), so a body of any size costs no memory
+//! and no copy per response.
 
 /// One line of filler, repeated.
 const FILLER_LINE: usize = 64;
-/// Filler written per copy: a whole output high-water mark (32 KiB) from
-/// any offset in a line, in one copy.
+/// Filler per slice: 32 KiB, a whole number of lines, from any offset in
+/// a line.
 const FILLER_BLOCK: usize = 32 * 1024;
 /// Filler lines, enough for [`FILLER_BLOCK`] from any offset in a line.
 static FILLER: [u8; FILLER_BLOCK + FILLER_LINE] = filler();
@@ -25,49 +26,65 @@ const fn filler() -> [u8; FILLER_BLOCK + FILLER_LINE] {
     bytes
 }
 
-/// Appends filler to `out` until it holds `high_water` bytes, continuing
-/// a body of which `remaining` bytes are still owed; returns what is still
-/// owed. The filler is the same for every body, so where a body stands in
-/// its line follows from how much of it is left: the body ends on a full
-/// line.
-pub fn generate(mut remaining: u64, out: &mut Vec<u8>, high_water: usize) -> u64 {
-    let room = high_water.saturating_sub(out.len()) as u64;
-    let mut take = remaining.min(room) as usize;
-    while take > 0 {
-        let part = take.min(FILLER_BLOCK);
-        let start = (FILLER_LINE - (remaining % FILLER_LINE as u64) as usize) % FILLER_LINE;
-        out.extend_from_slice(&FILLER[start..start + part]);
-        remaining -= part as u64;
-        take -= part;
+/// The most filler handed to one write: eight blocks (256 KiB).
+pub const MAX_SLICES: usize = 8;
+
+/// Fills `out` with slices of the one shared filler block that continue a
+/// body of which `remaining` bytes are still owed, up to [`MAX_SLICES`]
+/// blocks; returns how many slices it filled. Nothing is copied: every
+/// slice points into the same static block. The filler is the same for
+/// every body, so where a body stands in its line follows from how much of
+/// it is left: the body ends on a full line, and every block but the last
+/// is a whole number of lines, so each slice starts where the last ended.
+pub fn slices<'a>(remaining: u64, out: &mut [std::io::IoSlice<'a>]) -> usize {
+    let start = (FILLER_LINE - (remaining % FILLER_LINE as u64) as usize) % FILLER_LINE;
+    let mut left = remaining;
+    let mut filled = 0;
+    while left > 0 && filled < out.len().min(MAX_SLICES) {
+        let part = left.min(FILLER_BLOCK as u64) as usize;
+        out[filled] = std::io::IoSlice::new(&FILLER[start..start + part]);
+        left -= part as u64;
+        filled += 1;
     }
-    remaining
+    filled
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::IoSlice;
 
-    /// The body of `n` bytes, generated with at most `high_water` queued.
-    fn body(n: u64, high_water: usize) -> Vec<u8> {
+    /// The body of `n` bytes, taken `take` bytes at a time (as a socket
+    /// that accepts only so much per write would).
+    fn body(n: u64, take: usize) -> Vec<u8> {
         let mut all = Vec::new();
-        let mut out = Vec::new();
         let mut remaining = n;
         while remaining > 0 {
-            remaining = generate(remaining, &mut out, high_water);
-            assert!(out.len() <= high_water);
-            all.append(&mut out);
+            let mut iov = [IoSlice::new(&[]); MAX_SLICES];
+            let filled = slices(remaining, &mut iov);
+            let bytes: Vec<u8> = iov[..filled]
+                .iter()
+                .flat_map(|s| s.iter().copied())
+                .collect();
+            assert!(bytes.len() as u64 <= remaining);
+            let taken = bytes.len().min(take);
+            all.extend_from_slice(&bytes[..taken]);
+            remaining -= taken as u64;
         }
         all
     }
 
     #[test]
     fn a_body_ends_on_a_full_line_however_it_is_cut() {
-        let whole = body(1000, 1 << 20);
+        let whole = body(1000, usize::MAX);
         assert_eq!(whole.len(), 1000);
         assert!(
             whole.ends_with(b"abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijk\n")
         );
         assert_eq!(body(1000, 7), whole);
-        assert_eq!(body(100_000, 3 * FILLER_BLOCK + 5), body(100_000, 1000));
+        let big = body(1_000_000, usize::MAX);
+        assert_eq!(big.len(), 1_000_000);
+        assert_eq!(body(1_000_000, 3 * FILLER_BLOCK + 5), big);
+        assert_eq!(body(100_000, 1000), body(100_000, 99_999));
     }
 }

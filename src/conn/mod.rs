@@ -35,12 +35,13 @@
 //! and a request that arrives and is answered within one turn costs one
 //! timer refresh and nothing else.
 
-use std::io::{self, Read, Write};
+use std::io::{self, IoSlice, Read, Write};
 use std::net::Shutdown;
 
 use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
 
+use crate::app::filler;
 use crate::config::Settings;
 use crate::ctx::{ConnLabel, Ctx, Slot};
 use crate::lab::controls::IdleClose;
@@ -52,10 +53,10 @@ use crate::timers::TimerId;
 
 /// Reads per readiness event before yielding to other connections.
 const READ_BUDGET: u32 = 16;
-/// Output refills of a generated body per pass before yielding, as
-/// READ_BUDGET does for reads: a fast reader of a large `/bytes` answer
-/// cannot hold the worker for the whole body (16 × 32 KiB per turn).
-const GENERATE_BUDGET: u32 = 16;
+/// Writes of a generated body per pass before yielding, as READ_BUDGET
+/// does for reads: a fast reader of a large `/bytes` answer cannot hold
+/// the worker for the whole body (2 × 256 KiB per turn).
+const GENERATE_BUDGET: u32 = 2;
 /// A lingering connection closes after this long without input (nginx's
 /// `lingering_timeout`): a client that has stopped sending will send nothing
 /// that could turn the close into a reset.
@@ -96,6 +97,8 @@ enum Flushed {
     All { wrote: bool },
     /// The socket took what it could; a writable edge will come.
     Blocked,
+    /// A generated body's write budget is spent: go on next turn.
+    Yielded,
 }
 
 /// Outcome of one read.
@@ -233,10 +236,11 @@ impl Conn {
         Progress {
             served: self.session.served() - streaming,
             busy: matches!(phase, Phase::Head | Phase::Body | Phase::Delayed { .. }),
-            writing: self
-                .buffers
-                .as_ref()
-                .is_some_and(|b| b.output.pending() > 0),
+            writing: self.session.is_generating()
+                || self
+                    .buffers
+                    .as_ref()
+                    .is_some_and(|b| b.output.pending() > 0),
         }
     }
 
@@ -381,7 +385,6 @@ impl Conn {
     fn drive(&mut self, ctx: &mut Ctx<'_>) -> Flow {
         self.wants_more = false;
         let mut reads = 0;
-        let mut refills = 0;
         let mut drained = false;
         loop {
             if let Some(buffers) = self.buffers.as_deref_mut() {
@@ -395,21 +398,19 @@ impl Conn {
                 && self.lingered == 0
                 && closes_when_flushed(&self.session)
                 && !self.session.aborts();
+            let generated = self.session.is_generating();
             let wrote = match self.flush(closes_next) {
                 Ok(Flushed::All { wrote }) => wrote,
                 Ok(Flushed::Blocked) => return Flow::Open,
-                Err(_) => return Flow::Close(CloseCause::Reset),
-            };
-            if self.session.is_generating() {
-                // A generated body continues in the room just made. Its
-                // writes follow one another: without Nagle, its last short
-                // segment need not wait for the previous one's ACK.
-                self.disable_nagle();
-                refills += 1;
-                if refills == GENERATE_BUDGET {
+                Ok(Flushed::Yielded) => {
                     self.wants_more = true;
                     return Flow::Open;
                 }
+                Err(_) => return Flow::Close(CloseCause::Reset),
+            };
+            if generated {
+                // The generated body is out: requests buffered behind it
+                // are processed now.
                 continue;
             }
             // The output is flushed: every response queued so far is sent.
@@ -541,13 +542,38 @@ impl Conn {
     /// writes then go with MSG_MORE, so the kernel holds the last segment
     /// back and the close sends the FIN in it: one segment (and one ACK)
     /// fewer per one-request connection. The close pushes whatever is held.
+    ///
+    /// A generated body owed behind the output goes in the same writes, as
+    /// slices of the shared filler block after what the output holds (one
+    /// `writev`, no copy), at most [`GENERATE_BUDGET`] of them per pass.
     fn flush(&mut self, closes_next: bool) -> io::Result<Flushed> {
         let mut wrote = false;
+        let mut filler_writes = 0;
         let Some(buffers) = self.buffers.as_deref_mut() else {
             return Ok(Flushed::All { wrote });
         };
-        while buffers.output.pending() > 0 {
-            let sent = if closes_next {
+        loop {
+            let pending = buffers.output.pending();
+            let filler_due = self.session.filler_due();
+            if pending == 0 && filler_due.is_none() {
+                return Ok(Flushed::All { wrote });
+            }
+            let sent = if let Some(remaining) = filler_due {
+                if filler_writes == GENERATE_BUDGET {
+                    return Ok(Flushed::Yielded);
+                }
+                filler_writes += 1;
+                // Its writes follow one another: without Nagle, the last
+                // short segment need not wait for the previous one's ACK.
+                if !self.nodelay {
+                    self.nodelay = true;
+                    let _ = self.stream.set_nodelay(true);
+                }
+                let mut iov = [IoSlice::new(&[]); 1 + filler::MAX_SLICES];
+                iov[0] = IoSlice::new(buffers.output.unsent());
+                let slices = filler::slices(remaining, &mut iov[1..]);
+                self.stream.write_vectored(&iov[..1 + slices])
+            } else if closes_next {
                 socket2::SockRef::from(&self.stream)
                     .send_with_flags(buffers.output.unsent(), libc::MSG_MORE | libc::MSG_NOSIGNAL)
             } else {
@@ -556,7 +582,11 @@ impl Conn {
             match sent {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => {
-                    buffers.output.advance(n);
+                    let from_output = n.min(pending);
+                    buffers.output.advance(from_output);
+                    if n > from_output {
+                        self.session.filler_sent((n - from_output) as u64);
+                    }
                     self.moved = true;
                     wrote = true;
                 }
@@ -569,7 +599,6 @@ impl Conn {
                 Err(e) => return Err(e),
             }
         }
-        Ok(Flushed::All { wrote })
     }
 }
 

@@ -9,6 +9,7 @@
 use std::time::{Duration, UNIX_EPOCH};
 
 use keepalive_server::Settings;
+use keepalive_server::app::filler;
 use keepalive_server::ctx::{Ctx, Resources};
 use keepalive_server::pool::Buffers;
 use keepalive_server::session::Session;
@@ -54,11 +55,22 @@ impl Driver {
         f(&mut self.session, &mut self.buffers, &mut ctx)
     }
 
-    /// Sends all pending output into `wire`.
+    /// Sends all pending output into `wire`, then what the connection
+    /// would write of a generated body behind it (one vectored write's
+    /// worth).
     pub fn drain(&mut self) {
         let output = &mut self.buffers.output;
         self.wire.extend_from_slice(output.unsent());
         output.advance(output.pending());
+        if let Some(remaining) = self.session.filler_due() {
+            let mut iov = [std::io::IoSlice::new(&[]); filler::MAX_SLICES];
+            let slices = filler::slices(remaining, &mut iov);
+            let before = self.wire.len();
+            for slice in &iov[..slices] {
+                self.wire.extend_from_slice(slice);
+            }
+            self.session.filler_sent((self.wire.len() - before) as u64);
+        }
     }
 
     /// Processes what is buffered, answers delays, drains the output (and
