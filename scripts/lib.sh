@@ -48,7 +48,7 @@ wrk_run() {
   p99=$(to_ms "$(awk '$1 == "99%" {print $2}' <<<"$out")")
   awk -v v="$p99" 'BEGIN { exit !(v + 0 == 0) }' && p99=n/a
   errors=$(awk '/Socket errors/ {gsub(",", ""); print $4 + $6 + $8 + $10; found=1} END {if (!found) print 0}' <<<"$out")
-  non2xx=$(awk '/Non-2xx/ {print $4}' <<<"$out")
+  non2xx=$(awk '/Non-2xx/ {print $NF}' <<<"$out")
   awk -v r="${requests:-0}" -v b="$before" -v a="$after" -v rps="${rps:-0}" -v p50="$p50" -v p99="$p99" -v e="$errors" -v n="${non2xx:-0}" -v s="$switches" -v c="${client:-0}" \
     'BEGIN { printf "%s %s %s %.3f %s %.3f %s\n", rps, p50, p99, r ? (a - b) / 1000 / r : 0, e + n, r ? s / r : 0, c }'
 }
@@ -64,6 +64,8 @@ start_nginx() {
   local dir=$1 port=$2 listen_options=${3:-} n
   mkdir -p "$dir/logs" "$dir/www"
   for n in 1024 16384 65536 262144 1048576; do head -c "$n" /dev/zero | tr '\0' x >"$dir/www/$n"; done
+  # nginx's worker runs as an unprivileged user (mktemp -d makes 0700).
+  chmod -R a+rX "$dir"
   cat >"$dir/nginx.conf" <<CONF
 worker_processes 1;
 worker_rlimit_nofile 20000;
