@@ -9,9 +9,11 @@
 //! (the README shows it).
 //!
 //! `.ci/run` installs chromium, node and the script's npm packages when
-//! missing; where they cannot be installed this test says so and skips.
+//! missing; where they cannot be, this test fails under `CI=true` and
+//! otherwise says it skipped (tests/skip).
 
 mod common_ops;
+mod skip;
 
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
@@ -46,7 +48,7 @@ fn missing_tools() -> Option<String> {
 #[test]
 fn the_dashboard_shows_idle_connections_in_the_keep_alive_list() {
     if let Some(missing) = missing_tools() {
-        eprintln!("SKIPPED the browser test: {missing}");
+        skip::because(&missing);
         return;
     }
     let mut config = Config::with_listen("127.0.0.1:0".parse().unwrap());
