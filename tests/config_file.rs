@@ -313,3 +313,39 @@ fn check_exits_2_on_any_error() {
     let stderr = refuses(env);
     assert!(stderr.contains("KAS_WORKERS"), "{stderr}");
 }
+
+#[test]
+fn admin_off_switches_off_an_admin_address_from_the_file() {
+    let file = TempFile::new("server.toml", "admin = \"127.0.0.1:9901\"\n");
+    let admin_line = |cmd: Command| {
+        let (status, stdout, stderr) = run_to_exit(cmd, EXIT_WITHIN);
+        assert!(status.success(), "status {status}: {stderr}");
+        stdout
+            .lines()
+            .find(|l| l.contains("admin"))
+            .unwrap_or_else(|| panic!("no admin line in:\n{stdout}"))
+            .to_owned()
+    };
+    let from_file = admin_line(command(&["--check", "--config", file.arg()]));
+    assert!(from_file.contains("9901"), "{from_file}");
+    let flag = admin_line(command(&[
+        "--check",
+        "--config",
+        file.arg(),
+        "--admin",
+        "off",
+    ]));
+    assert!(flag.contains("off") && !flag.contains("9901"), "{flag}");
+    let mut env = command(&["--check", "--config", file.arg()]);
+    env.env("KAS_ADMIN", "off");
+    let env = admin_line(env);
+    assert!(env.contains("off") && !env.contains("9901"), "{env}");
+    let off_in_file = TempFile::new("off.toml", "admin = \"off\"\n");
+    let in_file = admin_line(command(&["--check", "--config", off_in_file.arg()]));
+    assert!(in_file.contains("off"), "{in_file}");
+    let stderr = refuses(command(&["--check", "--admin", "of"]));
+    assert!(
+        stderr.contains("--admin") && stderr.contains("or off"),
+        "{stderr}"
+    );
+}

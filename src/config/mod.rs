@@ -21,7 +21,8 @@ pub use effective::Change;
 pub use load::{MAX_CONFIG_FILE, Origin, Origins, read_config_file};
 pub use values::{AccessLogTarget, format_duration, format_size, parse_duration, parse_size};
 use values::{
-    parse_access_log, parse_bool, parse_count, parse_header_size, parse_listen, parse_workers,
+    AdminAddr, parse_access_log, parse_admin, parse_bool, parse_count, parse_header_size,
+    parse_listen, parse_workers,
 };
 
 const AFTER_HELP: &str = "\
@@ -113,9 +114,9 @@ pub struct Config {
     #[arg(long, env = "KAS_SHUTDOWN_TIMEOUT", value_name = "DURATION", default_value = "30s", value_parser = parse_duration, allow_hyphen_values = true)]
     pub shutdown_timeout: Duration,
 
-    /// Serve /metrics, /timers and /healthz on this address (off unless set).
-    #[arg(long, env = "KAS_ADMIN", value_name = "ADDR", value_parser = parse_listen, allow_hyphen_values = true)]
-    pub admin: Option<SocketAddr>,
+    /// Serve the dashboard (/, fed by /events; /peers for the lab), /metrics, /timers and /healthz on this address, or off.
+    #[arg(long, env = "KAS_ADMIN", value_name = "ADDR", default_value = "off", value_parser = parse_admin, allow_hyphen_values = true)]
+    pub admin: AdminAddr,
 
     /// Access log (nginx combined format, then request time and connection id): a file, - for stdout, or off.
     #[arg(long, env = "KAS_ACCESS_LOG", value_name = "PATH", default_value = "off", value_parser = parse_access_log, allow_hyphen_values = true)]

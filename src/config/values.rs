@@ -196,6 +196,22 @@ pub fn parse_listen(text: &str) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("'{host}' resolves to no address"))
 }
 
+/// The admin address: `off` for none (the default, and how a flag or
+/// variable switches off an address set in the file), else as
+/// [`parse_listen`].
+pub fn parse_admin(text: &str) -> Result<AdminAddr, String> {
+    if text.trim().eq_ignore_ascii_case("off") {
+        return Ok(None);
+    }
+    parse_listen(text)
+        .map(Some)
+        .map_err(|e| format!("{e}, or off"))
+}
+
+/// Where the admin endpoints listen, `None` for off. An alias, so clap
+/// takes `off` as a value rather than treating the option as optional.
+pub type AdminAddr = Option<SocketAddr>;
+
 fn parse_port(port: &str, whole: &str) -> Result<u16, String> {
     port.parse()
         .map_err(|_| format!("'{whole}': '{port}' is not a port (0 to 65535)"))
@@ -353,6 +369,16 @@ mod tests {
         assert!(parse_listen(":99999").unwrap_err().contains("not a port"));
         assert!(parse_listen("::1:80").unwrap_err().contains("brackets"));
         assert!(parse_listen("300.1.1.1:80").is_err());
+    }
+
+    #[test]
+    fn admin_takes_an_address_or_off() {
+        assert_eq!(parse_admin("off"), Ok(None));
+        assert_eq!(
+            parse_admin("127.0.0.1:9901"),
+            Ok(Some("127.0.0.1:9901".parse().unwrap()))
+        );
+        assert!(parse_admin("of").unwrap_err().ends_with("or off"));
     }
 
     #[test]
