@@ -38,8 +38,8 @@ fn run(config: Config, args: Vec<OsString>) -> Result<(), String> {
     let signals = Signals::new([SIGINT, SIGTERM, SIGHUP, SIGUSR1])
         .map_err(|e| format!("cannot install signal handlers: {e}"))?;
     let settings = config.settings();
-    let server = Server::bind(settings.clone())
-        .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+    // The error names what failed: the listen address or the access log.
+    let server = Server::bind(settings.clone()).map_err(|e| e.to_string())?;
     let handle = server
         .start()
         .map_err(|e| format!("cannot start workers: {e}"))?;

@@ -464,3 +464,23 @@ fn colour_on_a_terminal_unless_no_color_is_set() {
     let empty = on_a_terminal(Some("")).unwrap();
     assert!(empty.contains("\u{1b}["), "{empty:?}");
 }
+
+#[test]
+fn an_access_log_that_cannot_be_opened_is_named_at_start() {
+    // /proc exists, so --check passes it, but nothing can be created there.
+    let (status, _, stderr) = run_to_exit(
+        command(&[
+            "--listen",
+            "127.0.0.1:0",
+            "--access-log",
+            "/proc/kas-access.log",
+        ]),
+        Duration::from_secs(20),
+    );
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("cannot open access log /proc/kas-access.log")
+            && !stderr.contains("cannot listen"),
+        "{stderr}"
+    );
+}

@@ -349,3 +349,43 @@ fn admin_off_switches_off_an_admin_address_from_the_file() {
         "{stderr}"
     );
 }
+
+#[test]
+fn check_refuses_what_would_fail_at_start() {
+    let stderr = refuses(command(&[
+        "--check",
+        "--listen",
+        "127.0.0.1:8080",
+        "--admin",
+        "127.0.0.1:8080",
+    ]));
+    assert!(
+        stderr.contains("--admin") && stderr.contains("--listen"),
+        "{stderr}"
+    );
+    let file = TempFile::new("server.toml", "admin = \"8080\"\n");
+    let stderr = refuses(command(&[
+        "--check",
+        "--config",
+        file.arg(),
+        "--listen",
+        "8080",
+    ]));
+    assert!(stderr.contains("`admin` in the config file"), "{stderr}");
+    let dir = std::env::temp_dir();
+    let stderr = refuses(command(&["--check", "--access-log", dir.to_str().unwrap()]));
+    assert!(
+        stderr.contains("--access-log") && stderr.contains("is a directory"),
+        "{stderr}"
+    );
+    let missing = dir
+        .join(format!("kas-missing-{}", std::process::id()))
+        .join("access.log");
+    let mut env = command(&["--check"]);
+    env.env("KAS_ACCESS_LOG", &missing);
+    let stderr = refuses(env);
+    assert!(
+        stderr.contains("KAS_ACCESS_LOG") && stderr.contains("does not exist"),
+        "{stderr}"
+    );
+}

@@ -1,10 +1,12 @@
 //! Configuration: every flag, its `KAS_*` environment variable, its key in
 //! the `--config` TOML file and its default ([`Config`]); where values come
 //! from and in what precedence (`load`: flag > environment > file >
-//! default); how values are written ([`values`]); the effective listing
+//! default); how values are written ([`values`]); clashes between them
+//! (`consistency`); the effective listing
 //! `--check` prints (`effective`). [`Config::settings`] turns the result
 //! into the whole-millisecond [`Settings`] workers run on.
 
+mod consistency;
 mod effective;
 mod load;
 pub mod values;
