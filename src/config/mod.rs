@@ -112,7 +112,7 @@ pub struct Config {
     #[arg(long, env = "KAS_DEFER_ACCEPT")]
     pub defer_accept: bool,
 
-    /// On SIGINT/SIGTERM, how long in-flight requests may take before they are cut.
+    /// On SIGINT/SIGTERM, how long in-flight requests may take before they are cut; 0 waits as long as they take.
     #[arg(long, env = "KAS_SHUTDOWN_TIMEOUT", value_name = "DURATION", default_value = "30s", value_parser = parse_duration, allow_hyphen_values = true)]
     pub shutdown_timeout: Duration,
 
@@ -157,7 +157,9 @@ pub struct Settings {
     pub max_connections: usize,
     /// Listeners defer accept until data arrives; accepted sockets are read at once.
     pub defer_accept: bool,
-    pub shutdown_ms: u64,
+    /// How long a graceful shutdown waits for ref'd work; `None` waits as
+    /// long as it takes.
+    pub shutdown_ms: Option<u64>,
     /// Where the access log goes (`Off`: no access log).
     pub access_log: AccessLogTarget,
     /// What a persistent response says, built once, without the final CRLF
@@ -203,7 +205,7 @@ impl Config {
             max_body_size: self.max_body_size,
             max_connections: self.max_connections,
             defer_accept: self.defer_accept,
-            shutdown_ms: whole_ms(self.shutdown_timeout),
+            shutdown_ms: enabled_ms(self.shutdown_timeout),
             access_log: self.access_log.clone(),
             keep_alive_header,
             test_controls: self.test_controls,
@@ -313,7 +315,9 @@ mod tests {
         let mut config = Config::with_listen("127.0.0.1:0".parse().unwrap());
         config.timeout = Duration::ZERO;
         config.keep_alive_timeout = Duration::ZERO;
+        config.shutdown_timeout = Duration::ZERO;
         let settings = config.settings();
+        assert_eq!(settings.shutdown_ms, None);
         assert_eq!(settings.inactivity_ms, None);
         assert_eq!(settings.keep_alive_advertised_secs, None);
         assert!(settings.keep_alive_header.is_empty());
