@@ -19,6 +19,9 @@ fn main() -> ExitCode {
     }
     let config = Config::load_from(&args).unwrap_or_else(|e| e.exit());
     if config.check {
+        for warning in config.warnings() {
+            eprintln!("warning: {warning}");
+        }
         print!("{}", config.check_report());
         return ExitCode::SUCCESS;
     }
@@ -51,6 +54,10 @@ fn run(config: Config, args: Vec<OsString>) -> Result<(), String> {
         }
         None => None,
     };
+    // Before the startup line, which tells a reader the server is up.
+    for warning in config.warnings() {
+        tracing::warn!("{warning}");
+    }
     let listen = handle.local_addr();
     let every_interface = if listen.ip().is_unspecified() {
         " (every interface)"

@@ -389,3 +389,26 @@ fn check_refuses_what_would_fail_at_start() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_sub_second_keep_alive_timeout_says_it_advertises_timeout_0() {
+    let (status, _, stderr) = run_to_exit(
+        command(&["--check", "--keep-alive-timeout", "500ms"]),
+        EXIT_WITHIN,
+    );
+    assert!(status.success(), "status {status}: {stderr}");
+    assert!(
+        stderr.contains("warning:") && stderr.contains("Keep-Alive: timeout=0"),
+        "{stderr}"
+    );
+    let mut running = command(&["--keep-alive-timeout", "500ms"]);
+    running.args(["--listen", "127.0.0.1:0", "--workers", "1"]);
+    let server = Running::start(running);
+    let header = Client::connect(server.addr)
+        .request("/")
+        .header("keep-alive")
+        .map(str::to_owned);
+    assert_eq!(header.as_deref(), Some("timeout=0"));
+    let log = server.log().join("\n");
+    assert!(log.contains("Keep-Alive: timeout=0"), "{log}");
+}

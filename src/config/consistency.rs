@@ -28,6 +28,28 @@ pub(super) fn check(config: &Config) -> Result<(), String> {
     Ok(())
 }
 
+/// What a valid configuration does that its author may not expect: a
+/// keep-alive timeout below a second is advertised as `timeout=0`, and a
+/// fractional one rounded down (Keep-Alive counts whole seconds).
+pub(super) fn warnings(config: &Config) -> Vec<String> {
+    let timeout = config.keep_alive_timeout;
+    let mut warnings = Vec::new();
+    if !timeout.is_zero() && timeout.subsec_nanos() != 0 {
+        let secs = timeout.as_secs();
+        let but = if secs == 0 {
+            "; clients that take 0 as \"do not reuse\" will not reuse connections"
+        } else {
+            ""
+        };
+        warnings.push(format!(
+            "{} {}: responses advertise `Keep-Alive: timeout={secs}` (whole seconds, rounded down){but}",
+            named(config, "keep_alive_timeout"),
+            super::format_duration(timeout),
+        ));
+    }
+    warnings
+}
+
 /// Whether binding both would collide: one port (not 0, which picks a
 /// free one each time) on one address, or on every address.
 fn same_socket(a: SocketAddr, b: SocketAddr) -> bool {
@@ -69,6 +91,18 @@ fn named(config: &Config, key: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fractional_keep_alive_timeout_warns_what_is_advertised() {
+        let mut config = Config::with_listen("127.0.0.1:0".parse().unwrap());
+        assert!(warnings(&config).is_empty(), "the default is whole seconds");
+        config.keep_alive_timeout = std::time::Duration::from_millis(500);
+        let warned = warnings(&config).join("\n");
+        assert!(warned.contains("--keep-alive-timeout 500ms"), "{warned}");
+        assert!(warned.contains("Keep-Alive: timeout=0"), "{warned}");
+        config.keep_alive_timeout = std::time::Duration::from_millis(1500);
+        assert!(warnings(&config)[0].contains("timeout=1`"));
+    }
 
     #[test]
     fn an_admin_port_clashes_on_the_same_or_every_address_but_not_port_0() {

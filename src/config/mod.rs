@@ -224,6 +224,12 @@ impl Config {
         load::load(args.into_iter().map(Into::into).collect())
     }
 
+    /// What this valid configuration does that its author may not expect,
+    /// one sentence each: `--check` and the startup print them as warnings.
+    pub fn warnings(&self) -> Vec<String> {
+        consistency::warnings(self)
+    }
+
     /// A configuration with every default (the environment ignored),
     /// listening on `listen`: for tests and embedding.
     pub fn with_listen(listen: SocketAddr) -> Self {
