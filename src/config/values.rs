@@ -34,8 +34,18 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             "'{text}' has no unit (write {text}s for seconds or {text}ms for milliseconds)"
         ));
     }
-    let duration = humantime::parse_duration(text)
-        .map_err(|e| format!("'{text}' is not a duration: {e} (expected e.g. 150ms, 5s or 2m)"))?;
+    let duration = humantime::parse_duration(text).map_err(|e| {
+        let accepted = "write a number and a unit, e.g. 150ms, 5s, 2m or 1m5s (0 disables)";
+        match e {
+            humantime::DurationError::UnknownUnit { unit, .. } => {
+                format!("'{text}': unknown unit '{unit}'; {accepted}")
+            }
+            humantime::DurationError::NumberOverflow => {
+                format!("'{text}' is over a year, the longest supported")
+            }
+            _ => format!("'{text}' is not a duration; {accepted}"),
+        }
+    })?;
     if duration > MAX_DURATION {
         return Err(format!("'{text}' is over a year, the longest supported"));
     }
@@ -305,6 +315,18 @@ mod tests {
         assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
         assert_eq!(parse_duration("1m5s"), Ok(Duration::from_secs(65)));
         assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        for bad in ["soon", "5 s s", "ms", "s5"] {
+            let error = parse_duration(bad).unwrap_err();
+            assert!(
+                error.contains("150ms, 5s, 2m or 1m5s (0 disables)") && !error.contains(" at "),
+                "{error}"
+            );
+        }
+        assert!(
+            parse_duration("5x")
+                .unwrap_err()
+                .contains("unknown unit 'x'")
+        );
         assert!(parse_duration("soon").unwrap_err().contains("soon"));
         assert!(parse_duration("-1s").unwrap_err().contains("negative"));
         assert!(parse_duration("5").unwrap_err().contains("5s"));
