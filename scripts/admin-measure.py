@@ -15,6 +15,8 @@ during the run, admin on) and reports:
    viewer open vs none, in alternating rounds; medians and their ratio.
 
 Usage: scripts/admin-measure.py [--connections 10000] [--seconds 10] [--workers 2] [--wrk ROUNDS]
+Environment: HOST (127.0.0.1), PORT_BASE (18580): the servers listen on
+PORT_BASE and PORT_BASE+1, their admin endpoints on PORT_BASE+10 and +11.
 """
 import argparse
 import json
@@ -28,15 +30,17 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(ROOT, "target/release/keepalive-server")
+HOST = os.environ.get("HOST", "127.0.0.1")
+PORT_BASE = int(os.environ.get("PORT_BASE", "18580"))
 
 
 def start_server(port, admin, workers):
-    args = [BIN, "--listen", f"127.0.0.1:{port}", "--admin", f"127.0.0.1:{admin}",
+    args = [BIN, "--listen", f"{HOST}:{port}", "--admin", f"{HOST}:{admin}",
             "--workers", str(workers), "--keep-alive-timeout", "600s"]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(200):
         try:
-            socket.create_connection(("127.0.0.1", admin), timeout=1).close()
+            socket.create_connection((HOST, admin), timeout=1).close()
             return proc
         except OSError:
             time.sleep(0.05)
@@ -45,7 +49,7 @@ def start_server(port, admin, workers):
 
 
 def http_get(port, path):
-    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s = socket.create_connection((HOST, port), timeout=10)
     s.sendall(f"GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n".encode())
     data = b""
     while True:
@@ -95,7 +99,7 @@ class Viewer:
     """One dashboard viewer: reads /events until stopped."""
 
     def __init__(self, admin):
-        self.sock = socket.create_connection(("127.0.0.1", admin), timeout=10)
+        self.sock = socket.create_connection((HOST, admin), timeout=10)
         self.sock.sendall(b"GET /events HTTP/1.1\r\nHost: t\r\n\r\n")
         self.frames = 0
         self.running = True
@@ -120,7 +124,7 @@ class Viewer:
 def idle_connections(port, n):
     conns = []
     for i in range(n):
-        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        s = socket.create_connection((HOST, port), timeout=10)
         s.sendall(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
         got = b""
         while b"Hello, World!" not in got:
@@ -142,10 +146,10 @@ def main():
     parser.add_argument("--wrk", type=int, default=0, help="rounds of the wrk comparison (0: skip)")
     opts = parser.parse_args()
     subprocess.run(["cargo", "build", "--release", "--quiet", "--bin", "keepalive-server"], cwd=ROOT, check=True)
-    port, admin = 18580, 18590
+    port, admin = PORT_BASE, PORT_BASE + 10
     proc = start_server(port, admin, opts.workers)
     try:
-        idle_admin = [socket.create_connection(("127.0.0.1", admin)) for _ in range(100)]
+        idle_admin = [socket.create_connection((HOST, admin)) for _ in range(100)]
         time.sleep(0.2)
         took = []
         for _ in range(200):
@@ -193,7 +197,7 @@ def main():
 
 
 def compare_under_wrk(rounds):
-    port, admin = 18581, 18591
+    port, admin = PORT_BASE + 1, PORT_BASE + 11
     proc = start_server(port, admin, 1)
     results = {(mode, scope): [] for mode in ("none", "viewer") for scope in ("process", "worker")}
     try:
@@ -202,7 +206,7 @@ def compare_under_wrk(rounds):
                 viewer = Viewer(admin) if mode == "viewer" else None
                 time.sleep(0.3)
                 cpu = cpu_seconds(proc.pid), cpu_seconds(proc.pid, "worker-0")
-                out = subprocess.run(["wrk", "-t1", "-c100", "-d5s", f"http://127.0.0.1:{port}/"],
+                out = subprocess.run(["wrk", "-t1", "-c100", "-d5s", f"http://{HOST}:{port}/"],
                                      capture_output=True, text=True, check=True).stdout
                 after = cpu_seconds(proc.pid), cpu_seconds(proc.pid, "worker-0")
                 requests = int(re.search(r"(\d+) requests in", out).group(1))

@@ -129,13 +129,21 @@ wait_for_port() {
   return 1
 }
 
+# /metrics is read whole before awk sees it: piping curl into an awk that
+# exits at the first match made curl fail writing (error 23), and
+# pipefail turned that into a dead run.
+metrics() {
+  curl -fsS "http://127.0.0.1:$ADMIN_PORT/metrics"
+}
 metric() { # metric NAME -> value from the server's /metrics
-  curl -fsS "http://127.0.0.1:$ADMIN_PORT/metrics" |
-    awk -v name="$1" '$1 == name { print $2; exit }'
+  local text
+  text=$(metrics)
+  awk -v name="$1" '$1 == name { print $2; exit }' <<<"$text"
 }
 requests_total() {
-  curl -fsS "http://127.0.0.1:$ADMIN_PORT/metrics" |
-    awk '$1 ~ /^kas_requests_total\{/ { sum += $2 } END { print sum + 0 }'
+  local text
+  text=$(metrics)
+  awk '$1 ~ /^kas_requests_total\{/ { sum += $2 } END { print sum + 0 }' <<<"$text"
 }
 upstream_errors() { # nginx error-log lines about an upstream connection failing under a request
   grep -E 'while (reading response header from|sending request to) upstream' \

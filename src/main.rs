@@ -19,6 +19,9 @@ fn main() -> ExitCode {
     }
     let config = Config::load_from(&args).unwrap_or_else(|e| e.exit());
     if config.check {
+        for warning in config.warnings() {
+            eprintln!("warning: {warning}");
+        }
         print!("{}", config.check_report());
         return ExitCode::SUCCESS;
     }
@@ -38,8 +41,8 @@ fn run(config: Config, args: Vec<OsString>) -> Result<(), String> {
     let signals = Signals::new([SIGINT, SIGTERM, SIGHUP, SIGUSR1])
         .map_err(|e| format!("cannot install signal handlers: {e}"))?;
     let settings = config.settings();
-    let server = Server::bind(settings.clone())
-        .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+    // The error names what failed: the listen address or the access log.
+    let server = Server::bind(settings.clone()).map_err(|e| e.to_string())?;
     let handle = server
         .start()
         .map_err(|e| format!("cannot start workers: {e}"))?;
@@ -51,6 +54,10 @@ fn run(config: Config, args: Vec<OsString>) -> Result<(), String> {
         }
         None => None,
     };
+    // Before the startup line, which tells a reader the server is up.
+    for warning in config.warnings() {
+        tracing::warn!("{warning}");
+    }
     let listen = handle.local_addr();
     let every_interface = if listen.ip().is_unspecified() {
         " (every interface)"

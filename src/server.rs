@@ -31,17 +31,25 @@ pub struct Server {
 impl Server {
     /// Binds `settings.workers` listeners to `settings.listen` and opens the
     /// access log. A port that is already taken (even by a SO_REUSEPORT
-    /// listener) is an `AddrInUse` error.
+    /// listener) is an `AddrInUse` error. The error says what failed:
+    /// "cannot listen on ADDR" or "cannot open access log PATH".
     pub fn bind(settings: Settings) -> io::Result<Server> {
         // A plain probe bind first: SO_REUSEPORT sockets would silently share
         // a port with another instance, so prove the port is free (and learn
         // which one port 0 picked) before binding the real listeners.
-        let probe = std::net::TcpListener::bind(settings.listen)?;
-        let local_addr = probe.local_addr()?;
+        let cannot_listen = |e: io::Error| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot listen on {}: {e}", settings.listen),
+            )
+        };
+        let probe = std::net::TcpListener::bind(settings.listen).map_err(cannot_listen)?;
+        let local_addr = probe.local_addr().map_err(cannot_listen)?;
         drop(probe);
         let listeners = (0..settings.workers.max(1))
             .map(|_| reuseport_listener(local_addr, settings.defer_accept))
-            .collect::<io::Result<Vec<_>>>()?;
+            .collect::<io::Result<Vec<_>>>()
+            .map_err(cannot_listen)?;
         reserve_descriptor_table(&listeners[0]);
         let access_log = AccessLogSink::open(&settings.access_log).map_err(|e| {
             io::Error::new(

@@ -6,6 +6,7 @@
 //! GoAccess parsing every line.
 
 mod common_ops;
+mod skip;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -272,7 +273,7 @@ fn sigusr1_reopens_the_file_after_it_was_moved() {
 fn goaccess_parses_every_line() {
     let available = Command::new("goaccess").arg("--version").output().is_ok();
     if !available {
-        eprintln!("skipped: goaccess is not installed (apt-get install goaccess; .ci/run does)");
+        skip::because("goaccess is not installed (apt-get install goaccess; .ci/run does)");
         return;
     }
     let logged = Logged::start(&["--headers-timeout", "1s"]);

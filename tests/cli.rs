@@ -3,6 +3,7 @@
 
 mod common;
 mod common_ops;
+mod skip;
 
 use std::net::TcpListener;
 use std::process::{Command, ExitStatus};
@@ -276,7 +277,7 @@ fn listen_resolves_a_host_name() {
 #[test]
 fn listen_takes_a_bracketed_ipv6_address() {
     if std::net::TcpListener::bind("[::1]:0").is_err() {
-        eprintln!("skipped: this machine has no IPv6 loopback");
+        skip::because("this machine has no IPv6 loopback");
         return;
     }
     let running = serves(&["--listen", "[::1]:0", "--workers", "1"]);
@@ -445,7 +446,7 @@ fn on_a_terminal(no_color: Option<&str>) -> Option<String> {
 #[test]
 fn colour_on_a_terminal_unless_no_color_is_set() {
     let Some(coloured) = on_a_terminal(None) else {
-        eprintln!("skipped: no `script` to make a terminal");
+        skip::because("no `script` (util-linux) to make a terminal");
         return;
     };
     assert!(coloured.contains("ERROR"), "{coloured:?}");
@@ -462,4 +463,24 @@ fn colour_on_a_terminal_unless_no_color_is_set() {
     // An empty NO_COLOR is as good as unset (no-color.org).
     let empty = on_a_terminal(Some("")).unwrap();
     assert!(empty.contains("\u{1b}["), "{empty:?}");
+}
+
+#[test]
+fn an_access_log_that_cannot_be_opened_is_named_at_start() {
+    // /proc exists, so --check passes it, but nothing can be created there.
+    let (status, _, stderr) = run_to_exit(
+        command(&[
+            "--listen",
+            "127.0.0.1:0",
+            "--access-log",
+            "/proc/kas-access.log",
+        ]),
+        Duration::from_secs(20),
+    );
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("cannot open access log /proc/kas-access.log")
+            && !stderr.contains("cannot listen"),
+        "{stderr}"
+    );
 }

@@ -313,3 +313,102 @@ fn check_exits_2_on_any_error() {
     let stderr = refuses(env);
     assert!(stderr.contains("KAS_WORKERS"), "{stderr}");
 }
+
+#[test]
+fn admin_off_switches_off_an_admin_address_from_the_file() {
+    let file = TempFile::new("server.toml", "admin = \"127.0.0.1:9901\"\n");
+    let admin_line = |cmd: Command| {
+        let (status, stdout, stderr) = run_to_exit(cmd, EXIT_WITHIN);
+        assert!(status.success(), "status {status}: {stderr}");
+        stdout
+            .lines()
+            .find(|l| l.contains("admin"))
+            .unwrap_or_else(|| panic!("no admin line in:\n{stdout}"))
+            .to_owned()
+    };
+    let from_file = admin_line(command(&["--check", "--config", file.arg()]));
+    assert!(from_file.contains("9901"), "{from_file}");
+    let flag = admin_line(command(&[
+        "--check",
+        "--config",
+        file.arg(),
+        "--admin",
+        "off",
+    ]));
+    assert!(flag.contains("off") && !flag.contains("9901"), "{flag}");
+    let mut env = command(&["--check", "--config", file.arg()]);
+    env.env("KAS_ADMIN", "off");
+    let env = admin_line(env);
+    assert!(env.contains("off") && !env.contains("9901"), "{env}");
+    let off_in_file = TempFile::new("off.toml", "admin = \"off\"\n");
+    let in_file = admin_line(command(&["--check", "--config", off_in_file.arg()]));
+    assert!(in_file.contains("off"), "{in_file}");
+    let stderr = refuses(command(&["--check", "--admin", "of"]));
+    assert!(
+        stderr.contains("--admin") && stderr.contains("or off"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn check_refuses_what_would_fail_at_start() {
+    let stderr = refuses(command(&[
+        "--check",
+        "--listen",
+        "127.0.0.1:8080",
+        "--admin",
+        "127.0.0.1:8080",
+    ]));
+    assert!(
+        stderr.contains("--admin") && stderr.contains("--listen"),
+        "{stderr}"
+    );
+    let file = TempFile::new("server.toml", "admin = \"8080\"\n");
+    let stderr = refuses(command(&[
+        "--check",
+        "--config",
+        file.arg(),
+        "--listen",
+        "8080",
+    ]));
+    assert!(stderr.contains("`admin` in the config file"), "{stderr}");
+    let dir = std::env::temp_dir();
+    let stderr = refuses(command(&["--check", "--access-log", dir.to_str().unwrap()]));
+    assert!(
+        stderr.contains("--access-log") && stderr.contains("is a directory"),
+        "{stderr}"
+    );
+    let missing = dir
+        .join(format!("kas-missing-{}", std::process::id()))
+        .join("access.log");
+    let mut env = command(&["--check"]);
+    env.env("KAS_ACCESS_LOG", &missing);
+    let stderr = refuses(env);
+    assert!(
+        stderr.contains("KAS_ACCESS_LOG") && stderr.contains("does not exist"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_sub_second_keep_alive_timeout_says_it_advertises_timeout_0() {
+    let (status, _, stderr) = run_to_exit(
+        command(&["--check", "--keep-alive-timeout", "500ms"]),
+        EXIT_WITHIN,
+    );
+    assert!(status.success(), "status {status}: {stderr}");
+    assert!(
+        stderr.contains("warning:") && stderr.contains("Keep-Alive: timeout=0"),
+        "{stderr}"
+    );
+    let mut running = command(&["--keep-alive-timeout", "500ms"]);
+    running.args(["--listen", "127.0.0.1:0", "--workers", "1"]);
+    let server = Running::start(running);
+    let header = Client::connect(server.addr)
+        .request("/")
+        .header("keep-alive")
+        .map(str::to_owned);
+    assert_eq!(header.as_deref(), Some("timeout=0"));
+    let log = server.log().join("\n");
+    assert!(log.contains("Keep-Alive: timeout=0"), "{log}");
+}

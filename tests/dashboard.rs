@@ -2,16 +2,21 @@
 //! a small Node script (tests/browser/dashboard.mjs, playwright-core). It
 //! opens N idle keep-alive connections and waits for the page's text to
 //! show the keep-alive list holding N, closes some and sees the count
-//! follow, checks the console stayed clean, and saves docs/dashboard.png
+//! follow, checks the console stayed clean, and saves a screenshot to a
+//! temporary file (no test modifies a tracked file). With
+//! `KAS_DASHBOARD_PNG=PATH` the screenshot goes to PATH and is kept:
+//! scripts/dashboard-picture.sh uses that to regenerate docs/dashboard.png
 //! (the README shows it).
 //!
 //! `.ci/run` installs chromium, node and the script's npm packages when
-//! missing; where they cannot be installed this test says so and skips.
+//! missing; where they cannot be, this test fails under `CI=true` and
+//! otherwise says it skipped (tests/skip).
 
 mod common_ops;
+mod skip;
 
 use std::num::NonZeroUsize;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -43,15 +48,17 @@ fn missing_tools() -> Option<String> {
 #[test]
 fn the_dashboard_shows_idle_connections_in_the_keep_alive_list() {
     if let Some(missing) = missing_tools() {
-        eprintln!("SKIPPED the browser test: {missing}");
+        skip::because(&missing);
         return;
     }
     let mut config = Config::with_listen("127.0.0.1:0".parse().unwrap());
     config.workers = NonZeroUsize::new(2);
     config.keep_alive_timeout = Duration::from_secs(20);
     let f = AdminFixture::start(config);
-    let screenshot = repo_path("docs/dashboard.png");
-    std::fs::create_dir_all(screenshot.parent().unwrap()).unwrap();
+    let keep = std::env::var_os("KAS_DASHBOARD_PNG").map(PathBuf::from);
+    let screenshot = keep.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("kas-dashboard-{}.png", std::process::id()))
+    });
 
     let mut child = Command::new("node")
         .arg(repo_path("tests/browser/dashboard.mjs"))
@@ -91,5 +98,8 @@ fn the_dashboard_shows_idle_connections_in_the_keep_alive_list() {
         assert!(stdout.contains(&line), "no {line:?} in\n{stdout}");
     }
     let png = std::fs::read(&screenshot).expect("a screenshot");
+    if keep.is_none() {
+        let _ = std::fs::remove_file(&screenshot);
+    }
     assert!(png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 10_000);
 }

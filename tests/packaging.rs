@@ -3,6 +3,7 @@
 //! the package installs one binary and says its license and minimum Rust.
 
 mod common_ops;
+mod skip;
 
 use std::process::Command;
 use std::time::Duration;
@@ -49,7 +50,7 @@ fn the_unit_passes_systemd_analyze_verify() {
         .output()
         .is_err()
     {
-        eprintln!("skipped: systemd-analyze is not installed");
+        skip::because("systemd-analyze is not installed (apt-get install systemd)");
         return;
     }
     // verify checks that the binaries exist: point it at the built one.

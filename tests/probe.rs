@@ -8,6 +8,7 @@
 mod common;
 mod common_ops;
 mod probe_fixtures;
+mod skip;
 
 use std::net::{SocketAddr, TcpListener};
 use std::time::{Duration, Instant};

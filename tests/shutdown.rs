@@ -1,6 +1,7 @@
 //! Signals against the built binary: SIGTERM drains (idle sockets closed at
 //! once, in-flight requests finished with `Connection: close`, exit 0), a
-//! second signal exits at once, and `--shutdown-timeout` cuts a drain short.
+//! second signal exits at once, and `--shutdown-timeout` cuts a drain short
+//! (`0` never does).
 
 mod common_ops;
 
@@ -187,6 +188,26 @@ fn shutdown_timeout_cuts_a_long_drain() {
         delayed.try_read_response().is_err(),
         "the cut request was answered"
     );
+}
+
+#[test]
+fn shutdown_timeout_0_waits_as_long_as_in_flight_requests_take() {
+    let mut server = start(&["--shutdown-timeout", "0"]);
+    let mut delayed = in_flight(&server, "/delay/1500");
+    let signalled = Instant::now();
+    server.signal("TERM");
+    let response = delayed.read_response();
+    assert_eq!(response.status, 200, "{response:?}");
+    assert!(response.closes(), "{response:?}");
+    let status = server.wait_exit(EXIT_WITHIN).expect("exited");
+    assert!(
+        signalled.elapsed() >= Duration::from_millis(1000),
+        "exited {:?} after SIGTERM, before the 1.5 s request could finish",
+        signalled.elapsed()
+    );
+    assert!(status.success(), "exit status {status}");
+    let output = server.output();
+    assert!(!output.contains("cutting connections"), "{output}");
 }
 
 /// SIGTERM while pipelined 1 MB echoes are being read slowly: every

@@ -108,6 +108,7 @@ pub(super) fn load(args: Vec<OsString>) -> Result<Config, clap::Error> {
     let matches = parser.try_get_matches_from(all)?;
     let mut config = Config::from_arg_matches(&matches)?;
     config.origins = origins;
+    super::consistency::check(&config).map_err(usage_error)?;
     Ok(config)
 }
 

@@ -1,10 +1,12 @@
 //! Configuration: every flag, its `KAS_*` environment variable, its key in
 //! the `--config` TOML file and its default ([`Config`]); where values come
 //! from and in what precedence (`load`: flag > environment > file >
-//! default); how values are written ([`values`]); the effective listing
+//! default); how values are written ([`values`]); clashes between them
+//! (`consistency`); the effective listing
 //! `--check` prints (`effective`). [`Config::settings`] turns the result
 //! into the whole-millisecond [`Settings`] workers run on.
 
+mod consistency;
 mod effective;
 mod load;
 pub mod values;
@@ -21,7 +23,8 @@ pub use effective::Change;
 pub use load::{MAX_CONFIG_FILE, Origin, Origins, read_config_file};
 pub use values::{AccessLogTarget, format_duration, format_size, parse_duration, parse_size};
 use values::{
-    parse_access_log, parse_bool, parse_count, parse_header_size, parse_listen, parse_workers,
+    AdminAddr, parse_access_log, parse_admin, parse_bool, parse_count, parse_header_size,
+    parse_listen, parse_workers,
 };
 
 const AFTER_HELP: &str = "\
@@ -109,13 +112,13 @@ pub struct Config {
     #[arg(long, env = "KAS_DEFER_ACCEPT")]
     pub defer_accept: bool,
 
-    /// On SIGINT/SIGTERM, how long in-flight requests may take before they are cut.
+    /// On SIGINT/SIGTERM, how long in-flight requests may take before they are cut; 0 waits as long as they take.
     #[arg(long, env = "KAS_SHUTDOWN_TIMEOUT", value_name = "DURATION", default_value = "30s", value_parser = parse_duration, allow_hyphen_values = true)]
     pub shutdown_timeout: Duration,
 
-    /// Serve /metrics, /timers and /healthz on this address (off unless set).
-    #[arg(long, env = "KAS_ADMIN", value_name = "ADDR", value_parser = parse_listen, allow_hyphen_values = true)]
-    pub admin: Option<SocketAddr>,
+    /// Serve the dashboard (/, fed by /events; /peers for the lab), /metrics, /timers and /healthz on this address, or off.
+    #[arg(long, env = "KAS_ADMIN", value_name = "ADDR", default_value = "off", value_parser = parse_admin, allow_hyphen_values = true)]
+    pub admin: AdminAddr,
 
     /// Access log (nginx combined format, then request time and connection id): a file, - for stdout, or off.
     #[arg(long, env = "KAS_ACCESS_LOG", value_name = "PATH", default_value = "off", value_parser = parse_access_log, allow_hyphen_values = true)]
@@ -154,7 +157,9 @@ pub struct Settings {
     pub max_connections: usize,
     /// Listeners defer accept until data arrives; accepted sockets are read at once.
     pub defer_accept: bool,
-    pub shutdown_ms: u64,
+    /// How long a graceful shutdown waits for ref'd work; `None` waits as
+    /// long as it takes.
+    pub shutdown_ms: Option<u64>,
     /// Where the access log goes (`Off`: no access log).
     pub access_log: AccessLogTarget,
     /// What a persistent response says, built once, without the final CRLF
@@ -200,7 +205,7 @@ impl Config {
             max_body_size: self.max_body_size,
             max_connections: self.max_connections,
             defer_accept: self.defer_accept,
-            shutdown_ms: whole_ms(self.shutdown_timeout),
+            shutdown_ms: enabled_ms(self.shutdown_timeout),
             access_log: self.access_log.clone(),
             keep_alive_header,
             test_controls: self.test_controls,
@@ -217,6 +222,12 @@ impl Config {
         T: Into<OsString>,
     {
         load::load(args.into_iter().map(Into::into).collect())
+    }
+
+    /// What this valid configuration does that its author may not expect,
+    /// one sentence each: `--check` and the startup print them as warnings.
+    pub fn warnings(&self) -> Vec<String> {
+        consistency::warnings(self)
     }
 
     /// A configuration with every default (the environment ignored),
@@ -310,7 +321,9 @@ mod tests {
         let mut config = Config::with_listen("127.0.0.1:0".parse().unwrap());
         config.timeout = Duration::ZERO;
         config.keep_alive_timeout = Duration::ZERO;
+        config.shutdown_timeout = Duration::ZERO;
         let settings = config.settings();
+        assert_eq!(settings.shutdown_ms, None);
         assert_eq!(settings.inactivity_ms, None);
         assert_eq!(settings.keep_alive_advertised_secs, None);
         assert!(settings.keep_alive_header.is_empty());

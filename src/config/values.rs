@@ -34,8 +34,18 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             "'{text}' has no unit (write {text}s for seconds or {text}ms for milliseconds)"
         ));
     }
-    let duration = humantime::parse_duration(text)
-        .map_err(|e| format!("'{text}' is not a duration: {e} (expected e.g. 150ms, 5s or 2m)"))?;
+    let duration = humantime::parse_duration(text).map_err(|e| {
+        let accepted = "write a number and a unit, e.g. 150ms, 5s, 2m or 1m5s (0 disables)";
+        match e {
+            humantime::DurationError::UnknownUnit { unit, .. } => {
+                format!("'{text}': unknown unit '{unit}'; {accepted}")
+            }
+            humantime::DurationError::NumberOverflow => {
+                format!("'{text}' is over a year, the longest supported")
+            }
+            _ => format!("'{text}' is not a duration; {accepted}"),
+        }
+    })?;
     if duration > MAX_DURATION {
         return Err(format!("'{text}' is over a year, the longest supported"));
     }
@@ -196,6 +206,22 @@ pub fn parse_listen(text: &str) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("'{host}' resolves to no address"))
 }
 
+/// The admin address: `off` for none (the default, and how a flag or
+/// variable switches off an address set in the file), else as
+/// [`parse_listen`].
+pub fn parse_admin(text: &str) -> Result<AdminAddr, String> {
+    if text.trim().eq_ignore_ascii_case("off") {
+        return Ok(None);
+    }
+    parse_listen(text)
+        .map(Some)
+        .map_err(|e| format!("{e}, or off"))
+}
+
+/// Where the admin endpoints listen, `None` for off. An alias, so clap
+/// takes `off` as a value rather than treating the option as optional.
+pub type AdminAddr = Option<SocketAddr>;
+
 fn parse_port(port: &str, whole: &str) -> Result<u16, String> {
     port.parse()
         .map_err(|_| format!("'{whole}': '{port}' is not a port (0 to 65535)"))
@@ -289,6 +315,18 @@ mod tests {
         assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
         assert_eq!(parse_duration("1m5s"), Ok(Duration::from_secs(65)));
         assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        for bad in ["soon", "5 s s", "ms", "s5"] {
+            let error = parse_duration(bad).unwrap_err();
+            assert!(
+                error.contains("150ms, 5s, 2m or 1m5s (0 disables)") && !error.contains(" at "),
+                "{error}"
+            );
+        }
+        assert!(
+            parse_duration("5x")
+                .unwrap_err()
+                .contains("unknown unit 'x'")
+        );
         assert!(parse_duration("soon").unwrap_err().contains("soon"));
         assert!(parse_duration("-1s").unwrap_err().contains("negative"));
         assert!(parse_duration("5").unwrap_err().contains("5s"));
@@ -353,6 +391,16 @@ mod tests {
         assert!(parse_listen(":99999").unwrap_err().contains("not a port"));
         assert!(parse_listen("::1:80").unwrap_err().contains("brackets"));
         assert!(parse_listen("300.1.1.1:80").is_err());
+    }
+
+    #[test]
+    fn admin_takes_an_address_or_off() {
+        assert_eq!(parse_admin("off"), Ok(None));
+        assert_eq!(
+            parse_admin("127.0.0.1:9901"),
+            Ok(Some("127.0.0.1:9901".parse().unwrap()))
+        );
+        assert!(parse_admin("of").unwrap_err().ends_with("or off"));
     }
 
     #[test]

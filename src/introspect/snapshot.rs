@@ -71,7 +71,7 @@ pub struct Timeouts {
     pub inactivity_ms: Option<u64>,
     pub headers_ms: Option<u64>,
     pub request_ms: Option<u64>,
-    pub shutdown_ms: u64,
+    pub shutdown_ms: Option<u64>,
 }
 
 impl Timeouts {

@@ -87,6 +87,8 @@ pub struct Worker {
     /// The loop clock, and the one kernel timer armed at the earliest expiry.
     clock: LoopClock,
     /// Set once shutdown began: the loop ends when nothing ref'd is left.
+    draining: bool,
+    /// When a drain cuts what is left (`None`: never, or not draining).
     drain_deadline: Option<Micros>,
     /// Memory freed by the buffer pool, to hand back to the system.
     memory: MemoryReturn,
@@ -127,6 +129,7 @@ impl Worker {
             touched: Vec::with_capacity(INITIAL_CONNECTIONS),
             ready: Vec::new(),
             clock,
+            draining: false,
             drain_deadline: None,
             memory: MemoryReturn::default(),
             timing: Timing::with_capacity(INITIAL_CONNECTIONS),
@@ -142,7 +145,7 @@ impl Worker {
             if let Some(settings) = self.shared.reloaded.take() {
                 self.settings = settings; // SIGHUP: timers armed from now on use these
             }
-            if self.control.stopping.load(Ordering::Acquire) && self.drain_deadline.is_none() {
+            if self.control.stopping.load(Ordering::Acquire) && !self.draining {
                 self.start_draining(now);
             }
             self.sync_touched(now);
@@ -249,7 +252,7 @@ impl Worker {
             return; // closed earlier this turn
         };
         let mut ctx = self.resources.lend(now, &self.settings, &self.shared.stats);
-        ctx.draining = self.drain_deadline.is_some();
+        ctx.draining = self.draining;
         ctx.conn = conn.label;
         ctx.watch_allowed = !crowded && !self.accept_paused;
         let mut flow = handle(conn, &mut ctx);
@@ -474,7 +477,8 @@ impl Worker {
     /// Shutdown: stop accepting and close idle connections at once (they
     /// are unref'd); in-flight requests finish with `Connection: close`.
     fn start_draining(&mut self, now: Micros) {
-        self.drain_deadline = Some(now + self.settings.shutdown_ms * 1000);
+        self.draining = true;
+        self.drain_deadline = self.settings.shutdown_ms.map(|ms| now + ms * 1000);
         if let Some(mut listener) = self.listener.take() {
             let _ = self.poll.registry().deregister(&mut listener);
         }
@@ -491,8 +495,9 @@ impl Worker {
 
     /// Draining and nothing ref'd is left (or the shutdown timeout passed).
     fn drained(&self, now: Micros) -> bool {
-        self.drain_deadline
-            .is_some_and(|deadline| self.resources.timers.ref_count() == 0 || now >= deadline)
+        self.draining
+            && (self.resources.timers.ref_count() == 0
+                || self.drain_deadline.is_some_and(|deadline| now >= deadline))
     }
 
     /// The admin view of this worker, at this turn.

@@ -1,0 +1,134 @@
+//! What one option's parser cannot see: options that clash with each other
+//! (`admin` on the `listen` address) and paths the filesystem already
+//! rules out (an access log in a missing directory, or naming a
+//! directory). Checked when the configuration loads, so `--check` refuses
+//! what would fail at start, without binding or creating anything.
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use super::values::AccessLogTarget;
+use super::{Config, Origin};
+
+/// The first clash or impossible path, as a message naming the option
+/// (as the user set it: flag, variable or config file key).
+pub(super) fn check(config: &Config) -> Result<(), String> {
+    if let Some(admin) = config.admin
+        && same_socket(admin, config.listen)
+    {
+        return Err(format!(
+            "{}: {admin} is also the {} address; give the admin endpoints a port of their own",
+            named(config, "admin"),
+            named(config, "listen"),
+        ));
+    }
+    if let AccessLogTarget::File(path) = &config.access_log {
+        access_log_path(path).map_err(|why| format!("{}: {why}", named(config, "access_log")))?;
+    }
+    Ok(())
+}
+
+/// What a valid configuration does that its author may not expect: a
+/// keep-alive timeout below a second is advertised as `timeout=0`, and a
+/// fractional one rounded down (Keep-Alive counts whole seconds).
+pub(super) fn warnings(config: &Config) -> Vec<String> {
+    let timeout = config.keep_alive_timeout;
+    let mut warnings = Vec::new();
+    if !timeout.is_zero() && timeout.subsec_nanos() != 0 {
+        let secs = timeout.as_secs();
+        let but = if secs == 0 {
+            "; clients that take 0 as \"do not reuse\" will not reuse connections"
+        } else {
+            ""
+        };
+        warnings.push(format!(
+            "{} {}: responses advertise `Keep-Alive: timeout={secs}` (whole seconds, rounded down){but}",
+            named(config, "keep_alive_timeout"),
+            super::format_duration(timeout),
+        ));
+    }
+    warnings
+}
+
+/// Whether binding both would collide: one port (not 0, which picks a
+/// free one each time) on one address, or on every address.
+fn same_socket(a: SocketAddr, b: SocketAddr) -> bool {
+    a.port() == b.port()
+        && a.port() != 0
+        && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
+}
+
+/// Why a file cannot be opened for appending at `path`, if the filesystem
+/// already says so.
+fn access_log_path(path: &Path) -> Result<(), String> {
+    let shown = path.display();
+    if path.is_dir() {
+        return Err(format!("{shown} is a directory; name a file in it"));
+    }
+    let parent = path
+        .parent()
+        .filter(|parent| !parent.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !parent.is_dir() {
+        return Err(format!(
+            "cannot create {shown}: directory {} does not exist",
+            parent.display()
+        ));
+    }
+    Ok(())
+}
+
+/// An option as the user set it: `--admin`, `KAS_ADMIN` or `admin` in the
+/// config file.
+fn named(config: &Config, key: &str) -> String {
+    match config.origins.of(key) {
+        Origin::Default | Origin::Flag => format!("--{}", key.replace('_', "-")),
+        Origin::Env(var) => var.clone(),
+        Origin::File => format!("`{key}` in the config file"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fractional_keep_alive_timeout_warns_what_is_advertised() {
+        let mut config = Config::with_listen("127.0.0.1:0".parse().unwrap());
+        assert!(warnings(&config).is_empty(), "the default is whole seconds");
+        config.keep_alive_timeout = std::time::Duration::from_millis(500);
+        let warned = warnings(&config).join("\n");
+        assert!(warned.contains("--keep-alive-timeout 500ms"), "{warned}");
+        assert!(warned.contains("Keep-Alive: timeout=0"), "{warned}");
+        config.keep_alive_timeout = std::time::Duration::from_millis(1500);
+        assert!(warnings(&config)[0].contains("timeout=1`"));
+    }
+
+    #[test]
+    fn an_admin_port_clashes_on_the_same_or_every_address_but_not_port_0() {
+        let addr = |text: &str| text.parse::<SocketAddr>().unwrap();
+        assert!(same_socket(addr("127.0.0.1:8080"), addr("127.0.0.1:8080")));
+        assert!(same_socket(addr("0.0.0.0:8080"), addr("127.0.0.1:8080")));
+        assert!(!same_socket(addr("127.0.0.1:8080"), addr("127.0.0.2:8080")));
+        assert!(!same_socket(addr("127.0.0.1:9901"), addr("127.0.0.1:8080")));
+        assert!(!same_socket(addr("127.0.0.1:0"), addr("127.0.0.1:0")));
+    }
+
+    #[test]
+    fn an_access_log_needs_an_existing_directory_and_a_file_name() {
+        let dir = std::env::temp_dir();
+        assert!(
+            access_log_path(&dir)
+                .unwrap_err()
+                .contains("is a directory")
+        );
+        let missing = dir.join("kas-no-such-dir").join("access.log");
+        assert!(
+            access_log_path(&missing)
+                .unwrap_err()
+                .contains("does not exist")
+        );
+        assert_eq!(access_log_path(&dir.join("access.log")), Ok(()));
+        assert_eq!(access_log_path(Path::new("access.log")), Ok(()));
+    }
+}
