@@ -277,7 +277,7 @@ fn listen_resolves_a_host_name() {
 #[test]
 fn listen_takes_a_bracketed_ipv6_address() {
     if std::net::TcpListener::bind("[::1]:0").is_err() {
-        skip::because("this machine has no IPv6 loopback");
+        skip::not_on_this_machine("this machine has no IPv6 loopback");
         return;
     }
     let running = serves(&["--listen", "[::1]:0", "--workers", "1"]);
