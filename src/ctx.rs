@@ -7,6 +7,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::access_log::{AccessLog, AccessRecord, Entry};
+use crate::app::filler::FillerFile;
 use crate::config::Settings;
 use crate::date::DateCache;
 use crate::http::Status;
@@ -60,6 +61,8 @@ pub struct Ctx<'a> {
     pub watch_allowed: bool,
     /// Set by a connection that just sent its idle FIN and began its watch.
     pub idle_fin: bool,
+    /// The `/bytes` filler as a file, when the worker has one.
+    pub filler: Option<&'a FillerFile>,
 }
 
 impl Ctx<'_> {
@@ -136,6 +139,9 @@ pub struct Resources {
     pub date: DateCache,
     pub access_log: AccessLog,
     pub peers: PeerTable,
+    /// The `/bytes` filler as a file, for `sendfile` (`None` where no
+    /// memfd could be made: the filler is then written from memory).
+    pub filler: Option<FillerFile>,
 }
 
 impl Resources {
@@ -168,6 +174,7 @@ impl Resources {
             peers: &mut self.peers,
             watch_allowed: true,
             idle_fin: false,
+            filler: self.filler.as_ref(),
         }
     }
 }

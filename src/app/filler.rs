@@ -3,6 +3,11 @@
 //! it, as the socket takes them), so a body of any size costs no memory
 //! and no copy per response.
 
+use std::io::{self, Write};
+use std::os::fd::{AsFd, OwnedFd};
+
+use rustix::fs::{MemfdFlags, memfd_create, sendfile};
+
 /// One line of filler, repeated.
 const FILLER_LINE: usize = 64;
 /// Filler per slice: 32 KiB, a whole number of lines, from any offset in
@@ -49,6 +54,40 @@ pub fn slices<'a>(remaining: u64, out: &mut [std::io::IoSlice<'a>]) -> usize {
     filled
 }
 
+/// Filler in the memory-backed file: 1 MiB, a whole number of lines,
+/// from any offset in a line.
+const FILE_SPAN: usize = 32 * FILLER_BLOCK;
+
+/// The filler as a memory-backed file (memfd), made once per worker, so a
+/// generated body goes to the socket with `sendfile`: the kernel copies
+/// from its own pages, as nginx's `sendfile on` does from a file.
+#[derive(Debug)]
+pub struct FillerFile {
+    fd: OwnedFd,
+}
+
+impl FillerFile {
+    /// A memfd holding [`FILE_SPAN`] bytes of filler from any line offset.
+    pub fn new() -> io::Result<FillerFile> {
+        let fd = memfd_create("keepalive-server-filler", MemfdFlags::CLOEXEC)?;
+        let mut file = std::fs::File::from(fd);
+        for _ in 0..FILE_SPAN / FILLER_BLOCK {
+            file.write_all(&FILLER[..FILLER_BLOCK])?;
+        }
+        file.write_all(&FILLER[..FILLER_LINE])?;
+        Ok(FillerFile { fd: file.into() })
+    }
+
+    /// Sends up to 1 MiB of the filler that continues a body of which
+    /// `remaining` bytes are owed; returns how many went.
+    pub fn send(&self, socket: impl AsFd, remaining: u64) -> io::Result<usize> {
+        let start = (FILLER_LINE - (remaining % FILLER_LINE as u64) as usize) % FILLER_LINE;
+        let mut offset = start as u64;
+        let count = remaining.min(FILE_SPAN as u64) as usize;
+        Ok(sendfile(socket, &self.fd, Some(&mut offset), count)?)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -86,5 +125,21 @@ mod tests {
         assert_eq!(big.len(), 1_000_000);
         assert_eq!(body(1_000_000, 3 * FILLER_BLOCK + 5), big);
         assert_eq!(body(100_000, 1000), body(100_000, 99_999));
+    }
+
+    #[test]
+    fn the_filler_file_sends_what_the_slices_hold() {
+        use std::io::Read;
+        let file = FillerFile::new().unwrap();
+        let (a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
+        // What the socket takes at once, as a connection's non-blocking one.
+        a.set_nonblocking(true).unwrap();
+        for remaining in [1000u64, 64 * 1000 + 17, 3 << 20] {
+            let sent = file.send(&a, remaining).unwrap();
+            let mut got = vec![0; sent];
+            b.read_exact(&mut got).unwrap();
+            let want = &body(remaining, usize::MAX)[..sent];
+            assert_eq!(got, want, "{remaining}");
+        }
     }
 }

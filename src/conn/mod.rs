@@ -41,7 +41,7 @@ use std::net::Shutdown;
 use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
 
-use crate::app::filler;
+use crate::app::filler::{self, FillerFile};
 use crate::config::Settings;
 use crate::ctx::{ConnLabel, Ctx, Slot};
 use crate::lab::controls::IdleClose;
@@ -399,7 +399,7 @@ impl Conn {
                 && closes_when_flushed(&self.session)
                 && !self.session.aborts();
             let generated = self.session.is_generating();
-            let wrote = match self.flush(closes_next) {
+            let wrote = match self.flush(closes_next, ctx.filler) {
                 Ok(Flushed::All { wrote }) => wrote,
                 Ok(Flushed::Blocked) => return Flow::Open,
                 Ok(Flushed::Yielded) => {
@@ -546,7 +546,11 @@ impl Conn {
     /// A generated body owed behind the output goes in the same writes, as
     /// slices of the shared filler block after what the output holds (one
     /// `writev`, no copy), at most [`GENERATE_BUDGET`] of them per pass.
-    fn flush(&mut self, closes_next: bool) -> io::Result<Flushed> {
+    ///
+    /// With the worker's filler file, the body goes by `sendfile` after the
+    /// head (sent with MSG_MORE so both share segments): the kernel copies
+    /// from its own pages, and this process not at all.
+    fn flush(&mut self, closes_next: bool, file: Option<&FillerFile>) -> io::Result<Flushed> {
         let mut wrote = false;
         let mut filler_writes = 0;
         let Some(buffers) = self.buffers.as_deref_mut() else {
@@ -569,10 +573,19 @@ impl Conn {
                     self.nodelay = true;
                     let _ = self.stream.set_nodelay(true);
                 }
-                let mut iov = [IoSlice::new(&[]); 1 + filler::MAX_SLICES];
-                iov[0] = IoSlice::new(buffers.output.unsent());
-                let slices = filler::slices(remaining, &mut iov[1..]);
-                self.stream.write_vectored(&iov[..1 + slices])
+                match file {
+                    Some(_) if pending > 0 => socket2::SockRef::from(&self.stream).send_with_flags(
+                        buffers.output.unsent(),
+                        libc::MSG_MORE | libc::MSG_NOSIGNAL,
+                    ),
+                    Some(file) => file.send(&self.stream, remaining),
+                    None => {
+                        let mut iov = [IoSlice::new(&[]); 1 + filler::MAX_SLICES];
+                        iov[0] = IoSlice::new(buffers.output.unsent());
+                        let slices = filler::slices(remaining, &mut iov[1..]);
+                        self.stream.write_vectored(&iov[..1 + slices])
+                    }
+                }
             } else if closes_next {
                 socket2::SockRef::from(&self.stream)
                     .send_with_flags(buffers.output.unsent(), libc::MSG_MORE | libc::MSG_NOSIGNAL)

@@ -24,6 +24,7 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 use slab::Slab;
 
+use crate::app::filler::FillerFile;
 use crate::clock::{LoopClock, RateLimit};
 use crate::config::Settings;
 use crate::conn::{Conn, Flow, Readiness, would_block};
@@ -122,7 +123,14 @@ impl Worker {
             eviction_warning: RateLimit::every_ms(EVICTION_WARNING_EVERY_MS),
             access_log_warning: RateLimit::every_ms(ACCESS_LOG_WARNING_EVERY_MS),
             conns: Slab::with_capacity(INITIAL_CONNECTIONS),
-            resources: Resources::with_capacity(2 * INITIAL_CONNECTIONS),
+            resources: Resources {
+                filler: FillerFile::new()
+                    .inspect_err(|e| {
+                        tracing::warn!(error = %e, "no memfd for /bytes: writing it from memory");
+                    })
+                    .ok(),
+                ..Resources::with_capacity(2 * INITIAL_CONNECTIONS)
+            },
             settings,
             shared,
             control,
