@@ -146,6 +146,23 @@ try {
   await waitForLength(page, N - CLOSE);
   console.log(`shown: keep-alive list holding ${N - CLOSE} after closing ${CLOSE}`);
 
+  // One time convention (24-hour UTC, as the Date header) and one colour
+  // per close cause, whichever causes are on screen.
+  const status = await page.innerText("#status");
+  if (!/updated \d\d:\d\d:\d\d UTC/.test(status)) throw new Error(`status reads ${JSON.stringify(status)}`);
+  console.log("shown: updated in 24-hour UTC");
+  const keyDeadline = Date.now() + TIMEOUT;
+  let clientKey = null;
+  while (Date.now() < keyDeadline && !clientKey) {
+    clientKey = await page.evaluate(() => {
+      const span = [...document.querySelectorAll("#keys-closes span")].find((s) => s.textContent === "client");
+      return span ? span.style.getPropertyValue("--key") : null;
+    });
+    if (!clientKey) await page.waitForTimeout(100);
+  }
+  if (clientKey !== "#d2a8ff") throw new Error(`the client close cause is coloured ${clientKey}`);
+  console.log("shown: client closes in their own colour");
+
   // Who closes first: a proxy-like client that closes idle connections at
   // 1.2 s (well before the server), and one that races the server's close.
   await Promise.all([
