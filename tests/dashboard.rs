@@ -95,6 +95,7 @@ fn the_dashboard_shows_idle_connections_in_the_keep_alive_list() {
         "shown: race verdict for 127.0.0.2".to_string(),
         "shown: updated in 24-hour UTC".to_string(),
         "shown: client closes in their own colour".to_string(),
+        "shown: one Date tick row".to_string(),
         "console: clean".to_string(),
     ] {
         assert!(stdout.contains(&line), "no {line:?} in\n{stdout}");

@@ -179,6 +179,21 @@ try {
   if ((await verdictOf(page, "127.0.0.3")) !== "ok") throw new Error("127.0.0.3 is not ok");
   console.log("shown: race verdict for 127.0.0.2");
 
+  // The Date tick is one row however many lists (workers, durations) hold it.
+  const tickDeadline = Date.now() + TIMEOUT;
+  let ticks = null;
+  while (Date.now() < tickDeadline) {
+    (await idleConnection()).destroy(); // a response keeps the Date tick armed
+    ticks = await page.evaluate(() => ({
+      tick: document.querySelectorAll('#scope-total tr[data-label="Date tick"]').length,
+      date: document.querySelectorAll('#scope-total tr[data-label="date"]').length,
+    }));
+    if (ticks.tick > 0 || ticks.date > 0) break;
+    await page.waitForTimeout(100);
+  }
+  if (!ticks || ticks.tick !== 1 || ticks.date !== 0) throw new Error(`Date tick rows: ${JSON.stringify(ticks)}`);
+  console.log("shown: one Date tick row");
+
   // Let the charts gather a few seconds before the picture.
   await page.waitForTimeout(3000);
   await page.screenshot({ path: screenshot, fullPage: true });

@@ -131,10 +131,29 @@ function render(view) {
 
 // ---------- timer list rows ----------
 
+/// The Date tick re-arms at each second boundary with whatever is left of
+/// the second, so it lands in a list of a new duration each time (one per
+/// worker, too): shown as one "Date tick" row, however many lists hold it.
+function withOneDateRow(lists) {
+  const dates = lists.filter((l) => l.label === "date");
+  if (dates.length === 0) return lists;
+  const row = {
+    ...dates[0],
+    label: "Date tick",
+    tick: true,
+    duration_ms: Math.max(...dates.map((l) => l.duration_ms)),
+    length: dates.reduce((n, l) => n + l.length, 0),
+    next_expiry_in_ms: Math.min(...dates.map((l) => l.next_expiry_in_ms)),
+    ages_ms: dates.flatMap((l) => l.ages_ms),
+    holds: [{ kind: "date", count: dates.reduce((n, l) => n + l.length, 0) }],
+  };
+  return [row, ...lists.filter((l) => l.label !== "date")];
+}
+
 function renderLists(view) {
-  const scopes = [{ key: "total", title: "All workers", lists: view.total.lists }];
+  const scopes = [{ key: "total", title: "All workers", lists: withOneDateRow(view.total.lists) }];
   if (view.workers.length > 1) {
-    for (const w of view.workers) scopes.push({ key: `worker-${w.worker}`, title: `Worker ${w.worker}`, lists: w.lists });
+    for (const w of view.workers) scopes.push({ key: `worker-${w.worker}`, title: `Worker ${w.worker}`, lists: withOneDateRow(w.lists) });
   }
   const container = $("lists");
   const seen = new Set();
@@ -158,7 +177,7 @@ function renderLists(view) {
     section.querySelector(".empty").hidden = scope.lists.length > 0;
     section.querySelector("table").hidden = scope.lists.length === 0;
     for (const list of scope.lists) {
-      const key = `${scope.key}/${list.duration_ms}`;
+      const key = `${scope.key}/${list.tick ? "date" : list.duration_ms}`;
       seen.add(key);
       let entry = state.rows.get(key);
       if (!entry) {
@@ -202,7 +221,7 @@ function fillRow(entry, list) {
   row.dataset.label = list.label;
   cells.label.textContent = list.label;
   cells.label.title = list.holds.map((h) => `${h.kind}: ${h.count}`).join(", ");
-  cells.duration.textContent = duration(list.duration_ms);
+  cells.duration.textContent = list.tick ? "to the next second" : duration(list.duration_ms);
   cells.length.textContent = String(list.length);
   cells.ref.textContent = list.refed ? `ref'd (${list.refed_timers})` : "unref'd";
   cells.ref.className = `ref ${list.refed ? "refed" : "unrefed"}`;
