@@ -96,6 +96,7 @@ fn the_dashboard_shows_idle_connections_in_the_keep_alive_list() {
         "shown: updated in 24-hour UTC".to_string(),
         "shown: client closes in their own colour".to_string(),
         "shown: one Date tick row".to_string(),
+        "shown: no overflow at 420 px".to_string(),
         "console: clean".to_string(),
     ] {
         assert!(stdout.contains(&line), "no {line:?} in\n{stdout}");

@@ -194,6 +194,14 @@ try {
   if (!ticks || ticks.tick !== 1 || ticks.date !== 0) throw new Error(`Date tick rows: ${JSON.stringify(ticks)}`);
   console.log("shown: one Date tick row");
 
+  // Usable at phone width: nothing runs off the right edge.
+  await page.setViewportSize({ width: 420, height: 900 });
+  await page.waitForTimeout(500);
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+  if (overflow > 0) throw new Error(`at 420 px the page is ${overflow} px too wide`);
+  console.log("shown: no overflow at 420 px");
+  await page.setViewportSize({ width: 1280, height: 1000 });
+
   // Let the charts gather a few seconds before the picture.
   await page.waitForTimeout(3000);
   await page.screenshot({ path: screenshot, fullPage: true });
