@@ -93,6 +93,10 @@ fn the_dashboard_shows_idle_connections_in_the_keep_alive_list() {
             CONNECTIONS - CLOSED
         ),
         "shown: race verdict for 127.0.0.2".to_string(),
+        "shown: updated in 24-hour UTC".to_string(),
+        "shown: client closes in their own colour".to_string(),
+        "shown: one Date tick row".to_string(),
+        "shown: no overflow at 420 px".to_string(),
         "console: clean".to_string(),
     ] {
         assert!(stdout.contains(&line), "no {line:?} in\n{stdout}");

@@ -14,6 +14,12 @@
 //! with 400, as nginx does. A host is `uri-host [":" port]`: an IP literal
 //! in brackets, or a reg-name of unreserved, percent-encoded and sub-delim
 //! characters; a port is digits.
+//!
+//! Within a path and query we are as lenient as nginx and Node both are
+//! (tests/target_conformance.rs holds the table): a `#fragment`, which no
+//! client should send, is dropped before routing, as nginx does; `"`, `<`,
+//! `>`, `` ` ``, `{`, `}`, `|`, `^`, `\`, `[`, `]` are answered. Control
+//! bytes, spaces and a bad `%` escape in the path stay refused.
 
 use super::RequestError;
 
@@ -39,6 +45,13 @@ pub fn parse_target<'a>(method: &str, target: &'a str) -> Result<Target<'a>, Req
             bad("CONNECT needs an authority-form target")
         };
     }
+    // Dropped before anything else looks at the target, as nginx does (a
+    // `#` ends the path or query: `/a#f?x` is `/a`).
+    let target = match target.split_once('#') {
+        Some((before, fragment)) if is_fragment(fragment) => before,
+        Some(_) => return bad("invalid character in the request-target's fragment"),
+        None => target,
+    };
     if target == "*" {
         return if method == "OPTIONS" {
             Ok(Target::Asterisk)
@@ -92,10 +105,9 @@ fn is_authority_form(target: &str) -> bool {
 }
 
 /// A path and query by RFC 3986's characters (pchar, `/`, `?`, and a `%`
-/// with two hex digits in the path), leniently also `[ ] { } | ^ \` and
-/// non-ASCII bytes, which real clients send unencoded and nginx accepts.
-/// Refused: `"`, `<`, `>`, `` ` ``, `#` (no fragment is sent), controls and
-/// spaces.
+/// with two hex digits in the path), leniently also `" < > ` [ ] { } | ^ \`
+/// and non-ASCII bytes, which real clients send unencoded and nginx and
+/// Node accept. Refused: controls, spaces and `#` (split off before).
 fn is_path_and_query(target: &str) -> bool {
     let bytes = target.as_bytes();
     let query_at = bytes.iter().position(|&b| b == b'?').unwrap_or(bytes.len());
@@ -103,6 +115,14 @@ fn is_path_and_query(target: &str) -> bool {
     path.iter().all(|&b| TARGET_BYTES[usize::from(b)])
         && is_pct_encoded_well(path)
         && query.iter().all(|&b| TARGET_BYTES[usize::from(b)])
+}
+
+/// What follows a `#`: the target's bytes, and more `#`s (nginx and Node
+/// take `/a#f#g`).
+fn is_fragment(fragment: &str) -> bool {
+    fragment
+        .bytes()
+        .all(|b| b == b'#' || TARGET_BYTES[usize::from(b)])
 }
 
 /// A byte class as a table: `table[byte]` says whether `byte` is in it.
@@ -132,7 +152,21 @@ const fn is_target_byte(byte: u8) -> bool {
         || is_sub_delim(byte)
         || matches!(
             byte,
-            b':' | b'@' | b'/' | b'?' | b'%' | b'[' | b']' | b'{' | b'}' | b'|' | b'^' | b'\\'
+            b':' | b'@'
+                | b'/'
+                | b'?'
+                | b'%'
+                | b'['
+                | b']'
+                | b'{'
+                | b'}'
+                | b'|'
+                | b'^'
+                | b'\\'
+                | b'"'
+                | b'<'
+                | b'>'
+                | b'`'
         )
         || byte >= 0x80
 }
@@ -287,9 +321,8 @@ mod tests {
             ("GET", "ftp://h/"),
             ("GET", "a:443"),
             ("GET", "*"),
-            ("GET", "/a\"b"),
-            ("GET", "/a<b>"),
-            ("GET", "/a#frag"),
+            ("GET", "/a#fr ag"),
+            ("GET", "/a#\u{1}"),
             ("GET", "/a%zz"),
             ("GET", "/a%4"),
             ("CONNECT", "/"),
@@ -316,8 +349,24 @@ mod tests {
             "/q?x=100%",
             "/caf\u{e9}",
             "/p?a=[1]",
+            "/a\"b\"?q=\"x\"",
+            "/a<b>",
+            "/a`b",
         ] {
             assert!(parse_target("GET", target).is_ok(), "{target}");
+        }
+    }
+
+    #[test]
+    fn a_fragment_is_dropped_before_routing() {
+        for (target, path) in [
+            ("/forums/1?page=1#posts-17408", "/forums/1?page=1"),
+            ("/a#f?x", "/a"),
+            ("/a#f#g", "/a"),
+            ("/#", "/"),
+            ("http://h/p#f", "/p"),
+        ] {
+            assert_eq!(parse_target("GET", target), Ok(Target::Path(path)));
         }
     }
 

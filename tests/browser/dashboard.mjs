@@ -146,6 +146,23 @@ try {
   await waitForLength(page, N - CLOSE);
   console.log(`shown: keep-alive list holding ${N - CLOSE} after closing ${CLOSE}`);
 
+  // One time convention (24-hour UTC, as the Date header) and one colour
+  // per close cause, whichever causes are on screen.
+  const status = await page.innerText("#status");
+  if (!/updated \d\d:\d\d:\d\d UTC/.test(status)) throw new Error(`status reads ${JSON.stringify(status)}`);
+  console.log("shown: updated in 24-hour UTC");
+  const keyDeadline = Date.now() + TIMEOUT;
+  let clientKey = null;
+  while (Date.now() < keyDeadline && !clientKey) {
+    clientKey = await page.evaluate(() => {
+      const span = [...document.querySelectorAll("#keys-closes span")].find((s) => s.textContent === "client");
+      return span ? span.style.getPropertyValue("--key") : null;
+    });
+    if (!clientKey) await page.waitForTimeout(100);
+  }
+  if (clientKey !== "#d2a8ff") throw new Error(`the client close cause is coloured ${clientKey}`);
+  console.log("shown: client closes in their own colour");
+
   // Who closes first: a proxy-like client that closes idle connections at
   // 1.2 s (well before the server), and one that races the server's close.
   await Promise.all([
@@ -161,6 +178,29 @@ try {
   if (verdict !== "race") throw new Error(`127.0.0.2 shows verdict ${verdict}, wanted race`);
   if ((await verdictOf(page, "127.0.0.3")) !== "ok") throw new Error("127.0.0.3 is not ok");
   console.log("shown: race verdict for 127.0.0.2");
+
+  // The Date tick is one row however many lists (workers, durations) hold it.
+  const tickDeadline = Date.now() + TIMEOUT;
+  let ticks = null;
+  while (Date.now() < tickDeadline) {
+    (await idleConnection()).destroy(); // a response keeps the Date tick armed
+    ticks = await page.evaluate(() => ({
+      tick: document.querySelectorAll('#scope-total tr[data-label="Date tick"]').length,
+      date: document.querySelectorAll('#scope-total tr[data-label="date"]').length,
+    }));
+    if (ticks.tick > 0 || ticks.date > 0) break;
+    await page.waitForTimeout(100);
+  }
+  if (!ticks || ticks.tick !== 1 || ticks.date !== 0) throw new Error(`Date tick rows: ${JSON.stringify(ticks)}`);
+  console.log("shown: one Date tick row");
+
+  // Usable at phone width: nothing runs off the right edge.
+  await page.setViewportSize({ width: 420, height: 900 });
+  await page.waitForTimeout(500);
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+  if (overflow > 0) throw new Error(`at 420 px the page is ${overflow} px too wide`);
+  console.log("shown: no overflow at 420 px");
+  await page.setViewportSize({ width: 1280, height: 1000 });
 
   // Let the charts gather a few seconds before the picture.
   await page.waitForTimeout(3000);

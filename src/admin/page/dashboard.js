@@ -6,7 +6,16 @@
 "use strict";
 
 const WINDOW_MS = 60_000;
-const COLORS = ["#58a6ff", "#3fb950", "#f0883e", "#d2a8ff", "#ff7b72", "#e3b341", "#79c0ff", "#a5d6ff", "#8b949e", "#56d364", "#db61a2"];
+// Orange (#f0883e) means ref'd, as on the tracks, and nothing else.
+const COLORS = ["#58a6ff", "#3fb950", "#8b949e", "#d2a8ff", "#bc8cff"];
+// One colour per close cause, whichever causes are on screen.
+const CAUSE_COLORS = {
+  client: "#d2a8ff", keep_alive_timeout: "#79c0ff", headers_timeout: "#e3b341",
+  request_timeout: "#db61a2", inactivity: "#a5d6ff", evicted: "#ff7b72",
+  bad_request: "#ffa198", reset: "#f85149", done: "#56d364", shutdown: "#8b949e",
+  error: "#bc8cff", test_control: "#7ee787",
+};
+const OTHER_CAUSE_COLOR = "#c9d1d9";
 
 const state = {
   view: null,        // the latest snapshot document
@@ -30,6 +39,9 @@ function duration(ms) {
 
 function plural(n, one, many) { return `${n} ${n === 1 ? one : many}`; }
 
+/// A time as the Date header tells it: 24-hour, UTC, named.
+function clock(ms) { return `${new Date(ms).toISOString().slice(11, 19)} UTC`; }
+
 // ---------- the feed ----------
 
 function connect() {
@@ -37,13 +49,19 @@ function connect() {
   const interval = query.get("interval");
   const feed = new EventSource(interval ? `/events?interval=${encodeURIComponent(interval)}` : "/events");
   feed.onopen = () => setStatus("live", "live");
-  feed.onerror = () => setStatus("down", "reconnecting…");
+  feed.onerror = () => {
+    // What is on screen is what the server said last: dim it, say since when.
+    document.body.classList.add("stale");
+    const since = state.view ? `no answer since ${clock(state.view.at_ms)}; figures below are from then` : "no answer";
+    setStatus("down", `reconnecting… ${since}`);
+  };
   feed.onmessage = (event) => {
     let view;
     try { view = JSON.parse(event.data); } catch (e) { return; }
     const now = performance.now();
     state.view = view;
     state.receivedAt = now;
+    document.body.classList.remove("stale");
     state.history.push({ t: now, view: compact(view) });
     while (state.history.length && now - state.history[0].t > WINDOW_MS + 2000) state.history.shift();
     render(view);
@@ -71,7 +89,7 @@ function compact(view) {
 function render(view) {
   const total = view.total;
   const workers = view.workers.length;
-  $("status").textContent = `live · ${plural(workers, "worker", "workers")} · updated ${new Date(view.at_ms).toLocaleTimeString()}` +
+  $("status").textContent = `live · ${plural(workers, "worker", "workers")} · updated ${clock(view.at_ms)}` +
     (view.stopping ? " · shutting down" : "");
 
   const listening = total.accepting;
@@ -81,7 +99,7 @@ function render(view) {
   $("alive-detail").textContent = `ref count ${total.ref_count} of ${plural(total.timers, "timer", "timers")}. ` +
     (total.ref_count === 0
       ? "Asked to stop now, it would exit at once: idle sockets and the Date tick are unref'd."
-      : `Asked to stop now, it would wait for ${plural(total.ref_count, "ref'd timer", "ref'd timers")} (requests in flight).`);
+      : `Asked to stop now, it would wait until these ${plural(total.ref_count, "ref'd timer is", "ref'd timers are")} gone: each request in flight holds one or two (connections now: ${total.connections.reading} reading, ${total.connections.writing} writing).`);
 
   const c = total.connections;
   $("connections").textContent = `${c.reading + c.writing + c.idle + c.closing} open`;
@@ -113,10 +131,29 @@ function render(view) {
 
 // ---------- timer list rows ----------
 
+/// The Date tick re-arms at each second boundary with whatever is left of
+/// the second, so it lands in a list of a new duration each time (one per
+/// worker, too): shown as one "Date tick" row, however many lists hold it.
+function withOneDateRow(lists) {
+  const dates = lists.filter((l) => l.label === "date");
+  if (dates.length === 0) return lists;
+  const row = {
+    ...dates[0],
+    label: "Date tick",
+    tick: true,
+    duration_ms: Math.max(...dates.map((l) => l.duration_ms)),
+    length: dates.reduce((n, l) => n + l.length, 0),
+    next_expiry_in_ms: Math.min(...dates.map((l) => l.next_expiry_in_ms)),
+    ages_ms: dates.flatMap((l) => l.ages_ms),
+    holds: [{ kind: "date", count: dates.reduce((n, l) => n + l.length, 0) }],
+  };
+  return [row, ...lists.filter((l) => l.label !== "date")];
+}
+
 function renderLists(view) {
-  const scopes = [{ key: "total", title: "All workers", lists: view.total.lists }];
+  const scopes = [{ key: "total", title: "All workers", lists: withOneDateRow(view.total.lists) }];
   if (view.workers.length > 1) {
-    for (const w of view.workers) scopes.push({ key: `worker-${w.worker}`, title: `Worker ${w.worker}`, lists: w.lists });
+    for (const w of view.workers) scopes.push({ key: `worker-${w.worker}`, title: `Worker ${w.worker}`, lists: withOneDateRow(w.lists) });
   }
   const container = $("lists");
   const seen = new Set();
@@ -140,7 +177,7 @@ function renderLists(view) {
     section.querySelector(".empty").hidden = scope.lists.length > 0;
     section.querySelector("table").hidden = scope.lists.length === 0;
     for (const list of scope.lists) {
-      const key = `${scope.key}/${list.duration_ms}`;
+      const key = `${scope.key}/${list.tick ? "date" : list.duration_ms}`;
       seen.add(key);
       let entry = state.rows.get(key);
       if (!entry) {
@@ -184,7 +221,7 @@ function fillRow(entry, list) {
   row.dataset.label = list.label;
   cells.label.textContent = list.label;
   cells.label.title = list.holds.map((h) => `${h.kind}: ${h.count}`).join(", ");
-  cells.duration.textContent = duration(list.duration_ms);
+  cells.duration.textContent = list.tick ? "to the next second" : duration(list.duration_ms);
   cells.length.textContent = String(list.length);
   cells.ref.textContent = list.refed ? `ref'd (${list.refed_timers})` : "unref'd";
   cells.ref.className = `ref ${list.refed ? "refed" : "unrefed"}`;
@@ -361,13 +398,13 @@ function drawCharts() {
   const last = state.history[state.history.length - 1].view.closed;
   const first = state.history[0].view.closed;
   const active = Object.keys(last).filter((c) => last[c] > first[c]);
-  const causes = (active.length ? active : ["keep_alive_timeout", "client"]).map((cause, k) => ({
-    name: cause.replaceAll("_", " "), color: COLORS[(k + 3) % COLORS.length],
+  const causes = (active.length ? active : ["keep_alive_timeout", "client"]).map((cause) => ({
+    name: cause.replaceAll("_", " "), color: CAUSE_COLORS[cause] || OTHER_CAUSE_COLOR,
     points: series(rate((v) => v.closed[cause])),
   }));
   const lateness = [
     { name: "p50", color: COLORS[1], points: series(latenessQuantile(0.5)) },
-    { name: "p99", color: COLORS[2], points: series(latenessQuantile(0.99)) },
+    { name: "p99", color: COLORS[4], points: series(latenessQuantile(0.99)) },
   ];
   for (const [id, lines] of [["states", states], ["rps", rps], ["closes", causes], ["lateness", lateness]]) {
     drawChart(id, lines);
