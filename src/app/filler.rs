@@ -67,7 +67,7 @@ pub struct FillerFile {
 }
 
 impl FillerFile {
-    /// A memfd holding [`FILE_SPAN`] bytes of filler from any line offset.
+    /// A memfd holding 1 MiB of filler from any line offset.
     pub fn new() -> io::Result<FillerFile> {
         let fd = memfd_create("keepalive-server-filler", MemfdFlags::CLOEXEC)?;
         let mut file = std::fs::File::from(fd);

@@ -6,8 +6,9 @@
 "use strict";
 
 const WINDOW_MS = 60_000;
-// Orange (#f0883e) means ref'd, as on the tracks, and nothing else.
-const COLORS = ["#58a6ff", "#3fb950", "#8b949e", "#d2a8ff", "#bc8cff"];
+// Orange (#f0883e) means ref'd and blue (#58a6ff) unref'd, as on the tracks,
+// and nothing else; teal is requests (requests/s, reading, reuse gaps).
+const COLORS = ["#39c5cf", "#3fb950", "#8b949e", "#d2a8ff", "#bc8cff"];
 // One colour per close cause, whichever causes are on screen.
 const CAUSE_COLORS = {
   client: "#d2a8ff", keep_alive_timeout: "#79c0ff", headers_timeout: "#e3b341",
@@ -435,7 +436,7 @@ function peerAxis(peer, server, scaleMs) {
   const gaps = peer.reuse_gap_ms;
   if (gaps.max !== null) {
     const from = x(gaps.p50 ?? gaps.max), to = x(gaps.max);
-    svg.append(svgEl("rect", { x: from, y: 24, width: Math.max(2, to - from), height: 12, fill: "#58a6ff", opacity: 0.7 }));
+    svg.append(svgEl("rect", { x: from, y: 24, width: Math.max(2, to - from), height: 12, fill: "#39c5cf", opacity: 0.7 }));
   }
   if (server.advertised_timeout_s !== null) {
     const at = x(server.advertised_timeout_s * 1000);
