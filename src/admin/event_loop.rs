@@ -25,7 +25,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use slab::Slab;
 
 use super::client::{Client, Received, State};
-use super::http::{self, Request, Route};
+use super::http::{self, Reply, Request, Route};
 use super::rounds::{Finished, Rounds};
 use super::view::{View, peers_report};
 use super::{AdminTimer, metrics, page};
@@ -215,37 +215,19 @@ impl AdminLoop {
         let (route, head_only) = match request {
             Request::Partial => return,
             Request::MethodNotAllowed => {
-                return self.respond(
-                    key,
-                    "405 Method Not Allowed",
-                    "text/plain",
-                    "Allow: GET, HEAD\r\n",
-                    b"GET or HEAD only\n",
-                    false,
-                    now,
-                );
+                let reply = Reply::error("405 Method Not Allowed", b"GET or HEAD only\n");
+                return self.respond(key, reply.with_extra("Allow: GET, HEAD\r\n"), false, now);
             }
             Request::Malformed => {
-                return self.respond(
-                    key,
-                    "400 Bad Request",
-                    "text/plain",
-                    "",
-                    b"bad request\n",
-                    false,
-                    now,
-                );
+                let reply = Reply::error("400 Bad Request", b"bad request\n");
+                return self.respond(key, reply, false, now);
             }
             Request::TooLarge => {
-                return self.respond(
-                    key,
+                let reply = Reply::error(
                     "431 Request Header Fields Too Large",
-                    "text/plain",
-                    "",
                     b"request head too large\n",
-                    false,
-                    now,
                 );
+                return self.respond(key, reply, false, now);
             }
             Request::Get { route, head_only } => (route, head_only),
         };
@@ -258,27 +240,16 @@ impl AdminLoop {
             Route::Style => ("text/css; charset=utf-8", page::DASHBOARD_CSS.as_bytes()),
             Route::Icon => ("image/svg+xml", page::FAVICON_SVG.as_bytes()),
             Route::Healthz if self.remote.is_stopping() => {
-                return self.respond(
-                    key,
-                    "503 Service Unavailable",
-                    "text/plain",
-                    "",
-                    b"stopping\n",
-                    head_only,
-                    now,
-                );
+                let reply = Reply::error("503 Service Unavailable", b"stopping\n");
+                return self.respond(key, reply, head_only, now);
             }
             Route::Healthz => ("text/plain", b"ok\n"),
             Route::NotFound => {
-                return self.respond(
-                    key,
+                let reply = Reply::error(
                     "404 Not Found",
-                    "text/plain",
-                    "",
                     b"try / (the dashboard), /events, /metrics, /timers, /peers or /healthz\n",
-                    head_only,
-                    now,
                 );
+                return self.respond(key, reply, head_only, now);
             }
             Route::Metrics | Route::Timers | Route::Peers => {
                 let round = self.rounds.fresh(&self.remote, &mut self.timers, now);
@@ -296,22 +267,14 @@ impl AdminLoop {
                 return self.subscribe(key, interval_ms, head_only, now);
             }
         };
-        self.respond(key, "200 OK", content_type, CSP, body, head_only, now);
+        let reply = Reply::ok(content_type, body).with_extra(CSP);
+        self.respond(key, reply, head_only, now);
     }
 
-    /// Queues a whole response; the client closes once it is sent.
-    #[allow(clippy::too_many_arguments)]
-    fn respond(
-        &mut self,
-        key: usize,
-        status: &str,
-        content_type: &str,
-        extra: &str,
-        body: &[u8],
-        head_only: bool,
-        now: Micros,
-    ) {
-        let bytes = http::response(status, content_type, extra, body, head_only);
+    /// Queues a whole response (its head only, for HEAD); the client
+    /// closes once it is sent.
+    fn respond(&mut self, key: usize, reply: Reply<'_>, head_only: bool, now: Micros) {
+        let bytes = http::response(reply, head_only);
         let Some(client) = self.clients.get_mut(key) else {
             return;
         };
@@ -443,15 +406,8 @@ impl AdminLoop {
                     ..
                 } => {
                     let body = metrics_text.as_deref().unwrap_or_default().as_bytes();
-                    self.respond(
-                        key,
-                        "200 OK",
-                        "text/plain; version=0.0.4; charset=utf-8",
-                        "",
-                        body,
-                        head_only,
-                        now,
-                    );
+                    let reply = Reply::ok("text/plain; version=0.0.4; charset=utf-8", body);
+                    self.respond(key, reply, head_only, now);
                 }
                 State::Waiting {
                     route: Route::Peers,
@@ -459,11 +415,11 @@ impl AdminLoop {
                     ..
                 } => {
                     let body = peers_json.as_deref().unwrap_or(b"{}");
-                    self.respond(key, "200 OK", "application/json", "", body, head_only, now);
+                    self.respond(key, Reply::ok("application/json", body), head_only, now);
                 }
                 State::Waiting { head_only, .. } => {
                     let body = json.as_deref().unwrap_or(b"{}");
-                    self.respond(key, "200 OK", "application/json", "", body, head_only, now);
+                    self.respond(key, Reply::ok("application/json", body), head_only, now);
                 }
                 State::Streaming { interval_ms, .. } => {
                     if let Some(frame) = &frame {

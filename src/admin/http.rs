@@ -116,18 +116,50 @@ pub fn head(status: &str, content_type: &str, length: Option<usize>, extra: &str
 }
 
 /// A complete response: head, then the body unless `head_only`.
-pub fn response(
-    status: &str,
-    content_type: &str,
-    extra: &str,
-    body: &[u8],
-    head_only: bool,
-) -> Vec<u8> {
-    let mut bytes = head(status, content_type, Some(body.len()), extra);
+pub fn response(reply: Reply<'_>, head_only: bool) -> Vec<u8> {
+    let length = Some(reply.body.len());
+    let mut bytes = head(reply.status, reply.content_type, length, reply.extra);
     if !head_only {
-        bytes.extend_from_slice(body);
+        bytes.extend_from_slice(reply.body);
     }
     bytes
+}
+
+/// A whole admin response: its status, content type, any extra header
+/// lines (each ending in CRLF) and its body.
+#[derive(Debug, Clone, Copy)]
+pub struct Reply<'a> {
+    pub status: &'a str,
+    pub content_type: &'a str,
+    pub extra: &'a str,
+    pub body: &'a [u8],
+}
+
+impl<'a> Reply<'a> {
+    /// `200 OK` with `body` of `content_type`.
+    pub fn ok(content_type: &'a str, body: &'a [u8]) -> Self {
+        Reply {
+            status: "200 OK",
+            content_type,
+            extra: "",
+            body,
+        }
+    }
+
+    /// An error `status` with a plain-text `body`.
+    pub fn error(status: &'a str, body: &'a [u8]) -> Self {
+        Reply {
+            status,
+            content_type: "text/plain",
+            extra: "",
+            body,
+        }
+    }
+
+    /// The same, with `extra` header lines.
+    pub fn with_extra(self, extra: &'a str) -> Self {
+        Reply { extra, ..self }
+    }
 }
 
 #[cfg(test)]
