@@ -23,14 +23,17 @@ use std::time::Duration;
 
 use keepalive_server::Config;
 use keepalive_server::Settings;
+
+#[path = "../../tests/session_driver/mod.rs"]
+mod session_driver;
 use keepalive_server::app::filler;
 use keepalive_server::config::AccessLogTarget;
-use keepalive_server::ctx::{Ctx, Resources};
+use keepalive_server::ctx::Ctx;
 use keepalive_server::pool::Buffers;
 use keepalive_server::session::{ECHO_BUFFER, OUTPUT_HIGH_WATER, Phase, Session};
-use keepalive_server::stats::{CloseCause, Stats};
-use keepalive_server::timers::Micros;
+use keepalive_server::stats::CloseCause;
 use libfuzzer_sys::fuzz_target;
+use session_driver::Driver;
 
 /// Bits of a step's action byte.
 struct Action;
@@ -64,17 +67,10 @@ fn settings(byte: u8) -> Settings {
     config.settings()
 }
 
-/// The harness's side of one connection.
+/// The harness's side of one connection: the session driver the tests
+/// use, and what the invariants need to remember.
 struct Harness {
-    settings: Settings,
-    draining: bool,
-    resources: Resources,
-    stats: Stats,
-    now: Micros,
-    session: Session,
-    buffers: Box<Buffers>,
-    /// Everything the session sent, in order.
-    wire: Vec<u8>,
+    driver: Driver,
     /// Every byte the session was given.
     fed: Vec<u8>,
     /// Output produced (sent or not) when the session started closing.
@@ -86,17 +82,10 @@ struct Harness {
 
 impl Harness {
     fn new(settings: Settings, draining: bool) -> Self {
-        let mut resources = Resources::default();
-        let buffers = resources.pool.take();
+        let mut driver = Driver::new(settings);
+        driver.draining = draining;
         Harness {
-            settings,
-            draining,
-            resources,
-            stats: Stats::default(),
-            now: 0,
-            session: Session::new(),
-            buffers,
-            wire: Vec::new(),
+            driver,
             fed: Vec::new(),
             closed_at: None,
             cut: false,
@@ -104,37 +93,33 @@ impl Harness {
     }
 
     fn limit(&self) -> usize {
-        Session::input_limit(&self.settings)
+        Session::input_limit(&self.driver.settings)
     }
 
     /// Runs `f` with a context, then checks the invariants that hold after
     /// every session call.
     fn with_ctx(&mut self, f: impl FnOnce(&mut Session, &mut Buffers, &mut Ctx<'_>)) {
-        self.now += 1000;
-        let mut ctx = self.resources.lend(self.now, &self.settings, &self.stats);
-        ctx.draining = self.draining;
-        ctx.conn.id = 7;
-        f(&mut self.session, &mut self.buffers, &mut ctx);
+        self.driver.with_ctx(f);
         self.check();
     }
 
     fn produced(&self) -> usize {
-        self.wire.len() + self.buffers.output.pending()
+        self.driver.wire.len() + self.driver.buffers.output.pending()
     }
 
     fn check(&mut self) {
-        let buffers = Some(&*self.buffers);
+        let buffers = Some(&*self.driver.buffers);
         assert!(
-            self.buffers.input.len() <= self.limit(),
+            self.driver.buffers.input.len() <= self.limit(),
             "input {} over its limit {}",
-            self.buffers.input.len(),
+            self.driver.buffers.input.len(),
             self.limit()
         );
         // Exercise the condensed views; they must not panic.
-        let phase = self.session.phase(buffers);
-        let _ = self.session.is_idle(buffers);
-        let _ = self.session.is_receiving(buffers);
-        match (self.session.closing(), self.closed_at) {
+        let phase = self.driver.session.phase(buffers);
+        let _ = self.driver.session.is_idle(buffers);
+        let _ = self.driver.session.is_receiving(buffers);
+        match (self.driver.session.closing(), self.closed_at) {
             (Some(_), None) => self.closed_at = Some(self.produced()),
             (Some(_), Some(at)) => assert_eq!(
                 self.produced(),
@@ -146,26 +131,33 @@ impl Harness {
         }
         if self.closed_at.is_some() {
             // Closing counts as writing until the last output is sent.
-            let writing = self.buffers.output.pending() > 0;
-            assert_eq!(phase, if writing { Phase::Writing } else { Phase::Closing });
+            let writing = self.driver.buffers.output.pending() > 0;
+            assert_eq!(
+                phase,
+                if writing {
+                    Phase::Writing
+                } else {
+                    Phase::Closing
+                }
+            );
         }
         // Bodies stream through bounded output: past the high-water mark
         // by at most one queued response (an echo gathers ECHO_BUFFER).
         let bound = OUTPUT_HIGH_WATER + ECHO_BUFFER + 1024;
         assert!(
-            self.buffers.output.pending() <= bound,
+            self.driver.buffers.output.pending() <= bound,
             "output {} past {bound}",
-            self.buffers.output.pending()
+            self.driver.buffers.output.pending()
         );
     }
 
     /// Offers up to `n` bytes of `stream`; returns how many were taken.
     fn feed(&mut self, stream: &[u8], n: usize) -> usize {
         let limit = self.limit();
-        let spare = self.buffers.input.spare(limit);
+        let spare = self.driver.buffers.input.spare(limit);
         let take = spare.len().min(n).min(stream.len());
         spare[..take].copy_from_slice(&stream[..take]);
-        self.buffers.input.filled(take);
+        self.driver.buffers.input.filled(take);
         self.fed.extend_from_slice(&stream[..take]);
         take
     }
@@ -175,19 +167,23 @@ impl Harness {
     }
 
     fn drain(&mut self, n: usize) {
-        let from_output = n.min(self.buffers.output.pending());
-        self.wire
-            .extend_from_slice(&self.buffers.output.unsent()[..from_output]);
-        self.buffers.output.advance(from_output);
+        let from_output = n.min(self.driver.buffers.output.pending());
+        self.driver
+            .wire
+            .extend_from_slice(&self.driver.buffers.output.unsent()[..from_output]);
+        self.driver.buffers.output.advance(from_output);
         // A generated body follows the output, as the connection writes it.
-        if let (Some(remaining), 0) = (self.session.filler_due(), self.buffers.output.pending()) {
+        if let (Some(remaining), 0) = (
+            self.driver.session.filler_due(),
+            self.driver.buffers.output.pending(),
+        ) {
             let mut iov = [std::io::IoSlice::new(&[]); filler::MAX_SLICES];
             let slices = filler::slices(remaining, &mut iov);
             let mut left = n - from_output;
             for slice in &iov[..slices] {
                 let take = slice.len().min(left);
-                self.wire.extend_from_slice(&slice[..take]);
-                self.session.filler_sent(take as u64);
+                self.driver.wire.extend_from_slice(&slice[..take]);
+                self.driver.session.filler_sent(take as u64);
                 left -= take;
             }
         }
@@ -195,7 +191,7 @@ impl Harness {
 
     fn act(&mut self, action: u8) {
         if action & Action::DATE != 0 {
-            self.resources.date.invalidate();
+            self.driver.resources.date.invalidate();
         }
         if action & Action::DELAY != 0 {
             self.with_ctx(|session, buffers, ctx| session.delay_elapsed(buffers, ctx));
@@ -217,7 +213,7 @@ impl Harness {
             }
         }
         if action & Action::STALL == 0 {
-            let pending = self.buffers.output.pending();
+            let pending = self.driver.buffers.output.pending();
             let n = if action & Action::HALF != 0 {
                 pending / 2
             } else {
@@ -232,30 +228,38 @@ impl Harness {
     /// delays at once, until nothing moves.
     fn finish(&mut self, mut stream: &[u8]) {
         loop {
-            let before = (stream.len(), self.produced(), self.session.received());
+            let before = (
+                stream.len(),
+                self.produced(),
+                self.driver.session.received(),
+            );
             let taken = self.feed(stream, usize::MAX);
             stream = &stream[taken..];
             self.process();
             self.drain(usize::MAX);
-            if self.session.is_delayed() {
+            if self.driver.session.is_delayed() {
                 self.with_ctx(|session, buffers, ctx| session.delay_elapsed(buffers, ctx));
             }
             self.process();
             self.drain(usize::MAX);
-            let after = (stream.len(), self.produced(), self.session.received());
+            let after = (
+                stream.len(),
+                self.produced(),
+                self.driver.session.received(),
+            );
             if before == after {
                 break;
             }
         }
         // Nothing moves: the stream must be exhausted, or the session done.
         assert!(
-            stream.is_empty() || self.session.closing().is_some(),
+            stream.is_empty() || self.driver.session.closing().is_some(),
             "stalled with {} bytes unoffered, {} buffered, phase {:?}",
             stream.len(),
-            self.buffers.input.len(),
-            self.session.phase(Some(&*self.buffers))
+            self.driver.buffers.input.len(),
+            self.driver.session.phase(Some(&*self.driver.buffers))
         );
-        assert_eq!(self.buffers.output.pending(), 0);
+        assert_eq!(self.driver.buffers.output.pending(), 0);
     }
 }
 
@@ -369,7 +373,9 @@ fn parse_response(bytes: &[u8], settings: &Settings) -> Result<Head, String> {
         // a limited connection adds `, max=M` (M counting down).
         let expected = &settings.keep_alive_header;
         let prefix = b"Connection: keep-alive\r\nKeep-Alive: ";
-        let timeout = expected.strip_prefix(prefix).ok_or("bad keep_alive_header")?;
+        let timeout = expected
+            .strip_prefix(prefix)
+            .ok_or("bad keep_alive_header")?;
         let rest = value
             .strip_prefix(timeout)
             .ok_or("Keep-Alive parameters differ from the settings")?;
@@ -532,20 +538,24 @@ fuzz_target!(|data: &[u8]| {
         harness.finish(stream);
     }
 
-    let abandoned = harness.session.closing() == Some(CloseCause::BadRequest);
+    let abandoned = harness.driver.session.closing() == Some(CloseCause::BadRequest);
     let unfinished_ok = harness.cut || abandoned;
-    let finals = match check_wire(&harness.wire, &harness.settings, unfinished_ok) {
+    let finals = match check_wire(
+        &harness.driver.wire,
+        &harness.driver.settings,
+        unfinished_ok,
+    ) {
         Ok(finals) => finals,
         Err(e) => panic!(
             "malformed output: {e}\n--- wire ---\n{}",
-            String::from_utf8_lossy(&harness.wire)
+            String::from_utf8_lossy(&harness.driver.wire)
         ),
     };
     let heads = possible_heads(&harness.fed);
     assert!(
-        (harness.session.received() as usize) <= heads,
+        (harness.driver.session.received() as usize) <= heads,
         "received {} requests from {heads} possible heads",
-        harness.session.received()
+        harness.driver.session.received()
     );
     assert!(
         finals <= heads + 1,

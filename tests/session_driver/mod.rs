@@ -21,9 +21,11 @@ pub const PINNED_DATE: &str = "Sun, 06 Nov 1994 08:49:37 GMT";
 
 pub struct Driver {
     pub settings: Settings,
-    resources: Resources,
-    stats: Stats,
-    now: Micros,
+    pub resources: Resources,
+    pub stats: Stats,
+    pub now: Micros,
+    /// The server is shutting down (`ctx.draining`).
+    pub draining: bool,
     pub session: Session,
     pub buffers: Box<Buffers>,
     /// Everything sent so far.
@@ -43,15 +45,22 @@ impl Driver {
             resources,
             stats: Stats::default(),
             now: 0,
+            draining: false,
             session: Session::new(),
             buffers,
             wire: Vec::new(),
         }
     }
 
-    fn with_ctx<R>(&mut self, f: impl FnOnce(&mut Session, &mut Buffers, &mut Ctx<'_>) -> R) -> R {
+    /// Runs `f` on the session with a context a millisecond after the last.
+    pub fn with_ctx<R>(
+        &mut self,
+        f: impl FnOnce(&mut Session, &mut Buffers, &mut Ctx<'_>) -> R,
+    ) -> R {
         self.now += 1000;
         let mut ctx = self.resources.lend(self.now, &self.settings, &self.stats);
+        ctx.draining = self.draining;
+        ctx.conn.id = 7;
         f(&mut self.session, &mut self.buffers, &mut ctx)
     }
 
