@@ -32,6 +32,7 @@ pub mod config;
 pub mod ctx;
 pub mod date;
 pub mod http;
+pub mod in_flight;
 pub mod introspect;
 pub mod lab;
 pub mod logging;

@@ -11,6 +11,7 @@
 //! can hand the memory back to the system once a burst is over.
 
 use crate::access_log::AccessRecord;
+use crate::in_flight::InFlight;
 
 /// Initial input buffer size; it grows up to the head limit when a head needs it.
 const INPUT_START: usize = 4096;
@@ -144,6 +145,9 @@ pub struct Buffers {
     pub head_scanned: usize,
     /// The request being answered, for the access log (only when it is on).
     pub log: AccessRecord,
+    /// The request in progress, once its head is parsed, until its
+    /// exchange is over.
+    pub in_flight: Option<InFlight>,
 }
 
 impl Buffers {
@@ -154,6 +158,7 @@ impl Buffers {
             body: Vec::new(),
             head_scanned: 0,
             log: AccessRecord::default(),
+            in_flight: None,
         }
     }
 
@@ -166,15 +171,17 @@ impl Buffers {
             + self.log.capacity()
     }
 
-    /// Whether nothing is buffered in either direction.
+    /// Whether nothing is buffered in either direction and no request is
+    /// in progress: the set can go back to the pool.
     pub fn is_drained(&self) -> bool {
-        self.input.is_empty() && self.output.pending() == 0
+        self.input.is_empty() && self.output.pending() == 0 && self.in_flight.is_none()
     }
 
     fn reset(&mut self) {
         self.input.reset();
         self.output.reset();
         self.head_scanned = 0;
+        self.in_flight = None;
         self.log.reset();
         self.body.clear();
         if self.body.capacity() > KEEP_CAPACITY {

@@ -1,7 +1,8 @@
 //! The HTTP exchange on one connection, without the socket: bytes in the
 //! input buffer become responses in the output buffer, request by request,
-//! in order. An explicit state machine (`Exchange`) says where the request
-//! in progress stands; [`Session::phase`] condenses it, with the buffers, into
+//! in order. An explicit state machine says where the exchange stands: the
+//! connection's stage, and the request in progress ([`InFlight`]), kept
+//! with the pooled buffers; [`Session::phase`] condenses both into
 //! what the connection's timers and the worker need to know.
 //!
 //! Memory per connection does not depend on what the client sends: input
@@ -23,16 +24,16 @@
 //! Keeping I/O out makes this the unit the fuzz target drives directly.
 
 mod body;
-
-use body::BodyTarget;
+mod refusal;
 
 use crate::app::{BodySource, KeepAliveScratch, Plan, ReplyHead, Request, Terms, read_controls};
 use crate::config::Settings;
 use crate::ctx::{Ctx, TimerEvent, loop_ms};
 use crate::http::response::{BodyLength, CONTINUE, Persistence, ResponseHead};
-use crate::http::{BodyDecoder, Framing, Method, RequestError, Status, parse_head};
+use crate::http::{BodyDecoder, Framing, Status, parse_head};
+use crate::in_flight::{BodyTarget, InFlight};
 use crate::lab::conn_controls::ConnControls;
-use crate::lab::controls::{After, BadControl};
+use crate::lab::controls::After;
 use crate::pool::Buffers;
 use crate::stats::CloseCause;
 use crate::timers::Micros;
@@ -45,32 +46,21 @@ pub const ECHO_BUFFER: usize = 16 * 1024;
 /// Smallest input buffer limit, whatever `--max-header-size` says.
 const MIN_INPUT_LIMIT: usize = 4096;
 
-/// Where the request in progress stands.
+/// Where a connection stands, as it keeps it between requests (a few
+/// bytes). A request in progress is the pooled buffers' [`InFlight`],
+/// present only while [`Stage::Serving`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Exchange {
-    /// Between requests, or reading a head.
-    AwaitingHead,
-    /// Reading a body; `target` says where it goes and whether the
-    /// response has begun.
-    Body {
-        decoder: BodyDecoder,
-        received: u64,
-        answer: Plan,
-        target: BodyTarget,
-    },
-    /// Received; the answer waits for the `/delay` timer.
-    Delayed { ms: u64, answer: Plan },
-    /// The head of a `/bytes` answer is queued; `remaining` bytes of its
-    /// body are still to be generated, as the output drains.
-    Sending {
-        remaining: u64,
-        persistence: Persistence,
-    },
+enum Stage {
+    /// Taking requests: between them, reading a head, or in the middle of
+    /// the one in `Buffers::in_flight`.
+    Serving,
     /// The last response is queued; the connection only drains input now.
     Closing { cause: CloseCause },
-    /// The idle timer ran out and the server sent its FIN at `fin_at`: the
-    /// connection only watches what the peer still does (see `conn`).
-    Watching { fin_at: Micros, late: bool },
+    /// The idle timer ran out and the server sent its FIN at `fin_us` (the
+    /// loop clock's low 32 bits: a watch lasts a second, so the wrapping
+    /// difference is exact): the connection only watches what the peer
+    /// still does (see `conn`).
+    Watching { fin_us: u32, late: bool },
 }
 
 /// A connection's state, condensed for choosing its timers.
@@ -97,10 +87,11 @@ pub enum Phase {
 /// `last_response_ms` before the first response.
 const NO_RESPONSE: u32 = u32::MAX;
 
-/// The request/response state of one connection.
+/// The request/response state of one connection: what it keeps while
+/// idle (the request in progress is in its buffers, see [`InFlight`]).
 #[derive(Debug)]
 pub struct Session {
-    exchange: Exchange,
+    stage: Stage,
     /// Requests fully received: the next one is number `received`.
     received: u32,
     /// Responses queued.
@@ -118,10 +109,15 @@ impl Default for Session {
     }
 }
 
+/// The request in progress, if the connection has buffers and one.
+fn in_flight(buffers: Option<&Buffers>) -> Option<&InFlight> {
+    buffers.and_then(|b| b.in_flight.as_ref())
+}
+
 impl Session {
     pub fn new() -> Self {
         Session {
-            exchange: Exchange::AwaitingHead,
+            stage: Stage::Serving,
             received: 0,
             served: 0,
             controls: ConnControls::default(),
@@ -137,24 +133,30 @@ impl Session {
     /// The idle timer ran out and the server sent its FIN: from now on the
     /// connection only watches the peer.
     pub fn start_watch(&mut self, now: Micros) {
-        self.exchange = Exchange::Watching {
-            fin_at: now,
+        self.stage = Stage::Watching {
+            fin_us: now as u32,
             late: false,
         };
     }
 
-    /// When the server's idle FIN went out, while the connection watches.
-    pub fn watching_since(&self) -> Option<Micros> {
-        match self.exchange {
-            Exchange::Watching { fin_at, .. } => Some(fin_at),
+    /// While the connection watches: how long ago, at `now`, the server's
+    /// idle FIN went out.
+    pub fn since_fin(&self, now: Micros) -> Option<Micros> {
+        match self.stage {
+            Stage::Watching { fin_us, .. } => Some(Micros::from((now as u32).wrapping_sub(fin_us))),
             _ => None,
         }
     }
 
+    /// Whether the connection is watching the peer after its idle FIN.
+    pub fn is_watching(&self) -> bool {
+        matches!(self.stage, Stage::Watching { .. })
+    }
+
     /// Data arrived during the watch: true the first time (a late request).
     pub fn note_late_data(&mut self) -> bool {
-        match &mut self.exchange {
-            Exchange::Watching { late, .. } => !std::mem::replace(late, true),
+        match &mut self.stage {
+            Stage::Watching { late, .. } => !std::mem::replace(late, true),
             _ => false,
         }
     }
@@ -180,109 +182,95 @@ impl Session {
         self.served
     }
 
-    /// The method of the request being received, if its head was read.
-    fn method_in_progress(&self) -> Method {
-        match self.exchange {
-            Exchange::Body { answer, .. } | Exchange::Delayed { answer, .. } => answer.method,
-            Exchange::AwaitingHead
-            | Exchange::Sending { .. }
-            | Exchange::Closing { .. }
-            | Exchange::Watching { .. } => Method::Other,
-        }
-    }
-
     /// Set once the last response is queued: why the connection will close.
     pub fn closing(&self) -> Option<CloseCause> {
-        match self.exchange {
-            Exchange::Closing { cause } => Some(cause),
+        match self.stage {
+            Stage::Closing { cause } => Some(cause),
             _ => None,
         }
     }
 
     /// A generated body is still owed beyond what the output holds.
-    pub fn is_generating(&self) -> bool {
-        matches!(self.exchange, Exchange::Sending { .. })
+    pub fn is_generating(&self, buffers: Option<&Buffers>) -> bool {
+        matches!(in_flight(buffers), Some(InFlight::Sending { .. }))
     }
 
     /// Bytes of filler still owed to the response being sent, written by
     /// the connection after the output (see `app::filler`).
-    pub fn filler_due(&self) -> Option<u64> {
-        match self.exchange {
-            Exchange::Sending { remaining, .. } => Some(remaining),
+    pub fn filler_due(&self, buffers: &Buffers) -> Option<u64> {
+        match buffers.in_flight {
+            Some(InFlight::Sending { remaining, .. }) => Some(remaining),
             _ => None,
         }
     }
 
     /// `n` bytes of the owed filler went out.
-    pub fn filler_sent(&mut self, n: u64) {
-        if let Exchange::Sending {
+    pub fn filler_sent(&mut self, n: u64, buffers: &mut Buffers) {
+        if let Some(InFlight::Sending {
             remaining,
             persistence,
-        } = self.exchange
+        }) = &mut buffers.in_flight
         {
-            let remaining = remaining.saturating_sub(n);
-            self.exchange = match remaining {
-                0 => self.after_response(persistence),
-                _ => Exchange::Sending {
-                    remaining,
-                    persistence,
-                },
-            };
+            *remaining = remaining.saturating_sub(n);
+            if *remaining == 0 {
+                let persistence = *persistence;
+                self.end_exchange(persistence, buffers);
+            }
         }
     }
 
-    pub fn is_delayed(&self) -> bool {
-        matches!(self.exchange, Exchange::Delayed { .. })
+    pub fn is_delayed(&self, buffers: Option<&Buffers>) -> bool {
+        matches!(in_flight(buffers), Some(InFlight::Delayed { .. }))
     }
 
     /// Between requests: no more are taken; the connection closes (for
     /// `cause`) once its input is drained.
-    pub fn stop_persisting(&mut self, cause: CloseCause) {
-        if self.exchange == Exchange::AwaitingHead {
-            self.exchange = Exchange::Closing { cause };
+    pub fn stop_persisting(&mut self, cause: CloseCause, buffers: Option<&Buffers>) {
+        if self.stage == Stage::Serving && in_flight(buffers).is_none() {
+            self.stage = Stage::Closing { cause };
         }
     }
 
     /// A response has begun and is not finished (a streamed echo, whose
     /// request is still arriving, or a generated body): a timeout can no
     /// longer be answered, only end the connection.
-    pub fn response_begun(&self) -> bool {
+    pub fn response_begun(&self, buffers: Option<&Buffers>) -> bool {
         matches!(
-            self.exchange,
-            Exchange::Body {
-                target: BodyTarget::Stream(_),
-                ..
-            } | Exchange::Sending { .. }
+            in_flight(buffers),
+            Some(
+                InFlight::Body {
+                    target: BodyTarget::Stream(_),
+                    ..
+                } | InFlight::Sending { .. }
+            )
         )
     }
 
     /// Between requests with nothing buffered: the buffers can go back.
     pub fn is_idle(&self, buffers: Option<&Buffers>) -> bool {
-        self.exchange == Exchange::AwaitingHead && buffers.is_none_or(Buffers::is_drained)
+        self.stage == Stage::Serving && buffers.is_none_or(Buffers::is_drained)
     }
 
     /// A request has started arriving and is not yet fully received.
     pub fn is_receiving(&self, buffers: Option<&Buffers>) -> bool {
-        match self.exchange {
-            Exchange::Body { .. } => true,
-            Exchange::AwaitingHead => buffers.is_some_and(|b| !b.input.is_empty()),
-            Exchange::Delayed { .. }
-            | Exchange::Sending { .. }
-            | Exchange::Closing { .. }
-            | Exchange::Watching { .. } => false,
+        match (self.stage, in_flight(buffers)) {
+            (_, Some(InFlight::Body { .. })) => true,
+            (Stage::Serving, None) => buffers.is_some_and(|b| !b.input.is_empty()),
+            _ => false,
         }
     }
 
     /// A closing connection counts as writing until its output is flushed:
     /// the last response is sent whole before the linger drain begins.
     pub fn phase(&self, buffers: Option<&Buffers>) -> Phase {
-        match self.exchange {
-            Exchange::Delayed { ms, .. } => Phase::Delayed { ms },
-            Exchange::Watching { .. } => Phase::Watching,
-            Exchange::Sending { .. } => Phase::Writing,
-            _ if buffers.is_some_and(|b| b.output.pending() > 0) => Phase::Writing,
-            Exchange::Closing { .. } => Phase::Closing,
-            Exchange::Body { .. } => Phase::Body,
+        let writing = buffers.is_some_and(|b| b.output.pending() > 0);
+        match (self.stage, in_flight(buffers)) {
+            (_, Some(InFlight::Delayed { ms, .. })) => Phase::Delayed { ms: *ms },
+            (Stage::Watching { .. }, _) => Phase::Watching,
+            (_, Some(InFlight::Sending { .. })) => Phase::Writing,
+            _ if writing => Phase::Writing,
+            (Stage::Closing { .. }, _) => Phase::Closing,
+            (_, Some(InFlight::Body { .. })) => Phase::Body,
             _ if buffers.is_some_and(|b| !b.input.is_empty()) => Phase::Head,
             _ if self.received == 0 => Phase::Fresh,
             _ => Phase::Idle,
@@ -293,83 +281,94 @@ impl Session {
     /// needed, a response must wait, or output backs up.
     pub fn process(&mut self, buffers: &mut Buffers, ctx: &mut Ctx<'_>) {
         loop {
-            // A generated body goes from the connection's writes
-            // ([`Session::filler_due`]); what follows it waits.
-            if self.is_generating() {
-                return;
-            }
             if buffers.output.pending() >= OUTPUT_HIGH_WATER || buffers.input.is_empty() {
                 return;
             }
-            match self.exchange {
-                Exchange::AwaitingHead => {
-                    if ctx.settings.logs_access() {
-                        buffers.log.begin(ctx.now);
-                    }
-                    let limit = ctx.settings.max_header_size;
-                    if !worth_parsing(buffers, limit) {
+            if self.stage != Stage::Serving {
+                buffers.input.clear();
+                return;
+            }
+            match buffers.in_flight {
+                None => {
+                    if !self.take_head(buffers, ctx) {
                         return;
                     }
-                    let max_body = ctx.settings.max_body_size;
-                    match parse_head(buffers.input.bytes_mut(), limit, max_body) {
-                        Ok(Some((head, len))) => {
-                            match read_controls(&head, ctx.settings) {
-                                Ok(set) if set.is_empty() => {}
-                                Ok(set) => self.controls.apply(set, self.served),
-                                Err(bad) => {
-                                    let method = head.method;
-                                    buffers.head_scanned = 0;
-                                    return self.refuse_control(bad, method, buffers, ctx);
-                                }
-                            }
-                            let request = Request {
-                                head: &head,
-                                served: self.served,
-                                draining: ctx.draining,
-                                controls: self.controls,
-                            };
-                            let answer = Plan::of(request, ctx.settings);
-                            let body = (head.framing, head.expect_continue);
-                            if ctx.settings.logs_access() {
-                                let Buffers { input, log, .. } = &mut *buffers;
-                                log.remember_head(&input.bytes()[..len]);
-                            }
-                            buffers.input.consume(len);
-                            buffers.head_scanned = 0;
-                            self.begin(answer, body, buffers, ctx);
-                        }
-                        Ok(None) => {
-                            buffers.head_scanned = buffers.input.len();
-                            return;
-                        }
-                        Err(error) => {
-                            buffers.head_scanned = 0;
-                            return self.refuse(error, buffers, ctx);
-                        }
-                    }
                 }
-                Exchange::Body {
+                Some(InFlight::Body {
                     decoder,
                     received,
                     answer,
                     target,
-                } => {
+                }) => {
                     if !self.take_body(decoder, received, answer, target, buffers, ctx) {
                         return;
                     }
                 }
-                Exchange::Delayed { .. } | Exchange::Sending { .. } => return,
-                Exchange::Closing { .. } | Exchange::Watching { .. } => {
-                    buffers.input.clear();
-                    return;
+                // A generated body goes from the connection's writes
+                // ([`Session::filler_due`]); what follows it waits, as it
+                // waits on a delayed answer.
+                Some(InFlight::Delayed { .. } | InFlight::Sending { .. }) => return,
+            }
+        }
+    }
+
+    /// Parses the head at the front of the input and starts its request.
+    /// Returns whether processing may go on (`false`: the head is not all
+    /// here, or it was refused).
+    fn take_head(&mut self, buffers: &mut Buffers, ctx: &mut Ctx<'_>) -> bool {
+        if ctx.settings.logs_access() {
+            buffers.log.begin(ctx.now);
+        }
+        let limit = ctx.settings.max_header_size;
+        if !worth_parsing(buffers, limit) {
+            return false;
+        }
+        let max_body = ctx.settings.max_body_size;
+        match parse_head(buffers.input.bytes_mut(), limit, max_body) {
+            Ok(Some((head, len))) => {
+                match read_controls(&head, ctx.settings) {
+                    Ok(set) if set.is_empty() => {}
+                    Ok(set) => self.controls.apply(set, self.served),
+                    Err(bad) => {
+                        let method = head.method;
+                        buffers.head_scanned = 0;
+                        self.refuse_control(bad, method, buffers, ctx);
+                        return false;
+                    }
                 }
+                let request = Request {
+                    head: &head,
+                    served: self.served,
+                    draining: ctx.draining,
+                    controls: self.controls,
+                };
+                let answer = Plan::of(request, ctx.settings);
+                let body = (head.framing, head.expect_continue);
+                if ctx.settings.logs_access() {
+                    let Buffers { input, log, .. } = &mut *buffers;
+                    log.remember_head(&input.bytes()[..len]);
+                }
+                buffers.input.consume(len);
+                buffers.head_scanned = 0;
+                self.begin(answer, body, buffers, ctx);
+                true
+            }
+            Ok(None) => {
+                buffers.head_scanned = buffers.input.len();
+                false
+            }
+            Err(error) => {
+                buffers.head_scanned = 0;
+                self.refuse(error, buffers, ctx);
+                false
             }
         }
     }
 
     /// The `/delay` timer fired: queue the waiting answer.
     pub fn delay_elapsed(&mut self, buffers: &mut Buffers, ctx: &mut Ctx<'_>) {
-        if let Exchange::Delayed { answer, .. } = self.exchange {
+        if let Some(InFlight::Delayed { answer, .. }) = buffers.in_flight {
+            buffers.in_flight = None;
             self.respond(answer, buffers, ctx);
         }
     }
@@ -388,7 +387,7 @@ impl Session {
         if self.closing().is_some() {
             return true;
         }
-        if self.response_begun() {
+        if self.response_begun(Some(buffers)) {
             self.log_stream(buffers, ctx);
             return false;
         }
@@ -421,20 +420,23 @@ impl Session {
         } else {
             BodyTarget::Discard
         };
-        self.exchange = Exchange::Body {
+        buffers.in_flight = Some(InFlight::Body {
             decoder,
             received: 0,
             answer,
             target,
-        };
+        });
     }
 
     /// The whole request is in: answer now, or after its delay.
     fn complete(&mut self, answer: Plan, buffers: &mut Buffers, ctx: &mut Ctx<'_>) {
         self.received += 1;
         match answer.wait_ms() {
-            Some(ms) => self.exchange = Exchange::Delayed { ms, answer },
-            None => self.respond(answer, buffers, ctx),
+            Some(ms) => buffers.in_flight = Some(InFlight::Delayed { ms, answer }),
+            None => {
+                buffers.in_flight = None;
+                self.respond(answer, buffers, ctx);
+            }
         }
     }
 
@@ -465,101 +467,49 @@ impl Session {
             ctx.log_response(&mut buffers.log, status, sent as u64, previous);
         }
         self.last_response_ms = loop_ms(ctx.now);
-        self.exchange = match generated {
-            0 => self.after_response(persistence),
-            _ if answer.is_head => self.after_response(persistence),
-            remaining => Exchange::Sending {
-                remaining,
-                persistence,
-            },
-        };
-    }
-
-    /// Where the exchange stands once a response is complete: waiting for
-    /// the next request, or closing (after `Connection: close`, or at once
-    /// behind a keep-alive response when `after=silent|rst` asked for it).
-    fn after_response(&mut self, persistence: Persistence) -> Exchange {
-        match (persistence, self.controls.after()) {
-            (Persistence::KeepAlive, After::Silent | After::Rst)
-            | (Persistence::Close, After::Rst) => Exchange::Closing {
-                cause: CloseCause::Control,
-            },
-            (Persistence::Close, _) => Exchange::Closing {
-                cause: CloseCause::Done,
-            },
-            (Persistence::KeepAlive, _) => {
-                self.controls.after_done();
-                Exchange::AwaitingHead
+        match generated {
+            0 => self.end_exchange(persistence, buffers),
+            _ if answer.is_head => self.end_exchange(persistence, buffers),
+            remaining => {
+                buffers.in_flight = Some(InFlight::Sending {
+                    remaining,
+                    persistence,
+                });
             }
         }
+    }
+
+    /// A response is complete: wait for the next request, or close (after
+    /// `Connection: close`, or at once behind a keep-alive response when
+    /// `after=silent|rst` asked for it).
+    fn end_exchange(&mut self, persistence: Persistence, buffers: &mut Buffers) {
+        buffers.in_flight = None;
+        match (persistence, self.controls.after()) {
+            (Persistence::KeepAlive, After::Silent | After::Rst)
+            | (Persistence::Close, After::Rst) => {
+                self.stage = Stage::Closing {
+                    cause: CloseCause::Control,
+                };
+            }
+            (Persistence::Close, _) => {
+                self.stage = Stage::Closing {
+                    cause: CloseCause::Done,
+                };
+            }
+            (Persistence::KeepAlive, _) => self.controls.after_done(),
+        }
+    }
+
+    /// Nothing more is answered: the connection drains its input and
+    /// closes for `cause`.
+    fn close_for(&mut self, cause: CloseCause, buffers: &mut Buffers) {
+        buffers.in_flight = None;
+        self.stage = Stage::Closing { cause };
     }
 
     /// Loop-clock ms of the previous response, for the access log's gap.
     fn previous_response_ms(&self) -> Option<u32> {
         (self.last_response_ms != NO_RESPONSE).then_some(self.last_response_ms)
-    }
-
-    /// Answers a bad request with its status and closes.
-    fn refuse(&mut self, error: RequestError, buffers: &mut Buffers, ctx: &mut Ctx<'_>) {
-        tracing::debug!(?error, "refusing request");
-        self.fail(error.status(), CloseCause::BadRequest, buffers, ctx);
-    }
-
-    /// Answers a request whose lab control has a bad value: 400, with a
-    /// body naming the control and what it takes, and closes.
-    fn refuse_control(
-        &mut self,
-        bad: BadControl,
-        method: Method,
-        buffers: &mut Buffers,
-        ctx: &mut Ctx<'_>,
-    ) {
-        tracing::debug!(control = bad.name, "refusing a bad lab control");
-        let body = format!("{bad}\n");
-        let answer = (Status::BadRequest, body.as_bytes(), method);
-        self.fail_with(answer, CloseCause::BadRequest, buffers, ctx);
-    }
-
-    /// Queues an error response with `Connection: close` and starts closing.
-    fn fail(
-        &mut self,
-        status: Status,
-        cause: CloseCause,
-        buffers: &mut Buffers,
-        ctx: &mut Ctx<'_>,
-    ) {
-        let answer = (status, status.reason_line(), self.method_in_progress());
-        self.fail_with(answer, cause, buffers, ctx);
-    }
-
-    /// [`Session::fail`] with a body of its own: `(status, body, method)`.
-    fn fail_with(
-        &mut self,
-        (status, reason, method): (Status, &[u8], Method),
-        cause: CloseCause,
-        buffers: &mut Buffers,
-        ctx: &mut Ctx<'_>,
-    ) {
-        if ctx.settings.logs_access() {
-            let Buffers { input, log, .. } = &mut *buffers;
-            log.remember_partial(input.bytes());
-        }
-        buffers.input.clear();
-        buffers.head_scanned = 0;
-        let length = BodyLength::Known(reason.len() as u64);
-        let out = &mut buffers.output.buf;
-        let head = ReplyHead {
-            status,
-            content_type: "text/plain",
-        };
-        write_head(out, head, length, Terms::CLOSE, ctx);
-        buffers.output.buf.extend_from_slice(reason);
-        ctx.stats.responded(status, method, self.served > 0);
-        if ctx.settings.logs_access() {
-            let previous = self.previous_response_ms();
-            ctx.log_response(&mut buffers.log, status, reason.len() as u64, previous);
-        }
-        self.exchange = Exchange::Closing { cause };
     }
 }
 

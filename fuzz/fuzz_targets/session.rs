@@ -174,7 +174,7 @@ impl Harness {
         self.driver.buffers.output.advance(from_output);
         // A generated body follows the output, as the connection writes it.
         if let (Some(remaining), 0) = (
-            self.driver.session.filler_due(),
+            self.driver.session.filler_due(&self.driver.buffers),
             self.driver.buffers.output.pending(),
         ) {
             let mut iov = [std::io::IoSlice::new(&[]); filler::MAX_SLICES];
@@ -183,7 +183,9 @@ impl Harness {
             for slice in &iov[..slices] {
                 let take = slice.len().min(left);
                 self.driver.wire.extend_from_slice(&slice[..take]);
-                self.driver.session.filler_sent(take as u64);
+                self.driver
+                    .session
+                    .filler_sent(take as u64, &mut self.driver.buffers);
                 left -= take;
             }
         }
@@ -237,7 +239,7 @@ impl Harness {
             stream = &stream[taken..];
             self.process();
             self.drain(usize::MAX);
-            if self.driver.session.is_delayed() {
+            if self.driver.session.is_delayed(Some(&self.driver.buffers)) {
                 self.with_ctx(|session, buffers, ctx| session.delay_elapsed(buffers, ctx));
             }
             self.process();

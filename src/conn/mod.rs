@@ -232,24 +232,22 @@ impl Conn {
         let phase = self.phase();
         // A streamed echo's head is queued before its body has arrived:
         // that response is not finished until the exchange moves on.
-        let streaming = u32::from(self.session.response_begun());
+        let buffers = self.buffers.as_deref();
+        let streaming = u32::from(self.session.response_begun(buffers));
         Progress {
             served: self.session.served() - streaming,
             busy: matches!(phase, Phase::Head | Phase::Body | Phase::Delayed { .. }),
-            writing: self.session.is_generating()
-                || self
-                    .buffers
-                    .as_ref()
-                    .is_some_and(|b| b.output.pending() > 0),
+            writing: self.session.is_generating(buffers)
+                || buffers.is_some_and(|b| b.output.pending() > 0),
         }
     }
 
     pub fn on_ready(&mut self, readiness: Readiness, ctx: &mut Ctx<'_>) -> Flow {
-        if let Some(fin_at) = self.session.watching_since() {
+        if let Some(since_fin) = self.session.since_fin(ctx.now) {
             if readiness.error {
-                return self.peer_closed_after_fin(fin_at, ctx);
+                return self.peer_closed_after_fin(since_fin, ctx);
             }
-            return self.watch_peer(fin_at, ctx);
+            return self.watch_peer(since_fin, ctx);
         }
         if readiness.error {
             return Flow::Close(CloseCause::Reset);
@@ -260,15 +258,15 @@ impl Conn {
 
     /// A turn on the ready list: the read budget ran out last time.
     pub fn on_ready_again(&mut self, ctx: &mut Ctx<'_>) -> Flow {
-        match self.session.watching_since() {
-            Some(fin_at) => self.watch_peer(fin_at, ctx),
+        match self.session.since_fin(ctx.now) {
+            Some(since_fin) => self.watch_peer(since_fin, ctx),
             None => self.drive(ctx),
         }
     }
 
     /// Whether the connection is being watched after its idle FIN.
     pub fn is_watched(&self) -> bool {
-        self.session.watching_since().is_some()
+        self.session.is_watching()
     }
 
     /// Responses queued so far.
@@ -398,7 +396,7 @@ impl Conn {
                 && self.lingered == 0
                 && closes_when_flushed(&self.session)
                 && !self.session.aborts();
-            let generated = self.session.is_generating();
+            let generated = self.session.is_generating(self.buffers.as_deref());
             let wrote = match self.flush(closes_next, ctx.filler) {
                 Ok(Flushed::All { wrote }) => wrote,
                 Ok(Flushed::Blocked) => return Flow::Open,
@@ -428,7 +426,7 @@ impl Conn {
                 if !closes_when_flushed(&self.session) && !self.shut_write() {
                     return Flow::Close(cause);
                 }
-            } else if self.peer_closed && !self.session.is_delayed() {
+            } else if self.peer_closed && !self.session.is_delayed(self.buffers.as_deref()) {
                 return Flow::Close(CloseCause::Client);
             }
             if self.peer_closed {
@@ -483,7 +481,7 @@ impl Conn {
                 // `Connection: close`: FIN, then drain, so bytes arriving
                 // after the close cannot turn it into a reset that cuts the
                 // response still in flight.
-                self.session.stop_persisting(CloseCause::Shutdown);
+                self.session.stop_persisting(CloseCause::Shutdown, None);
                 if !self.shut_write() {
                     return Flow::Close(CloseCause::Shutdown);
                 }
@@ -558,7 +556,7 @@ impl Conn {
         };
         loop {
             let pending = buffers.output.pending();
-            let filler_due = self.session.filler_due();
+            let filler_due = self.session.filler_due(buffers);
             if pending == 0 && filler_due.is_none() {
                 return Ok(Flushed::All { wrote });
             }
@@ -598,7 +596,7 @@ impl Conn {
                     let from_output = n.min(pending);
                     buffers.output.advance(from_output);
                     if n > from_output {
-                        self.session.filler_sent((n - from_output) as u64);
+                        self.session.filler_sent((n - from_output) as u64, buffers);
                     }
                     self.moved = true;
                     wrote = true;

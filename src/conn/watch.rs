@@ -22,17 +22,18 @@ pub const IDLE_WATCH_MS: u64 = 1000;
 const WATCH_SINK: usize = 2048;
 
 impl Conn {
-    /// During the watch: reads and drops what arrives until the socket is
-    /// empty, noting a late request and the peer's close.
-    pub(super) fn watch_peer(&mut self, fin_at: Micros, ctx: &mut Ctx<'_>) -> Flow {
+    /// During the watch, `since_fin` after the idle FIN: reads and drops
+    /// what arrives until the socket is empty, noting a late request and
+    /// the peer's close.
+    pub(super) fn watch_peer(&mut self, since_fin: Micros, ctx: &mut Ctx<'_>) -> Flow {
         self.wants_more = false;
         let mut sink = [0u8; WATCH_SINK];
         for _ in 0..READ_BUDGET {
             match self.stream.read(&mut sink) {
-                Ok(0) => return self.peer_closed_after_fin(fin_at, ctx),
+                Ok(0) => return self.peer_closed_after_fin(since_fin, ctx),
                 Ok(_) => {
                     if self.session.note_late_data() {
-                        let delay_us = ctx.now.saturating_sub(fin_at);
+                        let delay_us = since_fin;
                         let ConnLabel { id, peer, .. } = ctx.conn;
                         tracing::debug!(conn = id, %peer, delay_us, "late request after the idle FIN");
                         ctx.stats.lab.late_requests.add(1);
@@ -43,7 +44,7 @@ impl Conn {
                 }
                 Err(e) if would_block(&e) => return Flow::Open,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => return self.peer_closed_after_fin(fin_at, ctx),
+                Err(_) => return self.peer_closed_after_fin(since_fin, ctx),
             }
         }
         self.wants_more = true;
@@ -51,8 +52,8 @@ impl Conn {
     }
 
     /// The peer closed (FIN or reset) during the watch: the connection ends.
-    pub(super) fn peer_closed_after_fin(&mut self, fin_at: Micros, ctx: &mut Ctx<'_>) -> Flow {
-        let delay_us = ctx.now.saturating_sub(fin_at);
+    pub(super) fn peer_closed_after_fin(&mut self, since_fin: Micros, ctx: &mut Ctx<'_>) -> Flow {
+        let delay_us = since_fin;
         ctx.stats.lab.peer_close_delay.record(delay_us);
         let event = PeerEvent::ClosedAfterFin { delay_us };
         ctx.peers.record(ctx.conn.peer.ip(), ctx.now, event);

@@ -3,38 +3,16 @@
 //! outgrows [`ECHO_BUFFER`], passed through into a response that has
 //! begun (its head queued, the body following as it arrives).
 
-use super::{ECHO_BUFFER, Exchange, OUTPUT_HIGH_WATER, Session, write_head};
+use super::{ECHO_BUFFER, OUTPUT_HIGH_WATER, Session, write_head};
 use crate::app::Plan;
 use crate::ctx::Ctx;
 use crate::ctx::loop_ms;
 use crate::http::body::{BodyOut, BodySink};
 use crate::http::response::{BodyLength, CHUNK_FRAMING, LAST_CHUNK, push_chunk};
 use crate::http::{BodyDecoder, RequestError};
+use crate::in_flight::{BodyTarget, Echo, InFlight};
 use crate::pool::Buffers;
 use crate::stats::CloseCause;
-
-/// Where the body of the request in progress goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum BodyTarget {
-    /// Counted and dropped: the route ignores the body; answered once it ends.
-    Discard,
-    /// Gathered in [`Buffers::body`] for the echo, up to [`ECHO_BUFFER`];
-    /// answered whole once it ends.
-    Gather,
-    /// The response head is queued: the body follows it as it arrives.
-    Stream(Echo),
-}
-
-/// How a streamed echo carries the body.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Echo {
-    /// As is, under the request's own `Content-Length`.
-    Raw,
-    /// As chunks (the request was chunked), ended by the last chunk.
-    Chunks,
-    /// Not at all: the answer to HEAD.
-    Nothing,
-}
 
 impl Session {
     /// Feeds buffered input to the body in progress, as far as its target
@@ -85,12 +63,12 @@ impl Session {
             limit: ctx.settings.max_body_size as u64,
         };
         let outcome = decoder.decode(offered, &mut sink);
-        self.exchange = Exchange::Body {
+        buffers.in_flight = Some(InFlight::Body {
             decoder,
             received,
             answer,
             target,
-        };
+        });
         match outcome {
             Ok(progress) => {
                 buffers.input.consume(progress.consumed);
@@ -104,7 +82,7 @@ impl Session {
                 }
                 progress.consumed > 0
             }
-            Err(error) if self.response_begun() => {
+            Err(error) if self.response_begun(Some(buffers)) => {
                 self.abandon_stream(error, buffers, ctx);
                 false
             }
@@ -149,28 +127,28 @@ impl Session {
     /// The streamed body ended: end the response too.
     pub(super) fn finish_stream(&mut self, answer: Plan, buffers: &mut Buffers, ctx: &mut Ctx<'_>) {
         self.received += 1;
-        if let Exchange::Body {
+        if let Some(InFlight::Body {
             target: BodyTarget::Stream(Echo::Chunks),
             ..
-        } = self.exchange
+        }) = buffers.in_flight
         {
             buffers.output.buf.extend_from_slice(LAST_CHUNK);
         }
         self.log_stream(buffers, ctx);
         self.last_response_ms = loop_ms(ctx.now);
         let persistence = answer.terms.when_draining(ctx.draining).persistence;
-        self.exchange = self.after_response(persistence);
+        self.end_exchange(persistence, buffers);
     }
 
     /// Logs the streamed response in progress, as far as it went: it ended,
     /// or it will stay unfinished.
     pub(super) fn log_stream(&self, buffers: &mut Buffers, ctx: &mut Ctx<'_>) {
-        let Exchange::Body {
+        let Some(InFlight::Body {
             received,
             answer,
             target: BodyTarget::Stream(echo),
             ..
-        } = self.exchange
+        }) = buffers.in_flight
         else {
             return;
         };
@@ -198,8 +176,6 @@ impl Session {
         );
         self.log_stream(buffers, ctx);
         buffers.input.clear();
-        self.exchange = Exchange::Closing {
-            cause: CloseCause::BadRequest,
-        };
+        self.close_for(CloseCause::BadRequest, buffers);
     }
 }

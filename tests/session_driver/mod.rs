@@ -71,14 +71,15 @@ impl Driver {
         let output = &mut self.buffers.output;
         self.wire.extend_from_slice(output.unsent());
         output.advance(output.pending());
-        if let Some(remaining) = self.session.filler_due() {
+        if let Some(remaining) = self.session.filler_due(&self.buffers) {
             let mut iov = [std::io::IoSlice::new(&[]); filler::MAX_SLICES];
             let slices = filler::slices(remaining, &mut iov);
             let before = self.wire.len();
             for slice in &iov[..slices] {
                 self.wire.extend_from_slice(slice);
             }
-            self.session.filler_sent((self.wire.len() - before) as u64);
+            self.session
+                .filler_sent((self.wire.len() - before) as u64, &mut self.buffers);
         }
     }
 
@@ -88,10 +89,10 @@ impl Driver {
         loop {
             self.process_once();
             self.drain();
-            if self.session.is_generating() {
+            if self.session.is_generating(Some(&self.buffers)) {
                 continue;
             }
-            if !self.session.is_delayed() {
+            if !self.session.is_delayed(Some(&self.buffers)) {
                 return;
             }
             self.with_ctx(|session, buffers, ctx| session.delay_elapsed(buffers, ctx));

@@ -1,0 +1,63 @@
+//! The request a connection is in the middle of, as data: a body still
+//! arriving, an answer waiting on its `/delay`, or a generated body still
+//! owed. Only a connection with work has one, so it lives with the pooled
+//! buffers ([`crate::pool::Buffers::in_flight`]) and an idle connection
+//! pays nothing for it; the session (`crate::session`) drives it.
+
+use crate::app::Plan;
+use crate::http::BodyDecoder;
+use crate::http::response::Persistence;
+
+/// A request whose head is parsed and whose exchange is not over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InFlight {
+    /// Reading a body; `target` says where it goes and whether the
+    /// response has begun.
+    Body {
+        decoder: BodyDecoder,
+        received: u64,
+        answer: Plan,
+        target: BodyTarget,
+    },
+    /// Received; the answer waits for the `/delay` timer.
+    Delayed { ms: u64, answer: Plan },
+    /// The head of a `/bytes` answer is queued; `remaining` bytes of its
+    /// body are still to be written, as the output drains.
+    Sending {
+        remaining: u64,
+        persistence: Persistence,
+    },
+}
+
+impl InFlight {
+    /// The method of the request, while its answer is not yet queued.
+    pub fn method(&self) -> Option<crate::http::Method> {
+        match self {
+            InFlight::Body { answer, .. } | InFlight::Delayed { answer, .. } => Some(answer.method),
+            InFlight::Sending { .. } => None,
+        }
+    }
+}
+
+/// Where the body of the request in progress goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyTarget {
+    /// Counted and dropped: the route ignores the body; answered once it ends.
+    Discard,
+    /// Gathered in the buffers' `body` for the echo, up to the session's
+    /// echo limit; answered whole once it ends.
+    Gather,
+    /// The response head is queued: the body follows it as it arrives.
+    Stream(Echo),
+}
+
+/// How a streamed echo carries the body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Echo {
+    /// As is, under the request's own `Content-Length`.
+    Raw,
+    /// As chunks (the request was chunked), ended by the last chunk.
+    Chunks,
+    /// Not at all: the answer to HEAD.
+    Nothing,
+}
