@@ -120,14 +120,10 @@ impl Default for ConnLabel {
 }
 
 impl ConnLabel {
-    /// A label with the next connection id (ids start at 1).
-    pub fn next(peer: SocketAddr, accepted: Micros) -> Self {
+    /// The next connection id (ids start at 1).
+    pub fn next_id() -> u64 {
         static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-        ConnLabel {
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-            peer,
-            accepted,
-        }
+        NEXT_ID.fetch_add(1, Ordering::Relaxed)
     }
 }
 

@@ -24,7 +24,7 @@
 //! An idle connection whose keep-alive timer runs out sends FIN and is
 //! then watched for a late request ([`watch`]), or is reset under a
 //! `close=rst` control; `after=silent|rst` closes right behind a response.
-//! Timer policy lives in [`timers`].
+//! Timer policy lives in [`timers`], the socket calls in [`socket`].
 //!
 //! Timers are not touched while bytes move. A connection only records that
 //! something happened; once per loop turn the worker calls
@@ -35,21 +35,19 @@
 //! and a request that arrives and is answered within one turn costs one
 //! timer refresh and nothing else.
 
-use std::io::{self, IoSlice, Read, Write};
-use std::net::Shutdown;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
 
 use mio::net::TcpStream;
-use mio::{Interest, Registry, Token};
 
-use crate::app::filler::{self, FillerFile};
 use crate::config::Settings;
 use crate::ctx::{ConnLabel, Ctx, Slot};
 use crate::lab::controls::IdleClose;
 use crate::pool::Buffers;
 use crate::session::{Phase, Session};
 use crate::stats::CloseCause;
-use crate::stats::timing::Progress;
-use crate::timers::TimerId;
+use crate::stats::timing::{ConnStamps, Progress};
+use crate::timers::{Micros, TimerId};
 
 /// Reads per readiness event before yielding to other connections.
 const READ_BUDGET: u32 = 16;
@@ -90,33 +88,17 @@ pub enum Flow {
     Close(CloseCause),
 }
 
-/// Outcome of one flush.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Flushed {
-    /// Everything queued is sent; `wrote`: some of it in this flush.
-    All { wrote: bool },
-    /// The socket took what it could; a writable edge will come.
-    Blocked,
-    /// A generated body's write budget is spent: go on next turn.
-    Yielded,
-}
-
-/// Outcome of one read.
-enum ReadOutcome {
-    /// Bytes arrived; `short`: fewer than there was room for.
-    Got {
-        short: bool,
-    },
-    Eof,
-    /// No room: the input waits on a response.
-    Full,
-}
-
 /// One client connection.
 pub struct Conn {
     stream: TcpStream,
-    /// Its id and peer, for logs (set by the worker on accept).
-    pub label: ConnLabel,
+    /// Its id, unique over the process's life, for logs.
+    id: u64,
+    /// The peer's address, as accept() returned it (without the IPv6 flow
+    /// and scope fields, which nothing reads: 19 bytes, not 32).
+    peer_ip: IpAddr,
+    peer_port: u16,
+    /// Its request and lifetime stamps (see `stats::timing`).
+    pub stamps: ConnStamps,
     /// Present while the connection has work; back in the pool when idle.
     buffers: Option<Box<Buffers>>,
     session: Session,
@@ -128,6 +110,8 @@ pub struct Conn {
     deadline_watch: Watch,
     /// Bytes drained while closing.
     lingered: u32,
+    /// Requests received as of the last timer sync.
+    received_at_sync: u32,
     /// Bytes moved since the last timer sync.
     moved: bool,
     /// On the worker's list of connections to sync this turn.
@@ -148,21 +132,15 @@ pub struct Conn {
     write_blocked: bool,
 }
 
-/// What the worker's poll watches on a connection's socket.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Registered {
-    /// Not registered: a connection that is served and closed in the turn
-    /// it was accepted never touches epoll.
-    No,
-    Readable,
-    ReadableWritable,
-}
-
 impl Conn {
-    pub fn new(stream: TcpStream) -> Self {
+    /// A connection accepted this turn from `peer`, named `id` in logs.
+    pub fn new(stream: TcpStream, id: u64, peer: SocketAddr) -> Self {
         Conn {
             stream,
-            label: ConnLabel::default(),
+            id,
+            peer_ip: peer.ip(),
+            peer_port: peer.port(),
+            stamps: ConnStamps::accepted(),
             buffers: None,
             session: Session::new(),
             activity: None,
@@ -170,6 +148,7 @@ impl Conn {
             deadline: None,
             deadline_watch: Watch::LingerTotal,
             lingered: 0,
+            received_at_sync: 0,
             moved: false,
             touched: false,
             wants_more: false,
@@ -190,37 +169,22 @@ impl Conn {
         self.drive(ctx)
     }
 
-    /// Whether [`Conn::register`] has something to do.
-    pub fn registration_due(&self) -> bool {
-        let wanted = if self.write_blocked {
-            Registered::ReadableWritable
-        } else {
-            Registered::Readable
-        };
-        self.registered != wanted
+    /// How logs name this connection at loop time `now`.
+    pub fn label(&self, now: Micros) -> ConnLabel {
+        ConnLabel {
+            id: self.id,
+            peer: SocketAddr::new(self.peer_ip, self.peer_port),
+            accepted: self.stamps.opened_at(now),
+        }
     }
 
-    /// Registers the socket with the worker's poll, or widens what it
-    /// watches. Readable only until a write backs up: a fresh socket is
-    /// writable at once, and an EPOLLOUT edge at registration would wake
-    /// the worker for a connection with nothing to read yet. Registering
-    /// after reading loses nothing: epoll reports what is already pending
-    /// when a socket is added or modified, edge-triggered or not.
-    pub fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
-        let (wanted, interest) = if self.write_blocked {
-            (
-                Registered::ReadableWritable,
-                Interest::READABLE | Interest::WRITABLE,
-            )
-        } else {
-            (Registered::Readable, Interest::READABLE)
-        };
-        match self.registered {
-            Registered::No => registry.register(&mut self.stream, token, interest)?,
-            _ => registry.reregister(&mut self.stream, token, interest)?,
-        }
-        self.registered = wanted;
-        Ok(())
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The peer's IP address, which the lab's peer table is keyed by.
+    pub fn peer_ip(&self) -> IpAddr {
+        self.peer_ip
     }
 
     pub fn phase(&self) -> Phase {
@@ -305,7 +269,7 @@ impl Conn {
             }
             // The peer neither closed nor spoke within the watch.
             Watch::PeerAfterFin => return Flow::Close(CloseCause::KeepAliveTimeout),
-            Watch::Delay { .. } => {
+            Watch::Delay => {
                 let buffers = self.buffers.get_or_insert_with(|| ctx.pool.take());
                 self.session.delay_elapsed(buffers, ctx);
                 return self.drive(ctx);
@@ -316,8 +280,8 @@ impl Conn {
                 return Flow::Close(CloseCause::Inactivity);
             }
             Watch::Inactivity => CloseCause::Inactivity,
-            Watch::Headers { .. } => CloseCause::HeadersTimeout,
-            Watch::Request { .. } => CloseCause::RequestTimeout,
+            Watch::Headers => CloseCause::HeadersTimeout,
+            Watch::Request => CloseCause::RequestTimeout,
         };
         let buffers = self.buffers.get_or_insert_with(|| ctx.pool.take());
         if self.session.time_out(cause, buffers, ctx) {
@@ -489,128 +453,6 @@ impl Conn {
         }
         Flow::Open
     }
-
-    /// Turns Nagle's algorithm off, once, when it could first matter: as the
-    /// connection goes idle between requests (the next response may follow
-    /// a segment still unacknowledged) or when a write backs up. A response
-    /// on a fresh connection has nothing in flight for Nagle to wait on, so
-    /// one-request connections never pay the syscall (nginx does the same).
-    fn disable_nagle(&mut self) {
-        if !self.nodelay {
-            self.nodelay = true;
-            let _ = self.stream.set_nodelay(true);
-        }
-    }
-
-    /// Shuts the write side once; false if the socket is already gone.
-    fn shut_write(&mut self) -> bool {
-        if !self.write_shut {
-            self.write_shut = true;
-            return self.stream.shutdown(Shutdown::Write).is_ok();
-        }
-        true
-    }
-
-    fn read(&mut self, ctx: &mut Ctx<'_>) -> io::Result<ReadOutcome> {
-        let limit = Session::input_limit(ctx.settings);
-        let buffers = self.buffers.get_or_insert_with(|| ctx.pool.take());
-        let spare = buffers.input.spare(limit);
-        if spare.is_empty() {
-            return Ok(ReadOutcome::Full);
-        }
-        let asked = spare.len();
-        let n = self.stream.read(spare)?;
-        if n == 0 {
-            return Ok(ReadOutcome::Eof);
-        }
-        self.moved = true;
-        if self.session.closing().is_some() {
-            // Draining: counted (a Done close that read nothing needs no
-            // linger), then dropped.
-            self.lingered = self.lingered.saturating_add(n as u32);
-        } else {
-            buffers.input.filled(n);
-        }
-        Ok(ReadOutcome::Got { short: n < asked })
-    }
-
-    /// Writes queued output until it is all sent or the socket is full.
-    ///
-    /// `closes_next`: the connection closes right after this flush. Its
-    /// writes then go with MSG_MORE, so the kernel holds the last segment
-    /// back and the close sends the FIN in it: one segment (and one ACK)
-    /// fewer per one-request connection. The close pushes whatever is held.
-    ///
-    /// A generated body owed behind the output goes in the same writes, as
-    /// slices of the shared filler block after what the output holds (one
-    /// `writev`, no copy), at most [`GENERATE_BUDGET`] of them per pass.
-    ///
-    /// With the worker's filler file, the body goes by `sendfile` after the
-    /// head (sent with MSG_MORE so both share segments): the kernel copies
-    /// from its own pages, and this process not at all.
-    fn flush(&mut self, closes_next: bool, file: Option<&FillerFile>) -> io::Result<Flushed> {
-        let mut wrote = false;
-        let mut filler_writes = 0;
-        let Some(buffers) = self.buffers.as_deref_mut() else {
-            return Ok(Flushed::All { wrote });
-        };
-        loop {
-            let pending = buffers.output.pending();
-            let filler_due = self.session.filler_due(buffers);
-            if pending == 0 && filler_due.is_none() {
-                return Ok(Flushed::All { wrote });
-            }
-            let sent = if let Some(remaining) = filler_due {
-                if filler_writes == GENERATE_BUDGET {
-                    return Ok(Flushed::Yielded);
-                }
-                filler_writes += 1;
-                // Its writes follow one another: without Nagle, the last
-                // short segment need not wait for the previous one's ACK.
-                if !self.nodelay {
-                    self.nodelay = true;
-                    let _ = self.stream.set_nodelay(true);
-                }
-                match file {
-                    Some(_) if pending > 0 => socket2::SockRef::from(&self.stream).send_with_flags(
-                        buffers.output.unsent(),
-                        libc::MSG_MORE | libc::MSG_NOSIGNAL,
-                    ),
-                    Some(file) => file.send(&self.stream, remaining),
-                    None => {
-                        let mut iov = [IoSlice::new(&[]); 1 + filler::MAX_SLICES];
-                        iov[0] = IoSlice::new(buffers.output.unsent());
-                        let slices = filler::slices(remaining, &mut iov[1..]);
-                        self.stream.write_vectored(&iov[..1 + slices])
-                    }
-                }
-            } else if closes_next {
-                socket2::SockRef::from(&self.stream)
-                    .send_with_flags(buffers.output.unsent(), libc::MSG_MORE | libc::MSG_NOSIGNAL)
-            } else {
-                self.stream.write(buffers.output.unsent())
-            };
-            match sent {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => {
-                    let from_output = n.min(pending);
-                    buffers.output.advance(from_output);
-                    if n > from_output {
-                        self.session.filler_sent((n - from_output) as u64, buffers);
-                    }
-                    self.moved = true;
-                    wrote = true;
-                }
-                Err(e) if would_block(&e) => {
-                    self.disable_nagle();
-                    self.write_blocked = true;
-                    return Ok(Flushed::Blocked);
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-    }
 }
 
 /// The last response ends the connection as soon as it is flushed, with
@@ -626,9 +468,11 @@ pub fn would_block(error: &io::Error) -> bool {
     error.kind() == io::ErrorKind::WouldBlock
 }
 
+mod socket;
 mod timers;
 mod watch;
 
+use socket::{Flushed, ReadOutcome, Registered};
 use timers::Watch;
 pub use watch::IDLE_WATCH_MS;
 

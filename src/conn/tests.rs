@@ -79,9 +79,9 @@ fn pair() -> (std::net::TcpStream, Conn) {
     client
         .set_read_timeout(Some(Duration::from_secs(5)))
         .unwrap();
-    let (server, _) = listener.accept().unwrap();
+    let (server, peer) = listener.accept().unwrap();
     server.set_nonblocking(true).unwrap();
-    (client, Conn::new(TcpStream::from_std(server)))
+    (client, Conn::new(TcpStream::from_std(server), 1, peer))
 }
 
 /// Sends a request and lets it land in the server's socket.
@@ -358,4 +358,14 @@ fn pipelined_echoes_at_the_buffer_limits_do_not_stall() {
     );
     drop(conn);
     assert_eq!(responses_in(&reader.join().unwrap()), requests);
+}
+
+#[test]
+fn an_idle_connection_keeps_only_a_small_slab_entry() {
+    // Issue 19: what only a connection with work needs is pooled, so an
+    // idle one costs this entry and a 32-byte timer node. mio's stream
+    // carries a selector id with debug assertions on (8 bytes more here).
+    let stream_extra = if cfg!(debug_assertions) { 8 } else { 0 };
+    assert!(std::mem::size_of::<Conn>() <= 144 + stream_extra);
+    assert_eq!(std::mem::size_of::<Option<crate::timers::TimerId>>(), 4);
 }

@@ -15,24 +15,18 @@ use crate::session::Phase;
 use crate::stats::TimerKind;
 use crate::timers::{Micros, TimerId, TimerLists};
 
-/// What a timer slot is measuring. Tags carry the request number where a
-/// new request must start a new timer.
+/// What a timer slot is measuring (one byte: which request a per-request
+/// timer belongs to is told by [`Conn::sync_timers`] instead).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Watch {
     KeepAlive,
-    Headers {
-        request: u32,
-    },
+    Headers,
     Inactivity,
-    Delay {
-        request: u32,
-    },
+    Delay,
     /// Draining input after the last response: silence ends it.
     Linger,
     /// The whole-request deadline.
-    Request {
-        request: u32,
-    },
+    Request,
     /// The cap on the whole linger.
     LingerTotal,
     /// Watching the peer after the idle FIN.
@@ -44,6 +38,11 @@ impl Watch {
     fn refreshes(self) -> bool {
         matches!(self, Watch::KeepAlive | Watch::Inactivity | Watch::Linger)
     }
+
+    /// Whether it belongs to one request: the next request starts its own.
+    fn per_request(self) -> bool {
+        matches!(self, Watch::Headers | Watch::Delay | Watch::Request)
+    }
 }
 
 /// What a timer slot should hold.
@@ -54,7 +53,6 @@ struct WantedTimer {
     refed: bool,
 }
 
-/// What a readiness event says about the peer.
 impl Conn {
     /// What the timer in `slot` stands for (for labels and counts).
     pub fn timer_kind(&self, slot: Slot) -> TimerKind {
@@ -64,18 +62,21 @@ impl Conn {
         };
         match watch {
             Watch::KeepAlive => TimerKind::KeepAlive,
-            Watch::Headers { .. } => TimerKind::Headers,
+            Watch::Headers => TimerKind::Headers,
             Watch::Inactivity => TimerKind::Inactivity,
-            Watch::Delay { .. } => TimerKind::Delay,
+            Watch::Delay => TimerKind::Delay,
             Watch::Linger | Watch::LingerTotal => TimerKind::Linger,
-            Watch::Request { .. } => TimerKind::Request,
+            Watch::Request => TimerKind::Request,
             Watch::PeerAfterFin => TimerKind::IdleWatch,
         }
     }
 
-    /// A readiness event.
     /// Brings both timer slots in line with the connection's state,
     /// stamping with `now`, a clock reading taken after all recent activity.
+    /// A request received since the last sync is a new request: its
+    /// per-request timers start afresh. (Every event ends in a sync within
+    /// its turn, so this is the same as tagging each timer with its
+    /// request number, at four bytes for both slots instead of eight.)
     pub fn sync_timers(
         &mut self,
         key: u32,
@@ -84,6 +85,8 @@ impl Conn {
         settings: &Settings,
     ) {
         let moved = std::mem::take(&mut self.moved);
+        let received = self.session.received();
+        let new_request = std::mem::replace(&mut self.received_at_sync, received) != received;
         let phase = self.phase();
         let activity = self.wanted_activity(phase, settings);
         let deadline = self.wanted_deadline(phase, settings);
@@ -91,7 +94,7 @@ impl Conn {
             &mut self.activity,
             &mut self.watch,
             activity,
-            moved,
+            (moved, new_request),
             timers,
             now,
             TimerEvent::Conn {
@@ -103,7 +106,7 @@ impl Conn {
             &mut self.deadline,
             &mut self.deadline_watch,
             deadline,
-            moved,
+            (moved, new_request),
             timers,
             now,
             TimerEvent::Conn {
@@ -119,11 +122,10 @@ impl Conn {
     /// server waits for those and no others.
     fn wanted_activity(&self, phase: Phase, settings: &Settings) -> Option<WantedTimer> {
         let want = |watch, ms, refed| Some(WantedTimer { watch, ms, refed });
-        let request = self.session.received();
         match phase {
             Phase::Fresh => settings
                 .headers_ms
-                .and_then(|ms| want(Watch::Headers { request }, ms, false)),
+                .and_then(|ms| want(Watch::Headers, ms, false)),
             Phase::Idle => {
                 let ms = self.session.controls().keep_alive_ms(settings);
                 want(Watch::KeepAlive, ms, false)
@@ -131,11 +133,11 @@ impl Conn {
             Phase::Watching => want(Watch::PeerAfterFin, IDLE_WATCH_MS, false),
             Phase::Head => settings
                 .headers_ms
-                .and_then(|ms| want(Watch::Headers { request }, ms, true)),
+                .and_then(|ms| want(Watch::Headers, ms, true)),
             Phase::Body | Phase::Writing => settings
                 .inactivity_ms
                 .and_then(|ms| want(Watch::Inactivity, ms, true)),
-            Phase::Delayed { ms } => want(Watch::Delay { request }, ms, true),
+            Phase::Delayed { ms } => want(Watch::Delay, ms, true),
             Phase::Closing => want(Watch::Linger, LINGER_IDLE_MS, true),
         }
     }
@@ -150,12 +152,11 @@ impl Conn {
                 refed: true,
             });
         }
-        let request = self.session.received();
         settings
             .request_ms
             .filter(|_| self.session.is_receiving(self.buffers.as_deref()))
             .map(|ms| WantedTimer {
-                watch: Watch::Request { request },
+                watch: Watch::Request,
                 ms,
                 refed: true,
             })
@@ -163,12 +164,13 @@ impl Conn {
 }
 
 /// Brings one timer slot in line with what its policy wants: enroll, drop,
-/// re-arm for a new purpose, refresh on activity, or flip ref'd.
+/// re-arm for a new purpose or a new request, refresh on activity (`moved`),
+/// or flip ref'd.
 fn sync_slot(
     slot: &mut Option<TimerId>,
     current: &mut Watch,
     wanted: Option<WantedTimer>,
-    moved: bool,
+    (moved, new_request): (bool, bool),
     timers: &mut TimerLists<TimerEvent>,
     now: Micros,
     event: TimerEvent,
@@ -184,7 +186,7 @@ fn sync_slot(
             *current = want.watch;
         }
         (Some(want), Some(id)) => {
-            if want.watch != *current {
+            if want.watch != *current || (new_request && want.watch.per_request()) {
                 timers.rearm(id, want.ms, now);
                 *current = want.watch;
             } else if moved && want.watch.refreshes() {

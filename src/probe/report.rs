@@ -201,7 +201,7 @@ impl Report {
     }
 }
 
-/// `text` after `label`, wrapped at [`WIDTH`] columns under an indent.
+/// `text` after `label`, wrapped at 80 columns under an indent.
 fn labelled(label: &str, text: &str) -> String {
     const WIDTH: usize = 80;
     const INDENT: usize = 11;

@@ -6,10 +6,11 @@
 //! ten idle seconds would look ten seconds long. Instead an event is
 //! stamped with the *next* reading, the first one taken after it (as the
 //! connection timers are): the worker notes what happened during the turn
-//! and [`Timing::stamp`] resolves it at the top of the next turn, when the
+//! and [`ConnStamps::stamp`] resolves it at the top of the next turn, when the
 //! connection's timers are synced. Both ends of a duration are shifted the
 //! same way, so it is exact to within one turn's work, with no clock read
-//! per request and no allocation (a slot per connection key, reused).
+//! per request and no allocation (the stamps live in the connection; what
+//! ends waits in per-turn lists that keep their capacity).
 //!
 //! A request that begins and is answered within one turn lasts 0 (it took
 //! less than a turn). Pipelined requests answered together share the start
@@ -17,9 +18,9 @@
 //!
 //! The keep-alive lab's idle figures come from the same stamps: the end of
 //! a connection's last response, and what follows it, is either a request
-//! that reuses the connection (its gap: [`Timing::stamp`] returns it) or
+//! that reuses the connection (its gap: [`ConnStamps::stamp`] returns it) or
 //! an idle close, by the client or by the server's idle timer, at the age
-//! since that end ([`Timing::stamp_closed`] records it).
+//! since that end ([`Timing::stamp_turn`] records it).
 
 use std::net::IpAddr;
 
@@ -81,9 +82,11 @@ impl Default for Stamp {
     }
 }
 
-/// One connection's stamps.
-#[derive(Debug, Clone, Copy, Default)]
-struct Slot {
+/// One connection's stamps, kept in the connection itself (36 bytes): what
+/// it needs between turns. Responses that finished are handed to the
+/// [`Timing`] at once, to be stamped with the next reading.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnStamps {
     opened: Stamp,
     /// First byte of the request in progress.
     started: Stamp,
@@ -94,15 +97,57 @@ struct Slot {
     reuse_from: Stamp,
     /// Responses fully written, counted so far.
     recorded: u32,
-    /// Responses whose last byte went out this turn, begun at `ends_from`.
-    ends_pending: u32,
-    ends_from: Micros,
+}
+
+impl ConnStamps {
+    /// A connection accepted this turn.
+    pub fn accepted() -> Self {
+        ConnStamps {
+            opened: Stamp::PENDING,
+            started: Stamp::NONE,
+            last_end: Stamp::NONE,
+            reuse_from: Stamp::NONE,
+            recorded: 0,
+        }
+    }
+
+    /// Responses counted so far.
+    pub fn recorded(&self) -> u32 {
+        self.recorded
+    }
+
+    /// When the connection was opened, or `now` in the turn it was.
+    pub fn opened_at(&self, now: Micros) -> Micros {
+        self.opened.at().unwrap_or(now)
+    }
+
+    /// Resolves a connection's stamps with `now`, the first reading after
+    /// its latest event (the worker calls this as it syncs timers).
+    /// Returns the gap before a request that reused the connection.
+    #[inline]
+    pub fn stamp(&mut self, now: Micros) -> Option<Micros> {
+        self.started.settle(now);
+        self.opened.settle(now);
+        let reuse = self.reuse_from.is_set().then(|| {
+            let from = std::mem::take(&mut self.reuse_from).resolve(now);
+            now.saturating_sub(from)
+        });
+        self.last_end.settle(now);
+        reuse
+    }
+}
+
+/// Responses that finished this turn, begun at `from`.
+#[derive(Debug, Clone, Copy)]
+struct Ends {
+    from: Micros,
+    count: u32,
 }
 
 /// A connection closed this turn, waiting for the next reading.
 #[derive(Debug, Clone, Copy)]
 struct Closed {
-    slot: Slot,
+    opened: Stamp,
     requests: u32,
 }
 
@@ -121,135 +166,113 @@ struct PendingIdleEnd {
     last_end: Stamp,
 }
 
-/// A worker's request and connection stamps.
+/// What a worker's connections did this turn that the next clock reading
+/// stamps: responses that finished, connections closed, idle ends. Each
+/// list is drained every turn and keeps its capacity.
 #[derive(Debug, Default)]
 pub struct Timing {
-    /// Indexed by connection key; grows to the largest key once.
-    slots: Vec<Slot>,
+    ends: Vec<Ends>,
     closed: Vec<Closed>,
     idle_ends: Vec<PendingIdleEnd>,
 }
 
 impl Timing {
-    /// Room for `connections` keys and closes before anything allocates.
-    pub fn with_capacity(connections: usize) -> Self {
+    /// Room for a turn with this many events before anything allocates.
+    pub fn with_capacity(events: usize) -> Self {
         Timing {
-            slots: Vec::with_capacity(connections),
-            closed: Vec::with_capacity(connections.min(1024)),
-            idle_ends: Vec::with_capacity(connections.min(1024)),
+            ends: Vec::with_capacity(events),
+            closed: Vec::with_capacity(events),
+            idle_ends: Vec::with_capacity(events),
         }
     }
 
-    /// Connection `key` was accepted this turn.
-    pub fn opened(&mut self, key: usize) {
-        if self.slots.len() <= key {
-            self.slots.resize(key + 1, Slot::default());
-        }
-        self.slots[key] = Slot {
-            opened: Stamp::PENDING,
-            ..Slot::default()
-        };
-    }
-
-    /// After an event on connection `key`: note responses that finished
-    /// and a request that began. Returns how many responses finished.
+    /// After an event on a connection: note responses that finished and a
+    /// request that began. Returns how many responses finished.
     #[inline]
-    pub fn observe(&mut self, key: usize, progress: Progress, stats: &Stats) -> u32 {
-        let Some(slot) = self.slots.get_mut(key) else {
-            return 0;
-        };
+    pub fn observe(&mut self, stamps: &mut ConnStamps, progress: Progress, stats: &Stats) -> u32 {
         let mut finished = 0;
-        if !progress.writing && progress.served > slot.recorded {
-            finished = progress.served - slot.recorded;
-            slot.recorded = progress.served;
-            match slot.started.at() {
+        if !progress.writing && progress.served > stamps.recorded {
+            finished = progress.served - stamps.recorded;
+            stamps.recorded = progress.served;
+            match stamps.started.at() {
                 // Begun in an earlier turn: ends at the next reading.
-                Some(at) => {
-                    slot.ends_pending += finished;
-                    slot.ends_from = at;
-                }
+                Some(from) => self.ends.push(Ends {
+                    from,
+                    count: finished,
+                }),
                 // Begun and answered within this turn.
                 None => {
-                    if !slot.started.is_set() {
-                        note_reuse(slot);
+                    if !stamps.started.is_set() {
+                        note_reuse(stamps);
                     }
                     stats.request_duration.record_n(0, u64::from(finished));
                 }
             }
-            slot.started = Stamp::NONE;
-            slot.last_end = Stamp::PENDING;
+            stamps.started = Stamp::NONE;
+            stamps.last_end = Stamp::PENDING;
         }
-        if (progress.busy || progress.writing) && !slot.started.is_set() {
-            slot.started = Stamp::PENDING;
+        if (progress.busy || progress.writing) && !stamps.started.is_set() {
+            stamps.started = Stamp::PENDING;
             // After a response in this same event, a request that follows
             // at once was pipelined behind it: not a reuse of an idle
             // connection.
             if finished == 0 {
-                note_reuse(slot);
+                note_reuse(stamps);
             }
         }
         finished
     }
 
-    /// Responses counted so far on connection `key`.
-    pub fn recorded(&self, key: usize) -> u32 {
-        self.slots.get(key).map_or(0, |slot| slot.recorded)
-    }
-
-    /// Connection `key` closes after this event; `idle`: it was idle
-    /// between requests, and who ended it.
-    pub fn closed(&mut self, key: usize, progress: Progress, stats: &Stats, idle: Option<IdleEnd>) {
-        self.observe(key, progress, stats);
-        if let Some(slot) = self.slots.get_mut(key) {
-            let slot = std::mem::take(slot);
-            if let Some(end) = idle {
-                self.idle_ends.push(PendingIdleEnd {
-                    end,
-                    last_end: slot.last_end,
-                });
-            }
-            self.closed.push(Closed {
-                slot,
-                requests: progress.served,
-            });
-        }
-    }
-
-    /// Connection `key`, idle between requests, got the server's idle FIN
-    /// and stays open for the watch: its idle end is recorded now.
-    pub fn idle_fin(&mut self, key: usize, peer: IpAddr) {
-        if let Some(slot) = self.slots.get_mut(key) {
-            let end = IdleEnd {
-                peer,
-                closer: Closer::Server,
-            };
+    /// A connection closes after this event; `idle`: it was idle between
+    /// requests, and who ended it.
+    pub fn closed(
+        &mut self,
+        mut stamps: ConnStamps,
+        progress: Progress,
+        stats: &Stats,
+        idle: Option<IdleEnd>,
+    ) {
+        self.observe(&mut stamps, progress, stats);
+        if let Some(end) = idle {
             self.idle_ends.push(PendingIdleEnd {
                 end,
-                last_end: std::mem::take(&mut slot.last_end),
+                last_end: stamps.last_end,
             });
         }
+        self.closed.push(Closed {
+            opened: stamps.opened,
+            requests: progress.served,
+        });
     }
 
-    /// Resolves connection `key`'s stamps with `now`, the first reading
-    /// after its latest event (the worker calls this as it syncs timers).
-    /// Returns the gap before a request that reused the connection.
-    #[inline]
-    pub fn stamp(&mut self, key: usize, now: Micros, stats: &Stats) -> Option<Micros> {
-        self.slots
-            .get_mut(key)
-            .and_then(|slot| settle(slot, now, stats))
+    /// A connection idle between requests got the server's idle FIN and
+    /// stays open for the watch: its idle end is recorded now.
+    pub fn idle_fin(&mut self, stamps: &mut ConnStamps, peer: IpAddr) {
+        let end = IdleEnd {
+            peer,
+            closer: Closer::Server,
+        };
+        self.idle_ends.push(PendingIdleEnd {
+            end,
+            last_end: std::mem::take(&mut stamps.last_end),
+        });
     }
 
-    /// Records the connections closed last turn, and the idle ends, with
-    /// `now`; idle ends go to `peers` too.
-    pub fn stamp_closed(&mut self, now: Micros, stats: &Stats, peers: &mut PeerTable) {
-        for mut closed in self.closed.drain(..) {
-            settle(&mut closed.slot, now, stats);
-            let opened = closed.slot.opened.resolve(now);
+    /// Records what ended last turn with `now`: response durations,
+    /// connection lifetimes, idle ends (which go to `peers` too).
+    pub fn stamp_turn(&mut self, now: Micros, stats: &Stats, peers: &mut PeerTable) {
+        for Ends { from, count } in self.ends.drain(..) {
+            let took = now.saturating_sub(from);
+            stats.request_duration.record_n(took, u64::from(count));
+        }
+        for Closed {
+            mut opened,
+            requests,
+        } in self.closed.drain(..)
+        {
+            let opened = opened.resolve(now);
             stats.connection_duration.record(now.saturating_sub(opened));
-            stats
-                .requests_per_connection
-                .record(u64::from(closed.requests));
+            stats.requests_per_connection.record(u64::from(requests));
         }
         for PendingIdleEnd { end, mut last_end } in self.idle_ends.drain(..) {
             // Never answered: not an idle connection in the lab's sense.
@@ -267,28 +290,10 @@ impl Timing {
 /// A request began: if the connection was idle since a response, it is a
 /// reuse, whose gap the next reading gives.
 #[inline]
-fn note_reuse(slot: &mut Slot) {
-    if slot.last_end.is_set() {
-        slot.reuse_from = std::mem::take(&mut slot.last_end);
+fn note_reuse(stamps: &mut ConnStamps) {
+    if stamps.last_end.is_set() {
+        stamps.reuse_from = std::mem::take(&mut stamps.last_end);
     }
-}
-
-fn settle(slot: &mut Slot, now: Micros, stats: &Stats) -> Option<Micros> {
-    if slot.ends_pending > 0 {
-        let took = now.saturating_sub(slot.ends_from);
-        stats
-            .request_duration
-            .record_n(took, u64::from(slot.ends_pending));
-        slot.ends_pending = 0;
-    }
-    slot.started.settle(now);
-    slot.opened.settle(now);
-    let reuse = slot.reuse_from.is_set().then(|| {
-        let from = std::mem::take(&mut slot.reuse_from).resolve(now);
-        now.saturating_sub(from)
-    });
-    slot.last_end.settle(now);
-    reuse
 }
 
 #[cfg(test)]
@@ -308,50 +313,71 @@ mod tests {
         (data.count(), data.sum)
     }
 
+    /// A worker's turn boundary: what ended is stamped, then the
+    /// connection's own stamps.
+    fn next_turn(
+        timing: &mut Timing,
+        conn: &mut ConnStamps,
+        now: Micros,
+        stats: &Stats,
+    ) -> Option<Micros> {
+        timing.stamp_turn(now, stats, &mut PeerTable::default());
+        conn.stamp(now)
+    }
+
     #[test]
     fn a_request_answered_within_its_turn_lasts_zero() {
         let (mut timing, stats) = (Timing::default(), Stats::default());
-        timing.opened(3);
-        timing.stamp(3, 1_000, &stats);
-        timing.observe(3, progress(1, false, false), &stats);
+        let mut conn = ConnStamps::accepted();
+        next_turn(&mut timing, &mut conn, 1_000, &stats);
+        timing.observe(&mut conn, progress(1, false, false), &stats);
         assert_eq!(durations(&stats), (1, 0));
     }
 
     #[test]
     fn a_request_over_several_turns_is_stamped_with_the_readings_after_its_ends() {
         let (mut timing, stats) = (Timing::default(), Stats::default());
-        timing.opened(0);
+        let mut conn = ConnStamps::accepted();
         // Turn read at 100 (before a long sleep); half a head arrives.
-        timing.observe(0, progress(0, true, false), &stats);
+        timing.observe(&mut conn, progress(0, true, false), &stats);
         // Next turn reads 10_000: the head's first byte is stamped then,
         // not with the 100 taken before the sleep.
-        timing.stamp(0, 10_000, &stats);
+        next_turn(&mut timing, &mut conn, 10_000, &stats);
         // The rest arrives; the response backs up.
-        timing.observe(0, progress(1, false, true), &stats);
-        timing.stamp(0, 12_000, &stats);
+        timing.observe(&mut conn, progress(1, false, true), &stats);
+        next_turn(&mut timing, &mut conn, 12_000, &stats);
         assert_eq!(durations(&stats), (0, 0), "not written yet");
         // The socket drains; the next reading ends it.
-        timing.observe(0, progress(1, false, false), &stats);
-        timing.stamp(0, 15_000, &stats);
+        timing.observe(&mut conn, progress(1, false, false), &stats);
+        next_turn(&mut timing, &mut conn, 15_000, &stats);
         assert_eq!(durations(&stats), (1, 5_000));
     }
 
     #[test]
     fn a_close_records_the_connection_and_its_last_response() {
         let (mut timing, stats) = (Timing::default(), Stats::default());
-        timing.opened(7);
-        timing.stamp(7, 1_000, &stats);
-        timing.observe(7, progress(0, true, false), &stats);
-        timing.stamp(7, 2_000, &stats);
-        timing.closed(7, progress(1, false, false), &stats, None);
-        // The key is reused at once; the close is still its own.
-        timing.opened(7);
-        timing.stamp_closed(4_000, &stats, &mut PeerTable::default());
+        let mut conn = ConnStamps::accepted();
+        next_turn(&mut timing, &mut conn, 1_000, &stats);
+        timing.observe(&mut conn, progress(0, true, false), &stats);
+        next_turn(&mut timing, &mut conn, 2_000, &stats);
+        timing.closed(conn, progress(1, false, false), &stats, None);
+        timing.stamp_turn(4_000, &stats, &mut PeerTable::default());
         assert_eq!(durations(&stats), (1, 2_000));
         let lifetime = stats.connection_duration.read();
         assert_eq!((lifetime.count(), lifetime.sum), (1, 3_000));
         let requests = stats.requests_per_connection.read();
         assert_eq!((requests.count(), requests.sum), (1, 1));
+    }
+
+    #[test]
+    fn a_connection_closed_in_the_turn_it_opened_lasts_zero() {
+        let (mut timing, stats) = (Timing::default(), Stats::default());
+        let conn = ConnStamps::accepted();
+        assert_eq!(conn.opened_at(500), 500, "not stamped yet");
+        timing.closed(conn, progress(1, false, false), &stats, None);
+        timing.stamp_turn(4_000, &stats, &mut PeerTable::default());
+        let lifetime = stats.connection_duration.read();
+        assert_eq!((lifetime.count(), lifetime.sum), (1, 0));
     }
 
     fn peer() -> IpAddr {
@@ -361,35 +387,45 @@ mod tests {
     #[test]
     fn a_request_after_an_idle_wait_is_a_reuse_with_its_gap() {
         let (mut timing, stats) = (Timing::default(), Stats::default());
-        timing.opened(1);
-        timing.stamp(1, 1_000, &stats);
+        let mut conn = ConnStamps::accepted();
+        next_turn(&mut timing, &mut conn, 1_000, &stats);
+        assert_eq!(conn.opened_at(9_999), 1_000);
         // Request 1 arrives and is answered within a turn: no reuse.
-        assert_eq!(timing.observe(1, progress(1, false, false), &stats), 1);
-        assert_eq!(timing.stamp(1, 2_000, &stats), None, "a first request");
+        assert_eq!(
+            timing.observe(&mut conn, progress(1, false, false), &stats),
+            1
+        );
+        let gap = next_turn(&mut timing, &mut conn, 2_000, &stats);
+        assert_eq!(gap, None, "a first request");
         // 1.5 s later request 2 arrives and is answered in its turn: its
         // gap runs from the reading after response 1 to the one after it.
-        timing.observe(1, progress(2, false, false), &stats);
-        assert_eq!(timing.stamp(1, 1_502_000, &stats), Some(1_500_000));
+        timing.observe(&mut conn, progress(2, false, false), &stats);
+        let gap = next_turn(&mut timing, &mut conn, 1_502_000, &stats);
+        assert_eq!(gap, Some(1_500_000));
         // Request 3 arrives but takes several turns (a slow head).
-        timing.observe(1, progress(2, true, false), &stats);
-        assert_eq!(timing.stamp(1, 1_702_000, &stats), Some(200_000));
-        timing.observe(1, progress(3, false, false), &stats);
-        assert_eq!(timing.stamp(1, 1_800_000, &stats), None, "counted once");
+        timing.observe(&mut conn, progress(2, true, false), &stats);
+        let gap = next_turn(&mut timing, &mut conn, 1_702_000, &stats);
+        assert_eq!(gap, Some(200_000));
+        timing.observe(&mut conn, progress(3, false, false), &stats);
+        let gap = next_turn(&mut timing, &mut conn, 1_800_000, &stats);
+        assert_eq!(gap, None, "counted once");
+        assert_eq!(conn.recorded(), 3);
     }
 
     #[test]
     fn pipelined_requests_are_not_reuses() {
         let (mut timing, stats) = (Timing::default(), Stats::default());
-        timing.opened(2);
-        timing.stamp(2, 1_000, &stats);
-        timing.observe(2, progress(1, false, false), &stats);
-        timing.stamp(2, 2_000, &stats);
+        let mut conn = ConnStamps::accepted();
+        next_turn(&mut timing, &mut conn, 1_000, &stats);
+        timing.observe(&mut conn, progress(1, false, false), &stats);
+        next_turn(&mut timing, &mut conn, 2_000, &stats);
         // Two requests in one read after a gap: one reuse, not two; the
         // third, still arriving behind them, is not one either.
-        timing.observe(2, progress(3, true, false), &stats);
-        assert_eq!(timing.stamp(2, 9_000, &stats), Some(7_000));
-        timing.observe(2, progress(4, false, false), &stats);
-        assert_eq!(timing.stamp(2, 9_500, &stats), None);
+        timing.observe(&mut conn, progress(3, true, false), &stats);
+        let gap = next_turn(&mut timing, &mut conn, 9_000, &stats);
+        assert_eq!(gap, Some(7_000));
+        timing.observe(&mut conn, progress(4, false, false), &stats);
+        assert_eq!(next_turn(&mut timing, &mut conn, 9_500, &stats), None);
     }
 
     #[test]
@@ -400,21 +436,21 @@ mod tests {
             peer: peer(),
             closer: Closer::Client,
         });
-        timing.opened(3);
-        timing.stamp(3, 1_000, &stats);
-        timing.observe(3, progress(1, false, false), &stats);
-        timing.stamp(3, 2_000, &stats);
-        timing.closed(3, progress(1, false, false), &stats, client);
-        timing.stamp_closed(1_202_000, &stats, &mut peers);
+        let mut conn = ConnStamps::accepted();
+        next_turn(&mut timing, &mut conn, 1_000, &stats);
+        timing.observe(&mut conn, progress(1, false, false), &stats);
+        next_turn(&mut timing, &mut conn, 2_000, &stats);
+        timing.closed(conn, progress(1, false, false), &stats, client);
+        timing.stamp_turn(1_202_000, &stats, &mut peers);
         let ages = stats.lab.idle_close_age(Closer::Client).read();
         assert_eq!((ages.count(), ages.sum), (1, 1_200_000));
         // The server's idle FIN: aged at the turn it fired.
-        timing.opened(4);
-        timing.stamp(4, 3_000, &stats);
-        timing.observe(4, progress(1, false, false), &stats);
-        timing.stamp(4, 4_000, &stats);
-        timing.idle_fin(4, peer());
-        timing.stamp_closed(5_004_000, &stats, &mut peers);
+        let mut conn = ConnStamps::accepted();
+        next_turn(&mut timing, &mut conn, 3_000, &stats);
+        timing.observe(&mut conn, progress(1, false, false), &stats);
+        next_turn(&mut timing, &mut conn, 4_000, &stats);
+        timing.idle_fin(&mut conn, peer());
+        timing.stamp_turn(5_004_000, &stats, &mut peers);
         let ages = stats.lab.idle_close_age(Closer::Server).read();
         assert_eq!((ages.count(), ages.sum), (1, 5_000_000));
         let snapshot = peers.snapshot(5_004_000);
@@ -427,9 +463,9 @@ mod tests {
             (1, 1)
         );
         // A connection never answered is no idle close.
-        timing.opened(5);
-        timing.closed(5, progress(0, false, false), &stats, client);
-        timing.stamp_closed(6_000_000, &stats, &mut peers);
+        let conn = ConnStamps::accepted();
+        timing.closed(conn, progress(0, false, false), &stats, client);
+        timing.stamp_turn(6_000_000, &stats, &mut peers);
         assert_eq!(stats.lab.idle_close_age(Closer::Client).read().count(), 1);
     }
 }

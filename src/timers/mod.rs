@@ -106,6 +106,8 @@ mod model;
 #[cfg(test)]
 mod tests;
 
+use std::num::NonZeroU32;
+
 use slab::Slab;
 
 use heap::ListHeap;
@@ -115,14 +117,29 @@ use map::DurationMap;
 /// A point on the loop clock, in microseconds since the clock's origin.
 pub type Micros = u64;
 
-/// Handle to one enrolled timer: its slab key.
+/// Handle to one enrolled timer: its slab key, stored complemented. Keys
+/// stay below `NIL` (`u32::MAX`), so the complement is never zero and an
+/// `Option<TimerId>` takes four bytes, not eight: a connection holds two.
 ///
 /// Valid from `enroll` until the timer is unenrolled or returned by
 /// `expire`; after that the key may be reused by another timer, so using a
 /// stale id is a caller bug (it panics if the slot is vacant, and otherwise
 /// names whichever timer now lives there).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-pub struct TimerId(u32);
+pub struct TimerId(NonZeroU32);
+
+impl TimerId {
+    fn from_key(key: u32) -> Self {
+        match NonZeroU32::new(!key) {
+            Some(complement) => TimerId(complement),
+            None => panic!("timer key {key} is NIL"),
+        }
+    }
+
+    fn key(self) -> u32 {
+        !self.0.get()
+    }
+}
 
 /// What the admin view shows of one list.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -237,7 +254,7 @@ impl<T> TimerLists<T> {
         };
         self.lists[list as usize].push_back(&mut self.nodes, key);
         self.refed += usize::from(refed);
-        TimerId(key)
+        TimerId::from_key(key)
     }
 
     /// Restart: move to the tail of its list with `start = now`. O(1), no
@@ -249,7 +266,7 @@ impl<T> TimerLists<T> {
             return;
         }
         let list = node.list as usize;
-        self.lists[list].restart(&mut self.nodes, id.0, now);
+        self.lists[list].restart(&mut self.nodes, id.key(), now);
     }
 
     /// Restart with a (possibly) different duration: relink into the list for
@@ -261,22 +278,22 @@ impl<T> TimerLists<T> {
             self.refresh(id, now);
             return;
         }
-        self.lists[old as usize].unlink(&mut self.nodes, id.0);
+        self.lists[old as usize].unlink(&mut self.nodes, id.key());
         self.drop_list_if_empty(old);
         let new = self.list_for(duration_ms, now);
-        let node = &mut self.nodes[id.0 as usize];
+        let node = &mut self.nodes[id.key() as usize];
         node.list = new;
         node.start = now;
-        self.lists[new as usize].push_back(&mut self.nodes, id.0);
+        self.lists[new as usize].push_back(&mut self.nodes, id.key());
     }
 
     /// Remove the timer and return its payload. An emptied list leaves the
     /// heap and the map at once.
     pub fn unenroll(&mut self, id: TimerId) -> T {
         let list = self.node(id).list;
-        self.lists[list as usize].unlink(&mut self.nodes, id.0);
+        self.lists[list as usize].unlink(&mut self.nodes, id.key());
         self.drop_list_if_empty(list);
-        let node = self.nodes.remove(id.0 as usize);
+        let node = self.nodes.remove(id.key() as usize);
         self.refed -= usize::from(node.refed);
         node.payload
     }
@@ -321,7 +338,7 @@ impl<T> TimerLists<T> {
 
     /// The payload of a live timer, `None` if the slot is vacant.
     pub fn get(&self, id: TimerId) -> Option<&T> {
-        self.nodes.get(id.0 as usize).map(|n| &n.payload)
+        self.nodes.get(id.key() as usize).map(|n| &n.payload)
     }
 
     /// The timer's exact deadline: `start + duration`.
@@ -368,7 +385,7 @@ impl<T> TimerLists<T> {
                 // list with an earlier true deadline can go before it.
                 self.rekey(top.list, due);
             } else {
-                let id = TimerId(head);
+                let id = TimerId::from_key(head);
                 let payload = self.unenroll(id);
                 return Some(Due {
                     id,
@@ -408,7 +425,7 @@ impl<T> TimerLists<T> {
             }
             let node = &self.nodes[cur as usize];
             let item = TimerView {
-                id: TimerId(cur),
+                id: TimerId::from_key(cur),
                 start: node.start,
                 refed: node.refed,
                 payload: &node.payload,
@@ -419,14 +436,14 @@ impl<T> TimerLists<T> {
     }
 
     fn node(&self, id: TimerId) -> &Node<T> {
-        match self.nodes.get(id.0 as usize) {
+        match self.nodes.get(id.key() as usize) {
             Some(node) => node,
             None => panic!("{id:?} is not an enrolled timer"),
         }
     }
 
     fn node_mut(&mut self, id: TimerId) -> &mut Node<T> {
-        match self.nodes.get_mut(id.0 as usize) {
+        match self.nodes.get_mut(id.key() as usize) {
             Some(node) => node,
             None => panic!("{id:?} is not an enrolled timer"),
         }

@@ -27,7 +27,7 @@ pub fn record_reuse(
     if reuse.headroom_us < NEAR_MISS_US as i64 {
         stats.lab.near_misses.add(1);
     }
-    peers.record(conn.label.peer.ip(), now, PeerEvent::Reuse(reuse));
+    peers.record(conn.peer_ip(), now, PeerEvent::Reuse(reuse));
 }
 
 /// Who ended a connection closing for `cause`, if it was idle between

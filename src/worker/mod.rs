@@ -51,8 +51,7 @@ const ACCEPT_PAUSE_MS: u64 = 100;
 /// next turn's clock reading, so this bounds how late a stamp can be
 /// (~128 × 6 µs ≈ 1 ms) at the price of one more epoll_wait per 128 events.
 const EVENTS_CAPACITY: usize = 128;
-/// Connections (and their timing records) a worker has room for before
-/// its slab and lists grow; each has up to two timers.
+/// Connections a worker has room for before its slab and lists grow; each has up to two timers.
 const INITIAL_CONNECTIONS: usize = 1024;
 /// At most one eviction warning per this many milliseconds.
 const EVICTION_WARNING_EVERY_MS: u64 = 10_000;
@@ -261,12 +260,13 @@ impl Worker {
         };
         let mut ctx = self.resources.lend(now, &self.settings, &self.shared.stats);
         ctx.draining = self.draining;
-        ctx.conn = conn.label;
+        ctx.conn = conn.label(now);
         ctx.watch_allowed = !crowded && !self.accept_paused;
         let mut flow = handle(conn, &mut ctx);
         if ctx.idle_fin {
             self.watches += 1;
-            self.timing.idle_fin(key, conn.label.peer.ip());
+            let peer = conn.peer_ip();
+            self.timing.idle_fin(&mut conn.stamps, peer);
         }
         if flow == Flow::Open
             && conn.registration_due()
@@ -277,10 +277,11 @@ impl Worker {
         }
         match flow {
             Flow::Open => {
-                let responses = self.timing.observe(key, conn.progress(), ctx.stats);
+                let progress = conn.progress();
+                let responses = self.timing.observe(&mut conn.stamps, progress, ctx.stats);
                 if responses > 0 {
                     let event = PeerEvent::Responses(responses);
-                    ctx.peers.record(conn.label.peer.ip(), now, event);
+                    ctx.peers.record(conn.peer_ip(), now, event);
                 }
                 if !conn.touched {
                     conn.touched = true;
@@ -295,18 +296,18 @@ impl Worker {
                     self.watches -= 1;
                 }
                 let idle = lab::idle_closer(conn, cause).map(|closer| IdleEnd {
-                    peer: conn.label.peer.ip(),
+                    peer: conn.peer_ip(),
                     closer,
                 });
                 let progress = conn.progress();
-                let responses = progress.served - self.timing.recorded(key);
+                let responses = progress.served - conn.stamps.recorded();
                 if responses > 0 {
                     let event = PeerEvent::Responses(responses);
-                    ctx.peers.record(conn.label.peer.ip(), now, event);
+                    ctx.peers.record(conn.peer_ip(), now, event);
                 }
-                self.timing.closed(key, progress, ctx.stats, idle);
+                self.timing.closed(conn.stamps, progress, ctx.stats, idle);
                 conn.release(&mut ctx);
-                let id = conn.label.id;
+                let id = conn.id();
                 self.conns.remove(key);
                 self.shared.stats.closed(cause);
                 tracing::trace!(conn = id, ?cause, "connection closed");
@@ -317,12 +318,12 @@ impl Worker {
     fn sync_touched(&mut self, now: Micros) {
         let stats = &self.shared.stats;
         let peers = &mut self.resources.peers;
-        self.timing.stamp_closed(now, stats, peers);
+        self.timing.stamp_turn(now, stats, peers);
         for key in self.touched.drain(..) {
             if let Some(conn) = self.conns.get_mut(key as usize) {
                 conn.touched = false;
                 conn.sync_timers(key, &mut self.resources.timers, now, &self.settings);
-                if let Some(gap_us) = self.timing.stamp(key as usize, now, stats) {
+                if let Some(gap_us) = conn.stamps.stamp(now) {
                     lab::record_reuse(conn, gap_us, &self.settings, stats, peers, now);
                 }
             }
@@ -418,13 +419,12 @@ impl Worker {
             self.shared.stats.refused.fetch_add(1, Ordering::Relaxed);
             return; // dropping the stream closes it
         }
-        let mut conn = Conn::new(stream);
-        conn.label = ConnLabel::next(peer, now);
-        let key = self.conns.insert(conn);
+        let key = self
+            .conns
+            .insert(Conn::new(stream, ConnLabel::next_id(), peer));
         self.shared.stats.accepted();
         let peers = &mut self.resources.peers;
         peers.record(peer.ip(), now, PeerEvent::Connected);
-        self.timing.opened(key);
         if self.settings.defer_accept {
             self.with_conn(key, now, |conn, ctx| conn.on_accept(ctx));
         } else {
