@@ -9,19 +9,21 @@
 #
 # Usage: scripts/idle-sweep.sh [timeout]        (default 5s)
 #   Env: COUNTS="1000 10000 19000", BATCH (200), CSV (target/idle.csv),
-#   OUT (docs). The client and the server each hold N descriptors.
+#   OUT (docs), PIN (1: server on CPU 0, client on CPU 1, see soak.sh; 0 to
+#   let them share cores). The client and the server each hold N descriptors.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 timeout=${1:-5s}
 counts=${COUNTS:-1000 10000 19000}
 batch=${BATCH:-200}
+pin=${PIN:-1}
 csv=${CSV:-target/idle.csv}
 out=${OUT:-docs}
 mkdir -p "$(dirname "$csv")" "$out"
 echo "server,connections,batch,bytes_per_conn,closed,early,min_ms,p50_ms,p99_ms,max_ms" >"$csv"
 for n in $counts; do
-  json=$(JSON=1 BATCH=$batch SVG="$out/soak-$n-$timeout-batch$batch.svg" scripts/soak.sh "$n" "$timeout")
+  json=$(PIN=$pin JSON=1 BATCH=$batch SVG="$out/soak-$n-$timeout-batch$batch.svg" scripts/soak.sh "$n" "$timeout")
   python3 - "$json" "$batch" >>"$csv" <<'PY'
 import json, sys
 r = json.loads(sys.argv[1])
@@ -30,7 +32,7 @@ print(f'kas,{r["connections"]},{sys.argv[2]},{r["rss_bytes_per_idle_connection"]
       f'{l["min"]},{l["p50"]},{l["p99"]},{l["max"]}')
 PY
 done
-echo "\`scripts/idle-sweep.sh $timeout\` (BATCH=$batch): $(date -u +%Y-%m-%dT%H:%MZ), scripts/soak.sh per count, --workers 1 --keep-alive-buffer 0s"
+echo "\`scripts/idle-sweep.sh $timeout\` (BATCH=$batch): $(date -u +%Y-%m-%dT%H:%MZ), scripts/soak.sh per count, PIN=$pin, --workers 1 --keep-alive-buffer 0s"
 echo
 scripts/charts.py idle "$csv" --out "$out"
 echo

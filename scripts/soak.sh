@@ -13,7 +13,10 @@
 # Environment: ADDR (127.0.0.1:18099), BUFFER (0s), BATCH (200), GRACE (5s),
 #   SVG (target/soak.svg), JSON=1 for a JSON report, IDLE_CHECK (e.g. 10s:
 #   also count server context switches while idle, before and after),
-#   SERVER_LOG (server output file; default discarded), NOFILE (20000).
+#   SERVER_LOG (server output file; default discarded), NOFILE (20000),
+#   PIN=1 to pin the server to CPU 0 and the client to CPU 1 (taskset): on a
+#   small machine the two otherwise share cores, and the client's own
+#   wake-ups then make up most of the measured lateness tail.
 # Examples:
 #   scripts/soak.sh                                  # 2000 conns, 1s timeout
 #   scripts/soak.sh 10000 2s                         # 10k conns, 2s timeout
@@ -45,9 +48,16 @@ TOOL_ARGS=(--addr "$ADDR" -n "$N" --batch "$BATCH" --expect-timeout "$TIMEOUT $B
 [[ -n "${IDLE_CHECK:-}" ]] && TOOL_ARGS+=(--idle-check "$IDLE_CHECK")
 [[ -n "${SERVER_LOG:-}" ]] && TOOL_ARGS+=(--server-log "$SERVER_LOG")
 
+CLIENT=("$TARGET_DIR/release/kas-soak")
+SERVER=(--server-bin "$TARGET_DIR/release/keepalive-server" --)
+if [[ "${PIN:-0}" == 1 ]]; then
+  command -v taskset >/dev/null || { echo "PIN=1 needs taskset (util-linux)" >&2; exit 1; }
+  CLIENT=(taskset -c 1 "${CLIENT[@]}")
+  SERVER=(--server-bin "$(command -v taskset)" -- -c 0 "$TARGET_DIR/release/keepalive-server")
+fi
+
 status=0
-"$TARGET_DIR/release/kas-soak" "${TOOL_ARGS[@]}" \
-  --server-bin "$TARGET_DIR/release/keepalive-server" -- \
+"${CLIENT[@]}" "${TOOL_ARGS[@]}" "${SERVER[@]}" \
   --keep-alive-timeout "$TIMEOUT" --keep-alive-buffer "$BUFFER" "${EXTRA[@]}" || status=$?
 [[ "${JSON:-0}" == 1 || $status == 1 ]] || echo "histogram: $SVG"
 exit "$status"
