@@ -110,6 +110,50 @@ fn answered_once(worker: &mut Worker) -> (std::net::TcpStream, Conn) {
 }
 
 #[test]
+fn a_request_begun_behind_another_in_one_read_gets_its_own_headers_timer() {
+    let mut worker = Worker::new();
+    let headers_us = worker.settings.headers_ms.expect("on by default") * 1000;
+    let (mut client, mut conn) = pair();
+    send(&mut client, b"GET / HTTP/1.1\r\nHo");
+    assert_eq!(
+        conn.on_ready(Readiness::default(), &mut worker.ctx()),
+        Flow::Open
+    );
+    assert_eq!(conn.phase(), Phase::Head);
+    let timers = &mut worker.resources.timers;
+    conn.sync_timers(0, timers, 0, &worker.settings);
+    let first = conn.activity.expect("the headers timer");
+    assert_eq!(timers.deadline(first), headers_us);
+
+    // The rest of request 1 and the start of request 2 arrive together:
+    // the slot wants a headers timer before and after, but for another
+    // request, so it starts afresh from this sync.
+    send(&mut client, b"st: t\r\n\r\nGET / HTTP/1.1\r\n");
+    assert_eq!(
+        conn.on_ready(Readiness::default(), &mut worker.ctx()),
+        Flow::Open
+    );
+    assert!(read_response(&mut client).starts_with("HTTP/1.1 200 OK"));
+    assert_eq!(conn.phase(), Phase::Head);
+    let timers = &mut worker.resources.timers;
+    conn.sync_timers(0, timers, 5_000_000, &worker.settings);
+    let second = conn.activity.expect("the headers timer");
+    assert_eq!(timers.deadline(second), 5_000_000 + headers_us);
+
+    // More of request 2 in a later turn: the same request, the same
+    // deadline.
+    send(&mut client, b"Host: t\r\n");
+    assert_eq!(
+        conn.on_ready(Readiness::default(), &mut worker.ctx()),
+        Flow::Open
+    );
+    let timers = &mut worker.resources.timers;
+    conn.sync_timers(0, timers, 9_000_000, &worker.settings);
+    let third = conn.activity.expect("the headers timer");
+    assert_eq!(timers.deadline(third), 5_000_000 + headers_us);
+}
+
+#[test]
 fn a_request_racing_the_keep_alive_timer_is_served_not_reset() {
     let mut worker = Worker::new();
     let (mut client, mut conn) = answered_once(&mut worker);
