@@ -223,10 +223,11 @@ impl Session {
         matches!(in_flight(buffers), Some(InFlight::Delayed { .. }))
     }
 
-    /// Between requests: no more are taken; the connection closes (for
-    /// `cause`) once its input is drained.
-    pub fn stop_persisting(&mut self, cause: CloseCause, buffers: Option<&Buffers>) {
-        if self.stage == Stage::Serving && in_flight(buffers).is_none() {
+    /// Between requests (the caller has seen [`Session::is_idle`]): no more
+    /// are taken; the connection closes (for `cause`) once its input is
+    /// drained.
+    pub fn stop_persisting(&mut self, cause: CloseCause) {
+        if self.stage == Stage::Serving {
             self.stage = Stage::Closing { cause };
         }
     }

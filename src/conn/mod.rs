@@ -445,7 +445,7 @@ impl Conn {
                 // `Connection: close`: FIN, then drain, so bytes arriving
                 // after the close cannot turn it into a reset that cuts the
                 // response still in flight.
-                self.session.stop_persisting(CloseCause::Shutdown, None);
+                self.session.stop_persisting(CloseCause::Shutdown);
                 if !self.shut_write() {
                     return Flow::Close(CloseCause::Shutdown);
                 }

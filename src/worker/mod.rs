@@ -51,7 +51,8 @@ const ACCEPT_PAUSE_MS: u64 = 100;
 /// next turn's clock reading, so this bounds how late a stamp can be
 /// (~128 × 6 µs ≈ 1 ms) at the price of one more epoll_wait per 128 events.
 const EVENTS_CAPACITY: usize = 128;
-/// Connections a worker has room for before its slab and lists grow; each has up to two timers.
+/// Connections a worker has room for before its slab and lists grow;
+/// each has up to two timers.
 const INITIAL_CONNECTIONS: usize = 1024;
 /// At most one eviction warning per this many milliseconds.
 const EVICTION_WARNING_EVERY_MS: u64 = 10_000;
