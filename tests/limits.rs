@@ -77,6 +77,78 @@ fn at_the_limit_the_oldest_idle_connection_is_evicted() {
     assert_eq!(server.handle.open_connections(), 4);
 }
 
+/// A connection answered once on `path` and now idle on the timer list
+/// that answer chose.
+fn idle_client_on(server: &TestServer, path: &str) -> Client {
+    let mut client = server.client();
+    let response = client.request(path);
+    assert_eq!(response.status, 200, "{path}: {response:?}");
+    client
+}
+
+#[test]
+fn idle_connections_on_any_timer_list_can_be_evicted_oldest_first() {
+    // `ka=` parks a connection on a list of its own duration; before, only
+    // the default keep-alive list was searched and newcomers were refused.
+    let server = start(|config| config.max_connections = 4);
+    let mut clients = vec![
+        idle_client_on(&server, "/?ka=10m"),
+        idle_client_on(&server, "/?ka=30s"),
+        idle_client_on(&server, "/"),
+        idle_client_on(&server, "/?ka=10m"),
+    ];
+    server.wait_for_open(4);
+
+    // Each newcomer makes room by evicting the connection idle the longest,
+    // whichever list it is on: first the 10-minute one, then the 30-second.
+    for (newcomer, evicted) in [(0usize, 0usize), (1, 1)] {
+        let mut fresh = server.client();
+        assert_ok(&mut fresh);
+        clients[evicted].read_until_closed(SLACK);
+        assert_eq!(
+            server.closed_by(CloseCause::Evicted),
+            newcomer as u64 + 1,
+            "newcomer {newcomer}"
+        );
+        clients.push(fresh);
+    }
+    assert_eq!(refused(&server), 0);
+    for client in &mut clients[2..] {
+        assert_ok(client); // the younger idle ones were left alone
+    }
+}
+
+#[test]
+fn idle_connections_enrolled_before_a_reload_can_be_evicted() {
+    // A reload that changes the keep-alive timeout leaves connections that
+    // went idle before it on the old duration's list.
+    let server = start(|config| config.max_connections = 3);
+    let mut old: Vec<Client> = (0..3).map(|_| idle_client(&server)).collect();
+    server.wait_for_open(3);
+    let mut config = keepalive_server::Config::with_listen("127.0.0.1:0".parse().unwrap());
+    config.max_connections = 3;
+    config.keep_alive_timeout = Duration::from_secs(20);
+    let remote = server.handle.remote();
+    remote.offer_settings(&std::sync::Arc::new(config.settings()));
+    let deadline = Instant::now() + SLACK;
+    while remote.workers_yet_to_take_settings() > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the worker never took the settings"
+        );
+        thread::sleep(ms(5));
+    }
+
+    let mut fresh = server.client();
+    assert_ok(&mut fresh);
+    old[0].read_until_closed(SLACK);
+    assert_eq!(server.closed_by(CloseCause::Evicted), 1);
+    assert_eq!(refused(&server), 0);
+    for client in &mut old[1..] {
+        assert_ok(client);
+    }
+}
+
 #[test]
 fn with_none_idle_the_oldest_silent_connection_is_evicted() {
     // Accepted connections that have sent nothing hold no request either;

@@ -434,18 +434,14 @@ impl Worker {
     }
 
     /// Makes room by closing a connection that has nothing in flight: the
-    /// one idle the longest between requests (the head of the keep-alive
-    /// list), else the oldest that was accepted but has sent nothing yet
-    /// (the head of the headers list), as nginx reuses both kinds. Each is
-    /// found at or near its list's head (skipping timers of other kinds that
-    /// share the duration).
+    /// one idle the longest between requests, whatever list its keep-alive
+    /// timer is on (a per-connection `ka=` timeout, or a duration from
+    /// before a reload), else the oldest that was accepted but has sent
+    /// nothing yet, as nginx reuses both kinds. See [`Worker::oldest_in`].
     fn evict_oldest_idle(&mut self, now: Micros) -> bool {
         let candidate = self
-            .oldest_in_list(self.settings.keep_alive_ms, Phase::Idle)
-            .or_else(|| {
-                let headers_ms = self.settings.headers_ms?;
-                self.oldest_in_list(headers_ms, Phase::Fresh)
-            });
+            .oldest_in(Phase::Idle)
+            .or_else(|| self.oldest_in(Phase::Fresh));
         let Some(key) = candidate else {
             return false;
         };
@@ -462,25 +458,34 @@ impl Worker {
         true
     }
 
-    /// The oldest connection in `phase` whose activity timer is in the list
-    /// for `duration_ms`.
-    fn oldest_in_list(&self, duration_ms: u64, phase: Phase) -> Option<usize> {
-        self.resources
-            .timers
-            .iter_list(duration_ms)
-            .find_map(|(_, event)| match *event {
-                TimerEvent::Conn {
-                    key,
-                    slot: Slot::Activity,
-                } if self
-                    .conns
-                    .get(key as usize)
-                    .is_some_and(|c| c.phase() == phase) =>
-                {
-                    Some(key as usize)
-                }
-                _ => None,
+    /// The connection in `phase` whose activity timer started the longest
+    /// ago, over every timer list. Each list is oldest first, so its first
+    /// connection in `phase` is its oldest; the lists are few (one per
+    /// duration), so this costs a walk from each head past timers of other
+    /// kinds that share the duration, usually none.
+    fn oldest_in(&self, phase: Phase) -> Option<usize> {
+        let timers = &self.resources.timers;
+        timers
+            .lists()
+            .filter_map(|list| {
+                timers
+                    .walk_list(list.duration_ms)
+                    .find_map(|timer| match *timer.payload {
+                        TimerEvent::Conn {
+                            key,
+                            slot: Slot::Activity,
+                        } if self
+                            .conns
+                            .get(key as usize)
+                            .is_some_and(|c| c.phase() == phase) =>
+                        {
+                            Some((timer.start, key as usize))
+                        }
+                        _ => None,
+                    })
             })
+            .min()
+            .map(|(_, key)| key)
     }
 
     /// Shutdown: stop accepting and close idle connections at once (they
