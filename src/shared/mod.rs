@@ -124,7 +124,7 @@ impl Remote {
             .collect();
         let mut snapshots = Vec::new();
         let mut events = mio::Events::with_capacity(4);
-        while waiting.contains(&true) {
+        loop {
             for ((shared, _), wait) in self.workers().zip(waiting.iter_mut()) {
                 if !*wait {
                     continue;
@@ -135,6 +135,9 @@ impl Remote {
                 } else if shared.mailbox.is_closed() {
                     *wait = false;
                 }
+            }
+            if !waiting.contains(&true) {
+                break; // every answer is in: no more waiting
             }
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             if left.is_zero() {
