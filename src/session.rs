@@ -280,37 +280,39 @@ impl Session {
 
     /// Parses and answers what is buffered, in order, until more input is
     /// needed, a response must wait, or output backs up.
-    pub fn process(&mut self, buffers: &mut Buffers, ctx: &mut Ctx<'_>) {
-        loop {
-            if buffers.output.pending() >= OUTPUT_HIGH_WATER || buffers.input.is_empty() {
-                return;
-            }
-            if self.stage != Stage::Serving {
-                buffers.input.clear();
-                return;
-            }
-            match buffers.in_flight {
-                None => {
-                    if !self.take_head(buffers, ctx) {
-                        return;
-                    }
-                }
+    ///
+    /// Returns how many buffered bytes were dropped unread because the
+    /// exchange is closing (requests pipelined behind its last response):
+    /// the client sent more than will be answered, so the close must
+    /// drain rather than reset.
+    pub fn process(&mut self, buffers: &mut Buffers, ctx: &mut Ctx<'_>) -> usize {
+        while self.stage == Stage::Serving
+            && buffers.output.pending() < OUTPUT_HIGH_WATER
+            && !buffers.input.is_empty()
+        {
+            let went_on = match buffers.in_flight {
+                None => self.take_head(buffers, ctx),
                 Some(InFlight::Body {
                     decoder,
                     received,
                     answer,
                     target,
-                }) => {
-                    if !self.take_body(decoder, received, answer, target, buffers, ctx) {
-                        return;
-                    }
-                }
+                }) => self.take_body(decoder, received, answer, target, buffers, ctx),
                 // A generated body goes from the connection's writes
                 // ([`Session::filler_due`]); what follows it waits, as it
                 // waits on a delayed answer.
-                Some(InFlight::Delayed { .. } | InFlight::Sending { .. }) => return,
+                Some(InFlight::Delayed { .. } | InFlight::Sending { .. }) => false,
+            };
+            if !went_on {
+                break;
             }
         }
+        if self.stage == Stage::Serving {
+            return 0;
+        }
+        let dropped = buffers.input.len();
+        buffers.input.clear();
+        dropped
     }
 
     /// Parses the head at the front of the input and starts its request.

@@ -466,3 +466,48 @@ fn pipelining_client_that_never_reads_is_held_back() {
     drop(echoes);
     assert_recovered(&server);
 }
+
+/// A request pipelined behind a `Connection: close` one is dropped unread,
+/// so the client may still be sending: the close lingers (FIN, then drain)
+/// instead of closing at once. Closed at once, the socket met the next
+/// request the client sent with a reset, which destroyed the part of the
+/// response still queued for a slow reader.
+#[test]
+fn a_close_that_drops_pipelined_requests_lingers_instead_of_resetting() {
+    const SIZE: usize = 1 << 20;
+    let server = start(|config| config.max_body_size = 2 * SIZE);
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.set_recv_buffer_size(64 * 1024).unwrap();
+    socket.connect(&server.addr.into()).unwrap();
+    let mut stream: TcpStream = socket.into();
+    stream.set_read_timeout(Some(SLACK)).unwrap();
+    let request = format!(
+        "GET /bytes/{SIZE} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n\
+         GET / HTTP/1.1\r\nHost: t\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut got = vec![0u8; 1024];
+    stream.read_exact(&mut got).unwrap();
+    // Wait (reading no more) until the server has handed the whole answer
+    // to the kernel and is closing (or, before, had closed), then send
+    // more, as a client that has not seen the close yet would.
+    let deadline = Instant::now() + SLACK;
+    loop {
+        let snapshots = server.handle.remote().snapshots(SLACK).unwrap();
+        let closing: u64 = snapshots.iter().map(|s| s.connections.closing).sum();
+        if closing > 0 || server.handle.open_connections() == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the answer was never all written"
+        );
+        thread::sleep(ms(5));
+    }
+    let _ = stream.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+    if let Err(e) = stream.read_to_end(&mut got) {
+        panic!("after {} bytes: {e} (the close was a reset)", got.len());
+    }
+    let head_end = find(&got, b"\r\n\r\n").expect("a head") + 4;
+    assert_eq!(got.len() - head_end, SIZE, "the answer was cut");
+}

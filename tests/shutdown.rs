@@ -20,6 +20,13 @@ fn start(extra: &[&str]) -> Running {
     Running::start(command(&args))
 }
 
+/// One worker, so one listener: once it is closed, every connect is refused.
+fn start_one_worker(extra: &[&str]) -> Running {
+    let mut args = vec!["--listen", "127.0.0.1:0", "--workers", "1"];
+    args.extend_from_slice(extra);
+    Running::start(command(&args))
+}
+
 /// A persistent connection with one request answered.
 fn idle_client(server: &Running) -> Client {
     let mut client = Client::connect(server.addr);
@@ -283,5 +290,116 @@ fn sigterm_during_slowly_read_pipelined_echoes_cuts_nothing() {
     assert!(
         !log.contains("cutting"),
         "nothing was due to be cut:\n{log}"
+    );
+}
+
+/// Waits until a one-worker server has begun draining: its listener is
+/// closed, so a connect is refused (the event itself, not a pause).
+fn wait_until_draining(server: &Running) {
+    let deadline = Instant::now() + EXIT_WITHIN;
+    while TcpStream::connect(server.addr).is_ok() {
+        assert!(Instant::now() < deadline, "still accepting after SIGTERM");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A large answer being read at the client's own pace when SIGTERM
+/// arrives is sent whole, even with `--timeout 0`: a response in progress
+/// keeps the drain alive whether or not a timer stands for it. (It was cut
+/// after a few MB, the process exiting at once: with the inactivity
+/// timeout disabled nothing ref'd was left.)
+#[test]
+fn sigterm_with_timeout_0_finishes_a_response_in_progress() {
+    const SIZE: usize = 24 << 20;
+    let mut server = start_one_worker(&["--timeout", "0", "--max-body-size", "32MiB"]);
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.set_recv_buffer_size(64 * 1024).unwrap();
+    socket.connect(&server.addr.into()).unwrap();
+    let mut stream: TcpStream = socket.into();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write!(
+        stream,
+        "GET /bytes/{SIZE} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut received = vec![0u8; 1024];
+    stream.read_exact(&mut received).unwrap(); // the answer has begun
+    server.signal("TERM");
+    wait_until_draining(&server);
+    stream.read_to_end(&mut received).expect("read to the end");
+    let head_end = received
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a head")
+        + 4;
+    assert_eq!(
+        received.len() - head_end,
+        SIZE,
+        "the body was cut; log:\n{}",
+        server.output()
+    );
+    let status = server.wait_exit(EXIT_WITHIN).expect("exited");
+    assert!(status.success(), "exit status {status}");
+    assert!(!server.output().contains("cutting"), "nothing was cut");
+}
+
+/// A request still arriving when the drain's deadline passes is answered
+/// 408 before the close (it was closed silently after the whole
+/// `--shutdown-timeout`): half a head, and a head with half its body.
+#[test]
+fn a_partial_request_at_the_shutdown_timeout_gets_a_408() {
+    let mut server = start_one_worker(&["--shutdown-timeout", "500ms"]);
+    let mut half_head = Client::connect(server.addr);
+    half_head.send(b"GET / HTTP/1.1\r\nHo");
+    let mut half_body = Client::connect(server.addr);
+    half_body.send(b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nabc");
+    // Both are read before the signal: epoll reports readiness in the
+    // order it came, so their bytes are read before a third connection's
+    // request is answered.
+    let mut third = Client::connect(server.addr);
+    assert_eq!(third.request("/").status, 200);
+    drop(third);
+    let signalled = Instant::now();
+    server.signal("TERM");
+    for (client, what) in [
+        (&mut half_head, "half a head"),
+        (&mut half_body, "half a body"),
+    ] {
+        let response = client.read_response();
+        assert_eq!(response.status, 408, "{what}: {response:?}");
+        assert!(response.closes(), "{what}: {response:?}");
+        client.expect_closed(Duration::from_secs(5));
+    }
+    assert!(
+        signalled.elapsed() >= Duration::from_millis(500),
+        "answered before --shutdown-timeout"
+    );
+    let status = server.wait_exit(EXIT_WITHIN).expect("exited");
+    assert!(status.success(), "exit status {status}");
+}
+
+/// A partial request's own timeouts keep running during the drain: the
+/// one that fires first ends it with a 408, and then the process exits
+/// (long before `--shutdown-timeout`).
+#[test]
+fn a_partial_requests_own_timeout_ends_it_during_the_drain() {
+    let mut server = start_one_worker(&["--headers-timeout", "400ms"]);
+    let mut half_head = Client::connect(server.addr);
+    half_head.send(b"GET / HTTP/1.1\r\nHo");
+    let mut third = Client::connect(server.addr);
+    assert_eq!(third.request("/").status, 200);
+    drop(third);
+    let signalled = Instant::now();
+    server.signal("TERM");
+    let response = half_head.read_response();
+    assert_eq!(response.status, 408, "{response:?}");
+    let status = server.wait_exit(EXIT_WITHIN).expect("exited");
+    assert!(status.success(), "exit status {status}");
+    assert!(
+        signalled.elapsed() < Duration::from_secs(8),
+        "held for {:?}: the 30 s shutdown timeout, not the 400 ms headers timeout",
+        signalled.elapsed()
     );
 }

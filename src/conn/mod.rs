@@ -228,6 +228,12 @@ impl Conn {
         }
     }
 
+    /// Whether the connection has something to finish before a drain may
+    /// end: a request arriving, a response to deliver, a close to complete.
+    pub fn has_work_to_finish(&self) -> bool {
+        !matches!(self.phase(), Phase::Fresh | Phase::Idle | Phase::Watching)
+    }
+
     /// Whether the connection is being watched after its idle FIN.
     pub fn is_watched(&self) -> bool {
         self.session.is_watching()
@@ -324,6 +330,22 @@ impl Conn {
         }
     }
 
+    /// The drain's deadline passed with the connection still open. A
+    /// request still arriving, with nothing of its response queued, is
+    /// answered 408 (one write, as far as the socket takes it) so the
+    /// client knows it was not served; anything else ends as it stands.
+    pub fn cut_for_shutdown(&mut self, ctx: &mut Ctx<'_>) -> Flow {
+        let receiving = matches!(self.phase(), Phase::Head | Phase::Body);
+        if let Some(buffers) = self.buffers.as_deref_mut()
+            && receiving
+            && !self.session.response_begun(Some(buffers))
+            && self.session.time_out(CloseCause::Shutdown, buffers, ctx)
+        {
+            let _ = self.flush(false, ctx.filler);
+        }
+        Flow::Close(CloseCause::Shutdown)
+    }
+
     /// Gives back the connection's timers and buffers before it is dropped.
     pub fn release(&mut self, ctx: &mut Ctx<'_>) {
         if let Some(id) = self.activity.take() {
@@ -350,16 +372,14 @@ impl Conn {
         let mut drained = false;
         loop {
             if let Some(buffers) = self.buffers.as_deref_mut() {
-                self.session.process(buffers, ctx);
+                let dropped = self.session.process(buffers, ctx);
+                self.lingered = self.lingered.saturating_add(dropped as u32);
             }
             // Drained, with a `Connection: close` response queued: the
             // close follows this flush at once (see `settle`).
             // (Not before a reset: held back, the last segment would be
             // discarded with the connection instead of sent.)
-            let closes_next = drained
-                && self.lingered == 0
-                && closes_when_flushed(&self.session)
-                && !self.session.aborts();
+            let closes_next = drained && self.closes_at_once(ctx) && !self.session.aborts();
             let generated = self.session.is_generating(self.buffers.as_deref());
             let wrote = match self.flush(closes_next, ctx.filler) {
                 Ok(Flushed::All { wrote }) => wrote,
@@ -426,9 +446,7 @@ impl Conn {
     /// closes or goes quiet.
     fn settle(&mut self, ctx: &mut Ctx<'_>) -> Flow {
         match self.session.closing() {
-            Some(cause) if self.lingered == 0 && closes_when_flushed(&self.session) => {
-                return Flow::Close(cause);
-            }
+            Some(cause) if self.closes_at_once(ctx) => return Flow::Close(cause),
             Some(cause) if !self.shut_write() => return Flow::Close(cause),
             Some(_) | None => {}
         }
@@ -452,6 +470,19 @@ impl Conn {
             }
         }
         Flow::Open
+    }
+}
+
+impl Conn {
+    /// Whether the connection, its last response flushed, may close at
+    /// once rather than linger: the response said `Connection: close` (or
+    /// `after=silent` asked for it), nothing the client sent since has
+    /// been dropped unread, and the server is not draining. (A drain ends
+    /// exchanges the client expected to go on: more requests may be on
+    /// their way, and a close with unread input is a reset that can cut
+    /// the response still in flight.)
+    fn closes_at_once(&self, ctx: &Ctx<'_>) -> bool {
+        self.lingered == 0 && closes_when_flushed(&self.session) && !ctx.draining
     }
 }
 

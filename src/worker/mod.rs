@@ -507,11 +507,22 @@ impl Worker {
         }
     }
 
-    /// Draining and nothing ref'd is left (or the shutdown timeout passed).
+    /// Draining and nothing is left to finish (or the shutdown timeout
+    /// passed).
     fn drained(&self, now: Micros) -> bool {
         self.draining
-            && (self.resources.timers.ref_count() == 0
-                || self.drain_deadline.is_some_and(|deadline| now >= deadline))
+            && (self.drain_deadline.is_some_and(|deadline| now >= deadline) || !self.stays_alive())
+    }
+
+    /// Whether anything keeps the worker alive: its listener, a ref'd
+    /// timer, or a connection with work to finish. Work is ref'd through
+    /// its timers; a connection whose timeouts are disabled (`--timeout 0`
+    /// and the like) has none, so connections are asked too, which costs
+    /// a scan only once no ref'd timer is left.
+    fn stays_alive(&self) -> bool {
+        self.listener.is_some()
+            || self.resources.timers.ref_count() > 0
+            || self.conns.iter().any(|(_, conn)| conn.has_work_to_finish())
     }
 
     /// The admin view of this worker, at this turn.
@@ -519,12 +530,11 @@ impl Worker {
         let started = std::time::Instant::now();
         let timers = &self.resources.timers;
         let lists = list_views(timers, now, |event| self.timer_kind(event));
-        let accepting = self.listener.is_some();
         Snapshot {
             worker: self.index,
-            accepting,
+            accepting: self.listener.is_some(),
             ref_count: timers.ref_count(),
-            stays_alive: accepting || timers.ref_count() > 0,
+            stays_alive: self.stays_alive(),
             timers: timers.len(),
             date: self.resources.date.cached().map(str::to_owned),
             connections: self.connection_counts(),
@@ -581,7 +591,7 @@ impl Worker {
             );
         }
         for key in keys {
-            self.with_conn(key, now, |_, _| Flow::Close(CloseCause::Shutdown));
+            self.with_conn(key, now, |conn, ctx| conn.cut_for_shutdown(ctx));
         }
     }
 }
