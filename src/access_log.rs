@@ -141,7 +141,7 @@ pub struct Entry<'a> {
     pub micros: Micros,
     pub conn: u64,
     /// Since the previous response on the connection (`None`: the first).
-    pub idle_gap_ms: Option<u32>,
+    pub idle_gap_ms: Option<u64>,
 }
 
 /// `dd/Mon/yyyy:HH:MM:SS +0000`
@@ -203,7 +203,7 @@ impl AccessLog {
         push_decimal(out, entry.conn);
         out.push(b' ');
         match entry.idle_gap_ms {
-            Some(ms) => push_decimal(out, ms.into()),
+            Some(ms) => push_decimal(out, ms),
             None => out.push(b'-'),
         }
         out.push(b'\n');

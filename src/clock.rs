@@ -29,21 +29,32 @@ use crate::timers::Micros;
 
 /// The loop clock and its alarm.
 pub struct LoopClock {
-    /// CLOCK_MONOTONIC when the worker started: time zero.
+    /// CLOCK_MONOTONIC when the worker started: loop time `start`.
     origin: Timespec,
+    /// The loop time at `origin`: zero, unless a test starts the clock
+    /// just before a wrap point of some narrower stamp.
+    start: Micros,
     alarm: OwnedFd,
     /// Where the alarm is set, in loop time; `None` when disarmed.
     armed_at: Option<Micros>,
 }
 
 impl LoopClock {
+    /// A clock that reads zero now.
     pub fn new() -> io::Result<Self> {
+        Self::starting_at(0)
+    }
+
+    /// A clock that reads `start` now (see
+    /// [`crate::Settings::loop_clock_start`]).
+    pub fn starting_at(start: Micros) -> io::Result<Self> {
         let alarm = timerfd_create(
             TimerfdClockId::Monotonic,
             TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC,
         )?;
         Ok(LoopClock {
             origin: clock_gettime(ClockId::Monotonic),
+            start,
             alarm,
             armed_at: None,
         })
@@ -64,7 +75,7 @@ impl LoopClock {
         let now = clock_gettime(ClockId::Monotonic);
         let seconds = (now.tv_sec - self.origin.tv_sec) as i128;
         let nanos = seconds * 1_000_000_000 + (now.tv_nsec - self.origin.tv_nsec) as i128;
-        (nanos / 1000).max(0) as Micros
+        self.start.saturating_add((nanos / 1000).max(0) as Micros)
     }
 
     /// Sets the alarm to fire at loop time `at`, or disarms it (`None`).
@@ -82,7 +93,8 @@ impl LoopClock {
                 tv_nsec: 0,
             },
             Some(at) => {
-                let nanos = self.origin.tv_nsec as i128 + i128::from(at) * 1000;
+                let since_origin = at.saturating_sub(self.start);
+                let nanos = self.origin.tv_nsec as i128 + i128::from(since_origin) * 1000;
                 Timespec {
                     tv_sec: self.origin.tv_sec + (nanos / 1_000_000_000) as i64,
                     tv_nsec: (nanos % 1_000_000_000) as i64,
@@ -151,6 +163,28 @@ mod tests {
         poll.poll(&mut events, Some(Duration::from_millis(100)))
             .unwrap();
         assert!(events.is_empty());
+    }
+
+    #[test]
+    fn a_clock_started_late_reads_from_there_and_fires_on_time() {
+        let start = (1u64 << 32) * 1000 - 10_000; // 10 ms before u32 ms wrap
+        let mut clock = LoopClock::starting_at(start).unwrap();
+        let first = clock.now();
+        assert!((start..start + 5_000_000).contains(&first), "{first}");
+        let mut poll = mio::Poll::new().unwrap();
+        clock.register(poll.registry(), Token(0)).unwrap();
+        let mut events = mio::Events::with_capacity(4);
+        let deadline = first + 30_000;
+        clock.arm(Some(deadline)).unwrap();
+        poll.poll(&mut events, Some(Duration::from_secs(5)))
+            .unwrap();
+        assert!(events.iter().any(|e| e.token() == Token(0)), "alarm fired");
+        let fired = clock.now();
+        assert!(fired >= deadline, "never before its deadline");
+        assert!(
+            fired < deadline + 2_000_000,
+            "fired {fired}, due {deadline}"
+        );
     }
 
     #[test]

@@ -71,20 +71,18 @@ impl Ctx<'_> {
     /// the Date cache's second, and asking for it keeps the Date tick armed,
     /// which is what flushes the line within a second.
     ///
-    /// `previous_response_ms`: when the connection's previous response was
-    /// queued, in wrapping loop-clock ms (`None`: this is its first), for
-    /// the line's idle gap.
-    pub fn log_response(
-        &mut self,
-        record: &mut AccessRecord,
-        status: Status,
-        bytes: u64,
-        previous_response_ms: Option<u32>,
-    ) {
+    /// The line's idle gap runs from the end of the connection's previous
+    /// response ([`ConnLabel::last_response_end`]) to this request's first
+    /// byte; this response then becomes the previous one.
+    pub fn log_response(&mut self, record: &mut AccessRecord, status: Status, bytes: u64) {
         self.date
             .current(self.timers, self.now, TimerEvent::DateExpired);
         let started = record.started.unwrap_or(self.conn.accepted);
-        let idle_gap_ms = previous_response_ms.map(|at| loop_ms(started).wrapping_sub(at));
+        let idle_gap_ms = self
+            .conn
+            .last_response_end
+            .map(|end| started.saturating_sub(end) / 1000);
+        self.conn.last_response_end = Some(self.now);
         self.access_log.write(&Entry {
             peer: self.conn.peer.ip(),
             unix_second: self.date.unix_second(),
@@ -100,13 +98,17 @@ impl Ctx<'_> {
 }
 
 /// A connection as logs name it: an id unique over the process's life,
-/// the peer's address (as accept() returned it, so no lookup is needed)
-/// and when it was accepted.
+/// the peer's address (as accept() returned it, so no lookup is needed),
+/// when it was accepted and when its previous response ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnLabel {
     pub id: u64,
     pub peer: SocketAddr,
     pub accepted: Micros,
+    /// When the connection last finished a response, or `now` while one
+    /// is still going out (it has not been idle since); `None` before its
+    /// first. The access log's idle gap runs from here.
+    pub last_response_end: Option<Micros>,
 }
 
 impl Default for ConnLabel {
@@ -115,6 +117,7 @@ impl Default for ConnLabel {
             id: 0,
             peer: SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), 0),
             accepted: 0,
+            last_response_end: None,
         }
     }
 }
@@ -173,10 +176,4 @@ impl Resources {
             filler: self.filler.as_ref(),
         }
     }
-}
-
-/// The loop clock in wrapping milliseconds: what a session keeps of the
-/// time of its last response, for the access log's idle gap.
-pub fn loop_ms(now: Micros) -> u32 {
-    (now / 1000) as u32
 }

@@ -28,7 +28,7 @@ mod refusal;
 
 use crate::app::{BodySource, KeepAliveScratch, Plan, ReplyHead, Request, Terms, read_controls};
 use crate::config::Settings;
-use crate::ctx::{Ctx, TimerEvent, loop_ms};
+use crate::ctx::{Ctx, TimerEvent};
 use crate::http::response::{BodyLength, CONTINUE, Persistence, ResponseHead};
 use crate::http::{BodyDecoder, Framing, Status, parse_head};
 use crate::in_flight::{BodyTarget, InFlight};
@@ -36,7 +36,7 @@ use crate::lab::conn_controls::ConnControls;
 use crate::lab::controls::After;
 use crate::pool::Buffers;
 use crate::stats::CloseCause;
-use crate::timers::Micros;
+use crate::timers::{Micros, ShortStamp};
 
 /// No new pipelined request is started, and no more of a body echoed,
 /// while this much output is unsent.
@@ -56,11 +56,10 @@ enum Stage {
     Serving,
     /// The last response is queued; the connection only drains input now.
     Closing { cause: CloseCause },
-    /// The idle timer ran out and the server sent its FIN at `fin_us` (the
-    /// loop clock's low 32 bits: a watch lasts a second, so the wrapping
-    /// difference is exact): the connection only watches what the peer
-    /// still does (see `conn`).
-    Watching { fin_us: u32, late: bool },
+    /// The idle timer ran out and the server sent its FIN at `fin` (a
+    /// short stamp: a watch lasts a second): the connection only watches
+    /// what the peer still does (see `conn`).
+    Watching { fin: ShortStamp, late: bool },
 }
 
 /// A connection's state, condensed for choosing its timers.
@@ -84,23 +83,23 @@ pub enum Phase {
     Watching,
 }
 
-/// `last_response_ms` before the first response.
-const NO_RESPONSE: u32 = u32::MAX;
-
 /// The request/response state of one connection: what it keeps while
 /// idle (the request in progress is in its buffers, see [`InFlight`]).
 #[derive(Debug)]
 pub struct Session {
     stage: Stage,
-    /// Requests fully received: the next one is number `received`.
+    /// Requests fully received, wrapping: a connection kept for billions
+    /// of requests must neither stop nor panic, so the counts are only
+    /// compared by difference, and whether any has happened is kept
+    /// apart (`received_any`, `served_any`), not read off a count that
+    /// may come back to zero.
     received: u32,
-    /// Responses queued.
+    /// Responses queued, wrapping.
     served: u32,
+    received_any: bool,
+    served_any: bool,
     /// What the keep-alive lab's controls set on this connection.
     controls: ConnControls,
-    /// When the last response was queued, in loop-clock ms (wrapping), for
-    /// the access log's idle gap; [`NO_RESPONSE`] before the first.
-    last_response_ms: u32,
 }
 
 impl Default for Session {
@@ -120,8 +119,9 @@ impl Session {
             stage: Stage::Serving,
             received: 0,
             served: 0,
+            received_any: false,
+            served_any: false,
             controls: ConnControls::default(),
-            last_response_ms: NO_RESPONSE,
         }
     }
 
@@ -134,7 +134,7 @@ impl Session {
     /// connection only watches the peer.
     pub fn start_watch(&mut self, now: Micros) {
         self.stage = Stage::Watching {
-            fin_us: now as u32,
+            fin: ShortStamp::at(now),
             late: false,
         };
     }
@@ -143,7 +143,7 @@ impl Session {
     /// idle FIN went out.
     pub fn since_fin(&self, now: Micros) -> Option<Micros> {
         match self.stage {
-            Stage::Watching { fin_us, .. } => Some(Micros::from((now as u32).wrapping_sub(fin_us))),
+            Stage::Watching { fin, .. } => Some(fin.elapsed(now)),
             _ => None,
         }
     }
@@ -172,14 +172,32 @@ impl Session {
         settings.max_header_size.max(MIN_INPUT_LIMIT)
     }
 
-    /// Requests fully received so far.
+    /// Requests fully received so far (wrapping: compare by difference).
     pub fn received(&self) -> u32 {
         self.received
     }
 
-    /// Responses queued so far.
+    /// Responses queued so far (wrapping: compare by difference).
     pub fn served(&self) -> u32 {
         self.served
+    }
+
+    /// Whether any response has been queued on this connection.
+    pub fn has_served(&self) -> bool {
+        self.served_any
+    }
+
+    /// Counts a response queued; returns whether the connection had
+    /// served one before (a reuse).
+    fn count_served(&mut self) -> bool {
+        self.served = self.served.wrapping_add(1);
+        std::mem::replace(&mut self.served_any, true)
+    }
+
+    /// Counts a request fully received.
+    fn count_received(&mut self) {
+        self.received = self.received.wrapping_add(1);
+        self.received_any = true;
     }
 
     /// Set once the last response is queued: why the connection will close.
@@ -273,7 +291,7 @@ impl Session {
             (Stage::Closing { .. }, _) => Phase::Closing,
             (_, Some(InFlight::Body { .. })) => Phase::Body,
             _ if buffers.is_some_and(|b| !b.input.is_empty()) => Phase::Head,
-            _ if self.received == 0 => Phase::Fresh,
+            _ if !self.received_any => Phase::Fresh,
             _ => Phase::Idle,
         }
     }
@@ -433,7 +451,7 @@ impl Session {
 
     /// The whole request is in: answer now, or after its delay.
     fn complete(&mut self, answer: Plan, buffers: &mut Buffers, ctx: &mut Ctx<'_>) {
-        self.received += 1;
+        self.count_received();
         match answer.wait_ms() {
             Some(ms) => buffers.in_flight = Some(InFlight::Delayed { ms, answer }),
             None => {
@@ -462,14 +480,12 @@ impl Session {
         }
         let status = reply.head.status;
         body.clear();
-        ctx.stats.responded(status, answer.method, self.served > 0);
-        self.served += 1;
+        let reused = self.count_served();
+        ctx.stats.responded(status, answer.method, reused);
         if ctx.settings.logs_access() {
             let sent = if answer.is_head { 0 } else { content_length };
-            let previous = self.previous_response_ms();
-            ctx.log_response(&mut buffers.log, status, sent as u64, previous);
+            ctx.log_response(&mut buffers.log, status, sent as u64);
         }
-        self.last_response_ms = loop_ms(ctx.now);
         match generated {
             0 => self.end_exchange(persistence, buffers),
             _ if answer.is_head => self.end_exchange(persistence, buffers),
@@ -508,11 +524,6 @@ impl Session {
     fn close_for(&mut self, cause: CloseCause, buffers: &mut Buffers) {
         buffers.in_flight = None;
         self.stage = Stage::Closing { cause };
-    }
-
-    /// Loop-clock ms of the previous response, for the access log's gap.
-    fn previous_response_ms(&self) -> Option<u32> {
-        (self.last_response_ms != NO_RESPONSE).then_some(self.last_response_ms)
     }
 }
 

@@ -319,3 +319,21 @@ fn goaccess_parses_every_line() {
     );
     assert_eq!(general["failed_requests"], 0, "{general}\n{lines:#?}");
 }
+
+/// A line reaches the file once the loop has nothing more to do, not at
+/// the next Date tick up to a second later: by the time a request on
+/// another connection (handled in a later loop turn) is answered, the
+/// first request's line is in the file.
+#[test]
+fn a_line_is_written_out_before_the_loop_sleeps() {
+    let logged = Logged::start(&[]);
+    let mut first = Client::connect(logged.addr());
+    assert_eq!(first.request("/first").status, 404);
+    let mut second = Client::connect(logged.addr());
+    assert_eq!(second.request("/second").status, 404);
+    let text = std::fs::read_to_string(&logged.log.path).unwrap();
+    assert!(
+        text.contains("GET /first "),
+        "the first line still waits in the buffer: {text:?}"
+    );
+}

@@ -511,3 +511,35 @@ fn a_close_that_drops_pipelined_requests_lingers_instead_of_resetting() {
     let head_end = find(&got, b"\r\n\r\n").expect("a head") + 4;
     assert_eq!(got.len() - head_end, SIZE, "the answer was cut");
 }
+
+/// This process's CPU time so far (utime + stime), in clock ticks: the
+/// in-process server's, while the test's own threads sleep.
+fn process_cpu_ticks() -> u64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+/// Once a write has backed up, the poll watches the socket for
+/// writability for good (see `Conn::watch_writable`). That costs nothing
+/// once the connection is idle: no writable edges keep waking the worker.
+#[test]
+fn a_connection_whose_writes_backed_up_sleeps_quietly_when_idle() {
+    let _serial = serial();
+    const SIZE: usize = 4 << 20;
+    let server = start(|config| config.max_body_size = SIZE);
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.set_recv_buffer_size(16 * 1024).unwrap();
+    socket.connect(&server.addr.into()).unwrap();
+    let stream: TcpStream = socket.into();
+    let mut client = Client::over(stream);
+    let response = client.request(&format!("/bytes/{SIZE}"));
+    assert_eq!(response.body.len(), SIZE);
+    assert_eq!(client.request("/").status, 200); // idle, and persistent
+    let before = process_cpu_ticks();
+    thread::sleep(ms(1000));
+    let spent = process_cpu_ticks() - before;
+    assert!(spent <= 5, "{spent} ticks of CPU in 1 s of idleness");
+    assert_eq!(client.request("/").status, 200);
+}

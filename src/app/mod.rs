@@ -222,7 +222,7 @@ pub fn read_controls(head: &RequestHead<'_>, settings: &Settings) -> Result<Cont
 
 /// The keep-alive decision, in one place.
 fn terms(request: &Request<'_>, settings: &Settings) -> Terms {
-    let request_number = request.served + 1;
+    let request_number = request.served.wrapping_add(1);
     let limit = settings.max_requests_per_socket;
     let by_settings = (limit > 0).then(|| limit.saturating_sub(request_number));
     let controls = request.controls;

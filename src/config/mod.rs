@@ -135,6 +135,10 @@ pub struct Config {
     /// Where each value came from (filled by [`Config::load_from`]).
     #[arg(skip)]
     pub origins: Origins,
+
+    /// Not a flag: see [`Settings::loop_clock_start`].
+    #[arg(skip)]
+    pub loop_clock_start: Duration,
 }
 
 /// The effective settings a worker runs with: durations as whole
@@ -168,6 +172,11 @@ pub struct Settings {
     pub keep_alive_header: Vec<u8>,
     /// The keep-alive lab's query controls are obeyed.
     pub test_controls: bool,
+    /// What each worker's loop clock reads when it starts, in µs: zero,
+    /// except in tests that start it just before the wrap point of a
+    /// narrower stamp (2³² µs, 2³² ms) to show that nothing wraps.
+    /// Read once, when the workers start.
+    pub loop_clock_start: u64,
 }
 
 impl Settings {
@@ -209,6 +218,7 @@ impl Config {
             access_log: self.access_log.clone(),
             keep_alive_header,
             test_controls: self.test_controls,
+            loop_clock_start: self.loop_clock_start.as_micros() as u64,
         }
     }
 

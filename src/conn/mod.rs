@@ -128,8 +128,13 @@ pub struct Conn {
     nodelay: bool,
     /// What the worker's poll watches on the socket (see [`Conn::register`]).
     registered: Registered,
-    /// A write backed up: the socket must be watched for writability.
-    write_blocked: bool,
+    /// A write has backed up: from then on the poll watches the socket for
+    /// writability too. Never cleared, on purpose: under edge triggering an
+    /// EPOLLOUT edge comes only after a write found the send buffer full
+    /// (the kernel wakes writers only then), so keeping the interest costs
+    /// nothing, while dropping it would cost an `epoll_ctl` each time a
+    /// response backs up and drains.
+    watch_writable: bool,
 }
 
 impl Conn {
@@ -157,7 +162,7 @@ impl Conn {
             write_shut: false,
             nodelay: false,
             registered: Registered::No,
-            write_blocked: false,
+            watch_writable: false,
         }
     }
 
@@ -171,10 +176,15 @@ impl Conn {
 
     /// How logs name this connection at loop time `now`.
     pub fn label(&self, now: Micros) -> ConnLabel {
+        let writing = self.session.served() != self.stamps.recorded();
         ConnLabel {
             id: self.id,
             peer: SocketAddr::new(self.peer_ip, self.peer_port),
             accepted: self.stamps.opened_at(now),
+            last_response_end: match writing {
+                true => Some(now),
+                false => self.stamps.last_end_at(now),
+            },
         }
     }
 
@@ -199,7 +209,7 @@ impl Conn {
         let buffers = self.buffers.as_deref();
         let streaming = u32::from(self.session.response_begun(buffers));
         Progress {
-            served: self.session.served() - streaming,
+            served: self.session.served().wrapping_sub(streaming),
             busy: matches!(phase, Phase::Head | Phase::Body | Phase::Delayed { .. }),
             writing: self.session.is_generating(buffers)
                 || buffers.is_some_and(|b| b.output.pending() > 0),
@@ -239,9 +249,9 @@ impl Conn {
         self.session.is_watching()
     }
 
-    /// Responses queued so far.
-    pub fn served(&self) -> u32 {
-        self.session.served()
+    /// Whether any response has been queued on this connection.
+    pub fn has_served(&self) -> bool {
+        self.session.has_served()
     }
 
     /// This connection's real idle timeout (a `ka=` control may set it),
@@ -454,7 +464,7 @@ impl Conn {
             if let Some(buffers) = self.buffers.take() {
                 ctx.pool.give(buffers);
             }
-            if self.session.served() > 0 {
+            if self.session.has_served() {
                 self.disable_nagle();
             }
             if ctx.draining {

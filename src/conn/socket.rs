@@ -47,7 +47,7 @@ pub(super) enum Registered {
 impl Conn {
     /// Whether [`Conn::register`] has something to do.
     pub fn registration_due(&self) -> bool {
-        let wanted = if self.write_blocked {
+        let wanted = if self.watch_writable {
             Registered::ReadableWritable
         } else {
             Registered::Readable
@@ -62,7 +62,7 @@ impl Conn {
     /// after reading loses nothing: epoll reports what is already pending
     /// when a socket is added or modified, edge-triggered or not.
     pub fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
-        let (wanted, interest) = if self.write_blocked {
+        let (wanted, interest) = if self.watch_writable {
             (
                 Registered::ReadableWritable,
                 Interest::READABLE | Interest::WRITABLE,
@@ -195,7 +195,7 @@ impl Conn {
                 }
                 Err(e) if would_block(&e) => {
                     self.disable_nagle();
-                    self.write_blocked = true;
+                    self.watch_writable = true;
                     return Ok(Flushed::Blocked);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

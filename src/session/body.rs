@@ -6,7 +6,6 @@
 use super::{ECHO_BUFFER, OUTPUT_HIGH_WATER, Session, write_head};
 use crate::app::Plan;
 use crate::ctx::Ctx;
-use crate::ctx::loop_ms;
 use crate::http::body::{BodyOut, BodySink};
 use crate::http::response::{BodyLength, CHUNK_FRAMING, LAST_CHUNK, push_chunk};
 use crate::http::{BodyDecoder, RequestError};
@@ -118,15 +117,14 @@ impl Session {
             Echo::Nothing => {}
         }
         body.clear();
-        ctx.stats
-            .responded(reply.status, answer.method, self.served > 0);
-        self.served += 1;
+        let reused = self.count_served();
+        ctx.stats.responded(reply.status, answer.method, reused);
         BodyTarget::Stream(echo)
     }
 
     /// The streamed body ended: end the response too.
     pub(super) fn finish_stream(&mut self, answer: Plan, buffers: &mut Buffers, ctx: &mut Ctx<'_>) {
-        self.received += 1;
+        self.count_received();
         if let Some(InFlight::Body {
             target: BodyTarget::Stream(Echo::Chunks),
             ..
@@ -135,7 +133,6 @@ impl Session {
             buffers.output.buf.extend_from_slice(LAST_CHUNK);
         }
         self.log_stream(buffers, ctx);
-        self.last_response_ms = loop_ms(ctx.now);
         let persistence = answer.terms.when_draining(ctx.draining).persistence;
         self.end_exchange(persistence, buffers);
     }
@@ -155,8 +152,7 @@ impl Session {
         if ctx.settings.logs_access() {
             let sent = if echo == Echo::Nothing { 0 } else { received };
             let status = answer.streamed_reply().status;
-            let previous = self.previous_response_ms();
-            ctx.log_response(&mut buffers.log, status, sent, previous);
+            ctx.log_response(&mut buffers.log, status, sent);
         }
     }
 

@@ -70,10 +70,9 @@ impl Session {
         };
         write_head(out, head, length, Terms::CLOSE, ctx);
         buffers.output.buf.extend_from_slice(reason);
-        ctx.stats.responded(status, method, self.served > 0);
+        ctx.stats.responded(status, method, self.served_any);
         if ctx.settings.logs_access() {
-            let previous = self.previous_response_ms();
-            ctx.log_response(&mut buffers.log, status, reason.len() as u64, previous);
+            ctx.log_response(&mut buffers.log, status, reason.len() as u64);
         }
         self.close_for(cause, buffers);
     }

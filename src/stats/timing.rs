@@ -121,6 +121,14 @@ impl ConnStamps {
         self.opened.at().unwrap_or(now)
     }
 
+    /// When the latest response ended, `now` in the turn it did; `None`
+    /// before the first.
+    pub fn last_end_at(&self, now: Micros) -> Option<Micros> {
+        self.last_end
+            .is_set()
+            .then(|| self.last_end.at().unwrap_or(now))
+    }
+
     /// Resolves a connection's stamps with `now`, the first reading after
     /// its latest event (the worker calls this as it syncs timers).
     /// Returns the gap before a request that reused the connection.
@@ -191,8 +199,9 @@ impl Timing {
     #[inline]
     pub fn observe(&mut self, stamps: &mut ConnStamps, progress: Progress, stats: &Stats) -> u32 {
         let mut finished = 0;
-        if !progress.writing && progress.served > stamps.recorded {
-            finished = progress.served - stamps.recorded;
+        // Counts wrap: compared by difference.
+        if !progress.writing && progress.served != stamps.recorded {
+            finished = progress.served.wrapping_sub(stamps.recorded);
             stamps.recorded = progress.served;
             match stamps.started.at() {
                 // Begun in an earlier turn: ends at the next reading.
@@ -332,6 +341,18 @@ mod tests {
         next_turn(&mut timing, &mut conn, 1_000, &stats);
         timing.observe(&mut conn, progress(1, false, false), &stats);
         assert_eq!(durations(&stats), (1, 0));
+    }
+
+    #[test]
+    fn response_counts_that_wrap_are_counted_by_difference() {
+        let (mut timing, stats) = (Timing::default(), Stats::default());
+        let mut conn = ConnStamps::accepted();
+        conn.recorded = u32::MAX - 1;
+        // Three responses more: the connection's count went past u32::MAX.
+        let finished = timing.observe(&mut conn, progress(1, false, false), &stats);
+        assert_eq!(finished, 3);
+        assert_eq!(conn.recorded(), 1);
+        assert_eq!(durations(&stats).0, 3);
     }
 
     #[test]

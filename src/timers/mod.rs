@@ -117,6 +117,30 @@ use map::DurationMap;
 /// A point on the loop clock, in microseconds since the clock's origin.
 pub type Micros = u64;
 
+/// A loop-clock reading kept in four bytes, its low 32 bits: it tells
+/// exactly how long ago it was taken for spans under [`ShortStamp::SPAN`]
+/// (71.6 minutes), whatever the clock reads, wrap points included. For
+/// stamps whose span something else bounds (a one-second timer), where
+/// eight bytes per connection would be waste.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShortStamp(u32);
+
+impl ShortStamp {
+    /// The longest span it measures: 2³² µs.
+    pub const SPAN: Micros = 1 << 32;
+
+    /// The reading `now`.
+    pub fn at(now: Micros) -> Self {
+        ShortStamp(now as u32)
+    }
+
+    /// How long before `now` it was taken: exact while that is under
+    /// [`ShortStamp::SPAN`] (the difference of the low bits, wrapping).
+    pub fn elapsed(self, now: Micros) -> Micros {
+        Micros::from((now as u32).wrapping_sub(self.0))
+    }
+}
+
 /// Handle to one enrolled timer: its slab key, stored complemented. Keys
 /// stay below `NIL` (`u32::MAX`), so the complement is never zero and an
 /// `Option<TimerId>` takes four bytes, not eight: a connection holds two.

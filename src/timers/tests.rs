@@ -304,3 +304,15 @@ fn stale_id_panics() {
     t.unenroll(a);
     t.refresh(a, 1);
 }
+
+#[test]
+fn a_short_stamp_measures_short_spans_across_its_wrap_point() {
+    let wrap = ShortStamp::SPAN;
+    for taken in [0, wrap - 1, wrap - 300_000, 5 * wrap - 1, u64::MAX - 10] {
+        let stamp = ShortStamp::at(taken);
+        for span in [0, 1, 700_000, 1_000_000, wrap - 1] {
+            let now = taken.wrapping_add(span);
+            assert_eq!(stamp.elapsed(now), span, "taken {taken}, {span} µs later");
+        }
+    }
+}

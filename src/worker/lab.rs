@@ -34,7 +34,7 @@ pub fn record_reuse(
 /// requests (after at least one response): the client (FIN or reset) or
 /// the server's idle timer.
 pub fn idle_closer(conn: &Conn, cause: CloseCause) -> Option<Closer> {
-    if conn.served() == 0 || conn.phase() != Phase::Idle {
+    if !conn.has_served() || conn.phase() != Phase::Idle {
         return None;
     }
     match cause {

@@ -10,7 +10,8 @@
 //! 3. fire due timers, in deadline order;
 //! 4. set the alarm (a timerfd, see `clock`) to the earliest expiry, or
 //!    disarm it when there are no timers (an idle server sleeps), and poll:
-//!    without a timeout, or with zero when work is pending;
+//!    without a timeout, or with zero when work is pending (before a poll
+//!    that may sleep, buffered access-log lines are written out);
 //! 5. handle readiness events, then the ready list (connections that spent
 //!    their read budget), so one busy client cannot starve the rest.
 
@@ -110,7 +111,7 @@ impl Worker {
     ) -> io::Result<Self> {
         poll.registry()
             .register(&mut listener, LISTENER, Interest::READABLE)?;
-        let clock = LoopClock::new()?;
+        let clock = LoopClock::starting_at(settings.loop_clock_start)?;
         clock.register(poll.registry(), ALARM)?;
         Ok(Worker {
             index,
@@ -169,6 +170,12 @@ impl Worker {
             }
             self.clock.arm(self.next_deadline())?;
             let timeout = self.work_pending().then_some(Duration::ZERO);
+            if timeout.is_none() && !self.resources.access_log.is_empty() {
+                // About to sleep: what was logged reaches the file now, not
+                // at the next Date tick (under load the loop seldom sleeps,
+                // and lines go out in bufferfuls).
+                self.flush_access_log();
+            }
             match self.poll.poll(&mut events, timeout) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -301,7 +308,7 @@ impl Worker {
                     closer,
                 });
                 let progress = conn.progress();
-                let responses = progress.served - conn.stamps.recorded();
+                let responses = progress.served.wrapping_sub(conn.stamps.recorded());
                 if responses > 0 {
                     let event = PeerEvent::Responses(responses);
                     ctx.peers.record(conn.peer_ip(), now, event);
@@ -350,7 +357,8 @@ impl Worker {
                 TimerEvent::DateExpired => {
                     self.resources.date.invalidate();
                     // Every logged response asked for the date, so this
-                    // tick comes within a second of any buffered line.
+                    // tick comes within a second of any buffered line, even
+                    // on a loop too busy ever to sleep.
                     self.flush_access_log();
                 }
                 TimerEvent::AcceptResume => {

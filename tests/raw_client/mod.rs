@@ -96,7 +96,8 @@ impl Client {
         Client::over(socket.into())
     }
 
-    fn over(stream: TcpStream) -> Client {
+    /// A client over a stream already connected (with socket options set).
+    pub fn over(stream: TcpStream) -> Client {
         stream.set_nodelay(true).unwrap();
         stream.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
         stream.set_write_timeout(Some(WRITE_TIMEOUT)).unwrap();

@@ -1,0 +1,167 @@
+//! Long uptimes: the loop clock started just before the wrap point of a
+//! narrower stamp (2³² µs, 71.6 minutes; 2³² ms, 49.7 days), through the
+//! settings' `loop_clock_start`, so that every timeout and every span
+//! measured here straddles it. Idle, headers and request timeouts fire on
+//! time (never early), the access log's idle gap and the lab's watch after
+//! an idle FIN measure what happened, not a wrapped difference.
+
+mod common;
+mod common_ops;
+
+use std::net::TcpStream;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{SLACK, TestServer, ms, start};
+use common_ops::{TempFile, eventually};
+use keepalive_server::config::AccessLogTarget;
+
+/// 2³² µs: where a `u32` of loop-clock microseconds wraps.
+const MICROS_WRAP: u64 = 1 << 32;
+/// 2³² ms: where a `u32` of loop-clock milliseconds wraps.
+const MILLIS_WRAP: u64 = (1 << 32) * 1000;
+/// How far before the wrap point the clock starts: each timeout below is
+/// longer, so it is armed before the wrap and fires after it.
+const LEAD: Duration = Duration::from_millis(250);
+const IDLE: Duration = Duration::from_millis(500);
+const HEADERS: Duration = Duration::from_millis(500);
+const REQUEST: Duration = Duration::from_millis(600);
+
+fn start_before(wrap: u64, log: &TempFile) -> TestServer {
+    start(|config| {
+        config.loop_clock_start = Duration::from_micros(wrap) - LEAD;
+        config.keep_alive_timeout = IDLE;
+        config.keep_alive_buffer = Duration::ZERO;
+        config.headers_timeout = HEADERS;
+        config.request_timeout = REQUEST;
+        config.access_log = AccessLogTarget::File(log.path.clone());
+    })
+}
+
+/// Every check, against a server whose clock starts `LEAD` before `wrap`.
+fn straddling(wrap: u64) {
+    let log = TempFile::new("access.log", "");
+    let server = start_before(wrap, &log);
+    let started = Instant::now();
+
+    // An idle connection, a half head and a head without its body, all
+    // begun before the wrap point.
+    let mut idle = server.client();
+    assert_eq!(idle.request("/").status, 200);
+    let answered = Instant::now();
+    let mut half_head = server.client();
+    half_head.send(b"GET / HTTP/1.1\r\nHo");
+    let sent_head = Instant::now();
+    let mut half_body = server.client();
+    half_body.send(b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nab");
+    let sent_body = Instant::now();
+    assert!(
+        started.elapsed() < LEAD,
+        "too slow to begin before the wrap point: the test proves nothing"
+    );
+
+    // Each times out after the wrap point, on time.
+    let closed = idle.read_until_closed(IDLE + SLACK);
+    let waited = closed - answered;
+    assert!(waited >= IDLE - ms(5), "idle close after {waited:?}");
+    for (client, since, timeout, what) in [
+        (&mut half_head, sent_head, HEADERS, "headers"),
+        (&mut half_body, sent_body, REQUEST, "request"),
+    ] {
+        let response = client.read_response();
+        let took = since.elapsed();
+        assert_eq!(response.status, 408, "{what}: {response:?}");
+        assert!(took >= timeout - ms(5), "{what} timeout after {took:?}");
+        assert!(took < timeout + SLACK, "{what} timeout after {took:?}");
+    }
+
+    // The access log's idle gap across the wrap point.
+    let mut reused = server.client();
+    assert_eq!(reused.request("/").status, 200);
+    let pause = ms(300);
+    thread::sleep(pause); // the gap being measured
+    assert_eq!(reused.request("/").status, 200);
+    let lines = eventually(SLACK + SLACK, || {
+        let text = std::fs::read_to_string(&log.path).unwrap();
+        let lines: Vec<String> = text.lines().map(str::to_owned).collect();
+        match lines.len() >= 5 {
+            true => Ok(lines),
+            false => Err(format!("{} lines logged", lines.len())),
+        }
+    });
+    let gap: u64 = lines[4]
+        .rsplit(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap_or_else(|_| panic!("an idle gap: {}", lines[4]));
+    let pause_ms = pause.as_millis() as u64;
+    assert!(
+        (pause_ms - 5..pause_ms + SLACK.as_millis() as u64).contains(&gap),
+        "idle gap {gap} ms for a {pause_ms} ms pause: {}",
+        lines[4]
+    );
+    drop(reused);
+}
+
+/// The lab's watch after an idle FIN, with the FIN sent before the wrap
+/// point and the late request after it: one late request, measured from
+/// the FIN to within the test's own pace (not a wrapped 71 minutes).
+fn watch_straddling(wrap: u64) {
+    let server = start(|config| {
+        config.loop_clock_start = Duration::from_micros(wrap) - LEAD;
+    });
+    let mut client = server.client();
+    assert_eq!(client.request("/?ka=100ms").status, 200);
+    let answered = Instant::now();
+    assert!(answered.elapsed() < LEAD);
+    // Wait for the FIN (the read sees EOF), then send after the wrap point.
+    client.read_until_closed(SLACK);
+    let fin_seen = Instant::now();
+    thread::sleep((LEAD + ms(50)).saturating_sub(answered.elapsed()));
+    let _ = client.try_send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+    let late_sent = Instant::now();
+    let late = |server: &TestServer| -> u64 {
+        server
+            .handle
+            .stats()
+            .map(|s| s.lab.late_requests.get())
+            .sum()
+    };
+    eventually(SLACK, || match late(&server) {
+        1 => Ok(()),
+        n => Err(format!("{n} late requests")),
+    });
+    let delay_us: u64 = server
+        .handle
+        .stats()
+        .map(|s| s.lab.late_request_delay.read().sum)
+        .sum();
+    let at_most = (late_sent - answered + SLACK).as_micros() as u64;
+    let at_least = (late_sent - fin_seen).as_micros() as u64;
+    assert!(
+        (at_least..at_most).contains(&delay_us),
+        "late request {delay_us} µs after the FIN (expected {at_least}..{at_most})"
+    );
+    drop(TcpStream::connect(server.addr)); // the server still accepts
+}
+
+#[test]
+fn timeouts_and_gaps_straddle_the_microsecond_wrap() {
+    straddling(MICROS_WRAP);
+}
+
+#[test]
+fn timeouts_and_gaps_straddle_the_millisecond_wrap() {
+    straddling(MILLIS_WRAP);
+}
+
+#[test]
+fn the_watch_after_an_idle_fin_straddles_the_microsecond_wrap() {
+    watch_straddling(MICROS_WRAP);
+}
+
+#[test]
+fn the_watch_after_an_idle_fin_straddles_the_millisecond_wrap() {
+    watch_straddling(MILLIS_WRAP);
+}
