@@ -40,7 +40,8 @@ fn request(c: &mut Criterion) {
                 let spare = buffers.input.spare(4096);
                 spare[..bytes.len()].copy_from_slice(bytes);
                 buffers.input.filled(bytes.len());
-                let mut ctx = resources.lend(0, &settings, &stats);
+                let observer = &mut keepalive_server::observe::Ignore;
+                let mut ctx = resources.lend(0, &settings, &stats, observer);
                 session.process(&mut buffers, &mut ctx);
                 let sent = buffers.output.pending();
                 black_box(buffers.output.unsent());

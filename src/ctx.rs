@@ -1,6 +1,7 @@
 //! What a worker lends a connection while it handles one event (the turn's
 //! clock reading, the timer lists, the buffer pool, the Date cache, the
-//! access log, the settings and counters), the [`Resources`] it lends them
+//! access log, the settings and counters, and the observer that hears
+//! what happens at the idle boundary), the [`Resources`] it lends them
 //! from, and what a timer in those lists stands for.
 
 use std::net::{Ipv4Addr, SocketAddr};
@@ -11,7 +12,7 @@ use crate::app::filler::FillerFile;
 use crate::config::Settings;
 use crate::date::DateCache;
 use crate::http::Status;
-use crate::lab::peers::PeerTable;
+use crate::observe::{Event, Observer};
 use crate::pool::BufferPool;
 use crate::stats::Stats;
 use crate::timers::{Micros, TimerLists};
@@ -54,18 +55,21 @@ pub struct Ctx<'a> {
     pub draining: bool,
     /// Which connection, for logs.
     pub conn: ConnLabel,
-    /// What each client address did at the idle boundary (the lab).
-    pub peers: &'a mut PeerTable,
+    /// Who hears what happens at the idle boundary (see `observe`).
+    pub observer: &'a mut dyn Observer,
     /// Descriptors are plentiful: an idle close may keep its socket for
     /// the watch after its FIN.
     pub watch_allowed: bool,
-    /// Set by a connection that just sent its idle FIN and began its watch.
-    pub idle_fin: bool,
     /// The `/bytes` filler as a file, when the worker has one.
     pub filler: Option<&'a FillerFile>,
 }
 
 impl Ctx<'_> {
+    /// Tells the observer that `event` happened, now, on this connection.
+    pub fn observe(&mut self, event: Event<'_>) {
+        self.observer.observe(self.conn.peer.ip(), self.now, event);
+    }
+
     /// Writes the access-log line of the response just queued, from the
     /// request `record` kept while it arrived (then cleared): the time is
     /// the Date cache's second, and asking for it keeps the Date tick armed,
@@ -137,7 +141,6 @@ pub struct Resources {
     pub pool: BufferPool,
     pub date: DateCache,
     pub access_log: AccessLog,
-    pub peers: PeerTable,
     /// The `/bytes` filler as a file, for `sendfile` (`None` where no
     /// memfd could be made: the filler is then written from memory).
     pub filler: Option<FillerFile>,
@@ -159,6 +162,7 @@ impl Resources {
         now: Micros,
         settings: &'a Settings,
         stats: &'a Stats,
+        observer: &'a mut dyn Observer,
     ) -> Ctx<'a> {
         Ctx {
             now,
@@ -170,9 +174,8 @@ impl Resources {
             stats,
             draining: false,
             conn: ConnLabel::default(),
-            peers: &mut self.peers,
+            observer,
             watch_allowed: true,
-            idle_fin: false,
             filler: self.filler.as_ref(),
         }
     }

@@ -37,6 +37,7 @@ pub mod introspect;
 pub mod lab;
 pub mod logging;
 pub mod measure;
+pub mod observe;
 pub mod pool;
 pub mod probe;
 pub mod reload;

@@ -26,17 +26,16 @@
 mod body;
 mod refusal;
 
-use crate::app::{BodySource, KeepAliveScratch, Plan, ReplyHead, Request, Terms, read_controls};
+use crate::app::controls::After;
+use crate::app::keep_terms::KeepTerms;
+use crate::app::{BodySource, KeepAliveScratch, Plan, ReplyHead, Request, Terms};
 use crate::config::Settings;
 use crate::ctx::{Ctx, TimerEvent};
 use crate::http::response::{BodyLength, CONTINUE, Persistence, ResponseHead};
 use crate::http::{BodyDecoder, Framing, Status, parse_head};
 use crate::in_flight::{BodyTarget, InFlight};
-use crate::lab::conn_controls::ConnControls;
-use crate::lab::controls::After;
 use crate::pool::Buffers;
 use crate::stats::CloseCause;
-use crate::timers::{Micros, ShortStamp};
 
 /// No new pipelined request is started, and no more of a body echoed,
 /// while this much output is unsent.
@@ -56,10 +55,6 @@ enum Stage {
     Serving,
     /// The last response is queued; the connection only drains input now.
     Closing { cause: CloseCause },
-    /// The idle timer ran out and the server sent its FIN at `fin` (a
-    /// short stamp: a watch lasts a second): the connection only watches
-    /// what the peer still does (see `conn`).
-    Watching { fin: ShortStamp, late: bool },
 }
 
 /// A connection's state, condensed for choosing its timers.
@@ -79,7 +74,8 @@ pub enum Phase {
     /// Output waits for the socket.
     Writing,
     Closing,
-    /// Closed for writing after the idle timeout; watching the peer.
+    /// Closed for writing after the idle timeout; watching the peer (the
+    /// connection's phase, never the exchange's: see `conn::watch`).
     Watching,
 }
 
@@ -98,8 +94,9 @@ pub struct Session {
     served: u32,
     received_any: bool,
     served_any: bool,
-    /// What the keep-alive lab's controls set on this connection.
-    controls: ConnControls,
+    /// The terms the application keeps the connection on (its idle
+    /// timeout, what it advertises, how its idle close is made).
+    kept_on: KeepTerms,
 }
 
 impl Default for Session {
@@ -121,49 +118,18 @@ impl Session {
             served: 0,
             received_any: false,
             served_any: false,
-            controls: ConnControls::default(),
+            kept_on: KeepTerms::default(),
         }
     }
 
-    /// What the lab's controls set on this connection.
-    pub fn controls(&self) -> &ConnControls {
-        &self.controls
-    }
-
-    /// The idle timer ran out and the server sent its FIN: from now on the
-    /// connection only watches the peer.
-    pub fn start_watch(&mut self, now: Micros) {
-        self.stage = Stage::Watching {
-            fin: ShortStamp::at(now),
-            late: false,
-        };
-    }
-
-    /// While the connection watches: how long ago, at `now`, the server's
-    /// idle FIN went out.
-    pub fn since_fin(&self, now: Micros) -> Option<Micros> {
-        match self.stage {
-            Stage::Watching { fin, .. } => Some(fin.elapsed(now)),
-            _ => None,
-        }
-    }
-
-    /// Whether the connection is watching the peer after its idle FIN.
-    pub fn is_watching(&self) -> bool {
-        matches!(self.stage, Stage::Watching { .. })
-    }
-
-    /// Data arrived during the watch: true the first time (a late request).
-    pub fn note_late_data(&mut self) -> bool {
-        match &mut self.stage {
-            Stage::Watching { late, .. } => !std::mem::replace(late, true),
-            _ => false,
-        }
+    /// The terms the application keeps the connection on.
+    pub fn kept_on(&self) -> &KeepTerms {
+        &self.kept_on
     }
 
     /// The response just flushed ends with a reset (`after=rst`).
     pub fn aborts(&self) -> bool {
-        self.closing() == Some(CloseCause::Control) && self.controls.after() == After::Rst
+        self.closing() == Some(CloseCause::Control) && self.kept_on.after() == After::Rst
     }
 
     /// The largest input a connection buffers: at least the head limit, so
@@ -285,7 +251,6 @@ impl Session {
         let writing = buffers.is_some_and(|b| b.output.pending() > 0);
         match (self.stage, in_flight(buffers)) {
             (_, Some(InFlight::Delayed { ms, .. })) => Phase::Delayed { ms: *ms },
-            (Stage::Watching { .. }, _) => Phase::Watching,
             (_, Some(InFlight::Sending { .. })) => Phase::Writing,
             _ if writing => Phase::Writing,
             (Stage::Closing { .. }, _) => Phase::Closing,
@@ -347,23 +312,22 @@ impl Session {
         let max_body = ctx.settings.max_body_size;
         match parse_head(buffers.input.bytes_mut(), limit, max_body) {
             Ok(Some((head, len))) => {
-                match read_controls(&head, ctx.settings) {
-                    Ok(set) if set.is_empty() => {}
-                    Ok(set) => self.controls.apply(set, self.served),
+                let request = Request {
+                    head: &head,
+                    served: self.served,
+                    draining: ctx.draining,
+                    kept_on: self.kept_on,
+                };
+                let answer = match Plan::of(request, ctx.settings) {
+                    Ok(answer) => answer,
                     Err(bad) => {
                         let method = head.method;
                         buffers.head_scanned = 0;
                         self.refuse_control(bad, method, buffers, ctx);
                         return false;
                     }
-                }
-                let request = Request {
-                    head: &head,
-                    served: self.served,
-                    draining: ctx.draining,
-                    controls: self.controls,
                 };
-                let answer = Plan::of(request, ctx.settings);
+                self.kept_on = answer.kept_on;
                 let body = (head.framing, head.expect_continue);
                 if ctx.settings.logs_access() {
                     let Buffers { input, log, .. } = &mut *buffers;
@@ -503,7 +467,7 @@ impl Session {
     /// `after=silent|rst` asked for it).
     fn end_exchange(&mut self, persistence: Persistence, buffers: &mut Buffers) {
         buffers.in_flight = None;
-        match (persistence, self.controls.after()) {
+        match (persistence, self.kept_on.after()) {
             (Persistence::KeepAlive, After::Silent | After::Rst)
             | (Persistence::Close, After::Rst) => {
                 self.stage = Stage::Closing {
@@ -515,7 +479,7 @@ impl Session {
                     cause: CloseCause::Done,
                 };
             }
-            (Persistence::KeepAlive, _) => self.controls.after_done(),
+            (Persistence::KeepAlive, _) => self.kept_on.after_done(),
         }
     }
 

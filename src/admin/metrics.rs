@@ -13,9 +13,9 @@ use std::fmt::{Display, Write as _};
 
 use crate::http::Method;
 use crate::introspect::{ConnCounts, Snapshot};
-use crate::lab::peers::Closer;
+use crate::lab::stats::{AFTER_FIN_US, IDLE_CLOSE_AGE_US, REUSE_US};
+use crate::observe::Closer;
 use crate::shared::Remote;
-use crate::stats::lab::{AFTER_FIN_US, IDLE_CLOSE_AGE_US, REUSE_US};
 use crate::stats::{
     CONNECTION_DURATION_US, CloseCause, HistogramData, REQUEST_DURATION_US,
     REQUESTS_PER_CONNECTION, Stats, TIMER_LATENESS_US, TimerKind,
@@ -298,7 +298,7 @@ fn render_lab(out: &mut Exposition, remote: &Remote) {
         "kas_idle_watch_skipped_total",
         "counter",
         "Idle closes made without the watch after the FIN, for lack of descriptors.",
-        sum(|s| s.lab.watch_skipped.get()),
+        sum(|s| s.watch_skipped.get()),
     );
 }
 

@@ -10,12 +10,19 @@
 //! ([`Plan::wait_ms`]), the connection's [`Terms`] for the response head,
 //! and the answer: once the body is in, a [`Reply`] (status, content type
 //! and a [`BodySource`]); or, when a kept body outgrows what is gathered,
-//! the head of a reply that passes the body through as it arrives. Per-request choices that shape the response head sit
-//! here, beside routing, never in the state machine: the keep-alive
-//! lab's query controls among them ([`read_controls`]), whose effect on a
-//! connection ([`ConnControls`]) the terms take in.
+//! the head of a reply that passes the body through as it arrives.
+//!
+//! Per-request choices that shape the response and the connection sit
+//! here, beside routing, never in the state machine: among them the
+//! query controls a test uses to set how its connection is kept
+//! ([`controls`]: `ka=`, `advertise=`, `close=`, `after=`, `max=`). What
+//! they set outlives the request: the plan carries the terms the
+//! connection is kept on from then on ([`KeepTerms`]), which the session
+//! holds and the connection's timers and idle close follow.
 
+pub mod controls;
 pub mod filler;
+pub mod keep_terms;
 pub mod routes;
 
 use crate::config::Settings;
@@ -23,8 +30,8 @@ use crate::http::Status;
 use crate::http::response::Persistence;
 use crate::http::target::Target;
 use crate::http::{Method, RequestHead};
-use crate::lab::conn_controls::{AdvertiseOverride, ConnControls};
-use crate::lab::controls::{After, BadControl, Controls, parse_controls};
+use controls::{After, BadControl, Controls, parse_controls};
+use keep_terms::{AdvertiseOverride, KeepTerms};
 use routes::Route;
 
 const HELLO: &[u8] = b"Hello, World!";
@@ -37,9 +44,8 @@ pub struct Request<'a> {
     pub served: u32,
     /// The server is shutting down: no new persistence.
     pub draining: bool,
-    /// What the lab's controls set on the connection, this request's
-    /// included.
-    pub controls: ConnControls,
+    /// The terms the connection was kept on before this request.
+    pub kept_on: KeepTerms,
 }
 
 /// The application's decision on one request, made when its head arrives
@@ -50,6 +56,9 @@ pub struct Plan {
     pub method: Method,
     pub is_head: bool,
     pub terms: Terms,
+    /// The terms the connection is kept on from this request on (what its
+    /// controls changed, or as before).
+    pub kept_on: KeepTerms,
 }
 
 /// What the response head says about the connection.
@@ -137,15 +146,22 @@ pub struct Reply<'a> {
 }
 
 impl Plan {
-    /// Routes `request` and decides its terms.
-    pub fn of(request: Request<'_>, settings: &Settings) -> Plan {
+    /// Routes `request` and decides its terms, taking in its controls
+    /// (when the server obeys them); a control with a bad value refuses
+    /// the request.
+    pub fn of(mut request: Request<'_>, settings: &Settings) -> Result<Plan, BadControl> {
         let head = request.head;
-        Plan {
+        let controls = read_controls(head, settings)?;
+        if !controls.is_empty() {
+            request.kept_on.apply(controls, request.served);
+        }
+        Ok(Plan {
             route: Route::of_target(head.target),
             method: head.method,
             is_head: head.is_head,
             terms: terms(&request, settings),
-        }
+            kept_on: request.kept_on,
+        })
     }
 
     /// The route wants the body (the echo at `/`), gathered while it is
@@ -211,9 +227,9 @@ impl Plan {
     }
 }
 
-/// The keep-alive lab's controls in a request's query, when the server
-/// obeys them (`--test-controls`); none otherwise.
-pub fn read_controls(head: &RequestHead<'_>, settings: &Settings) -> Result<Controls, BadControl> {
+/// The test controls in a request's query, when the server obeys them
+/// (`--test-controls`); none otherwise.
+fn read_controls(head: &RequestHead<'_>, settings: &Settings) -> Result<Controls, BadControl> {
     match head.target {
         Target::Path(path) if settings.test_controls => parse_controls(path),
         _ => Ok(Controls::default()),
@@ -225,7 +241,7 @@ fn terms(request: &Request<'_>, settings: &Settings) -> Terms {
     let request_number = request.served.wrapping_add(1);
     let limit = settings.max_requests_per_socket;
     let by_settings = (limit > 0).then(|| limit.saturating_sub(request_number));
-    let controls = request.controls;
+    let controls = request.kept_on;
     let requests_left = match (by_settings, controls.requests_left_after(request_number)) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),

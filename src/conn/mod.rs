@@ -40,9 +40,10 @@ use std::net::{IpAddr, SocketAddr};
 
 use mio::net::TcpStream;
 
+use crate::app::controls::IdleClose;
 use crate::config::Settings;
 use crate::ctx::{ConnLabel, Ctx, Slot};
-use crate::lab::controls::IdleClose;
+use crate::observe::{Closer, Event, IdleEnd, Reuse};
 use crate::pool::Buffers;
 use crate::session::{Phase, Session};
 use crate::stats::CloseCause;
@@ -99,15 +100,17 @@ pub struct Conn {
     peer_port: u16,
     /// Its request and lifetime stamps (see `stats::timing`).
     pub stamps: ConnStamps,
+    /// Set once the idle FIN is out: the watch that follows (see [`watch`]).
+    fin_watch: Option<FinWatch>,
     /// Present while the connection has work; back in the pool when idle.
     buffers: Option<Box<Buffers>>,
     session: Session,
     activity: Option<TimerId>,
     /// What `activity` measures; meaningful only while it is `Some`.
-    watch: Watch,
+    activity_purpose: Purpose,
     deadline: Option<TimerId>,
     /// What `deadline` measures; meaningful only while it is `Some`.
-    deadline_watch: Watch,
+    deadline_purpose: Purpose,
     /// Bytes drained while closing.
     lingered: u32,
     /// Requests received as of the last timer sync.
@@ -138,20 +141,22 @@ pub struct Conn {
 }
 
 impl Conn {
-    /// A connection accepted this turn from `peer`, named `id` in logs.
-    pub fn new(stream: TcpStream, id: u64, peer: SocketAddr) -> Self {
+    /// A connection accepted at loop time `now` from `peer`, named `id`
+    /// in logs.
+    pub fn new(stream: TcpStream, id: u64, peer: SocketAddr, now: Micros) -> Self {
         Conn {
             stream,
             id,
             peer_ip: peer.ip(),
             peer_port: peer.port(),
-            stamps: ConnStamps::accepted(),
+            stamps: ConnStamps::accepted(now),
+            fin_watch: None,
             buffers: None,
             session: Session::new(),
             activity: None,
-            watch: Watch::KeepAlive,
+            activity_purpose: Purpose::KeepAlive,
             deadline: None,
-            deadline_watch: Watch::LingerTotal,
+            deadline_purpose: Purpose::LingerTotal,
             lingered: 0,
             received_at_sync: 0,
             moved: false,
@@ -180,10 +185,10 @@ impl Conn {
         ConnLabel {
             id: self.id,
             peer: SocketAddr::new(self.peer_ip, self.peer_port),
-            accepted: self.stamps.opened_at(now),
+            accepted: self.stamps.opened_at(),
             last_response_end: match writing {
                 true => Some(now),
-                false => self.stamps.last_end_at(now),
+                false => self.stamps.last_end(),
             },
         }
     }
@@ -192,13 +197,11 @@ impl Conn {
         self.id
     }
 
-    /// The peer's IP address, which the lab's peer table is keyed by.
-    pub fn peer_ip(&self) -> IpAddr {
-        self.peer_ip
-    }
-
     pub fn phase(&self) -> Phase {
-        self.session.phase(self.buffers.as_deref())
+        match self.fin_watch {
+            Some(_) => Phase::Watching,
+            None => self.session.phase(self.buffers.as_deref()),
+        }
     }
 
     /// What the worker's request timing needs after an event.
@@ -217,11 +220,11 @@ impl Conn {
     }
 
     pub fn on_ready(&mut self, readiness: Readiness, ctx: &mut Ctx<'_>) -> Flow {
-        if let Some(since_fin) = self.session.since_fin(ctx.now) {
+        if let Some(watch) = self.fin_watch {
             if readiness.error {
-                return self.peer_closed_after_fin(since_fin, ctx);
+                return self.peer_closed_after_fin(watch, ctx);
             }
-            return self.watch_peer(since_fin, ctx);
+            return self.watch_peer(watch, ctx);
         }
         if readiness.error {
             return Flow::Close(CloseCause::Reset);
@@ -232,8 +235,8 @@ impl Conn {
 
     /// A turn on the ready list: the read budget ran out last time.
     pub fn on_ready_again(&mut self, ctx: &mut Ctx<'_>) -> Flow {
-        match self.session.since_fin(ctx.now) {
-            Some(since_fin) => self.watch_peer(since_fin, ctx),
+        match self.fin_watch {
+            Some(watch) => self.watch_peer(watch, ctx),
             None => self.drive(ctx),
         }
     }
@@ -244,60 +247,92 @@ impl Conn {
         !matches!(self.phase(), Phase::Fresh | Phase::Idle | Phase::Watching)
     }
 
-    /// Whether the connection is being watched after its idle FIN.
-    pub fn is_watched(&self) -> bool {
-        self.session.is_watching()
+    /// This connection's real idle timeout in ms (the application may set
+    /// one of its own, see `app::KeepTerms`).
+    pub fn idle_timeout_ms(&self, settings: &Settings) -> u64 {
+        self.session.kept_on().keep_alive_ms(settings)
     }
 
-    /// Whether any response has been queued on this connection.
-    pub fn has_served(&self) -> bool {
-        self.session.has_served()
+    /// What its responses advertise as `Keep-Alive: timeout=`, in seconds.
+    pub fn advertised_secs(&self, settings: &Settings) -> Option<u64> {
+        self.session.kept_on().advertised_secs(settings)
     }
 
-    /// This connection's real idle timeout (a `ka=` control may set it),
-    /// and what it advertises, in seconds.
-    pub fn keep_alive(&self, settings: &Settings) -> (u64, Option<u64>) {
-        let controls = self.session.controls();
-        (
-            controls.keep_alive_ms(settings),
-            controls.advertised_secs(settings),
-        )
+    /// After an event (or before a close, `closing`): the stamps count
+    /// what finished, and the observer hears of responses done and of a
+    /// request that reused the connection.
+    pub fn account(&mut self, closing: bool, ctx: &mut Ctx<'_>) {
+        let progress = self.progress();
+        let seen = match closing {
+            false => self.stamps.observe(progress, ctx.now, ctx.stats),
+            true => self.stamps.closed(progress, ctx.now, ctx.stats),
+        };
+        if let Some(gap_us) = seen.reuse_gap_us {
+            let reuse = self.reuse(gap_us, ctx);
+            ctx.observe(Event::Reused(reuse));
+        }
+        if seen.finished > 0 {
+            ctx.observe(Event::ResponsesDone(seen.finished));
+        }
+    }
+
+    /// A request began now on this connection, idle for `gap_us` since its
+    /// last response: the reuse as the observer hears it, with what was
+    /// left before the idle deadline (the keep-alive timer's own, while it
+    /// is still armed).
+    fn reuse(&self, gap_us: Micros, ctx: &Ctx<'_>) -> Reuse {
+        let (now, settings) = (ctx.now, ctx.settings);
+        let idle_timeout_ms = self.idle_timeout_ms(settings);
+        let deadline = match (self.activity, self.activity_purpose) {
+            (Some(id), Purpose::KeepAlive) => Some(ctx.timers.deadline(id)),
+            _ => None,
+        };
+        let headroom_us = match deadline {
+            Some(deadline) => signed(deadline) - signed(now),
+            None => signed(idle_timeout_ms.saturating_mul(1000)) - signed(gap_us),
+        };
+        Reuse {
+            gap_us,
+            headroom_us,
+            idle_timeout_ms,
+            advertised_secs: self.advertised_secs(settings),
+        }
     }
 
     /// One of this connection's timers fired (and is gone from the lists).
     pub fn on_timer(&mut self, slot: Slot, ctx: &mut Ctx<'_>) -> Flow {
-        let watch = match slot {
+        let purpose = match slot {
             Slot::Activity => {
                 self.activity = None;
-                self.watch
+                self.activity_purpose
             }
             Slot::Deadline => {
                 self.deadline = None;
-                self.deadline_watch
+                self.deadline_purpose
             }
         };
         let ConnLabel { id, peer, .. } = ctx.conn;
-        tracing::debug!(conn = id, %peer, ?slot, ?watch, phase = ?self.phase(), "timer expired");
-        let cause = match watch {
-            Watch::KeepAlive => return self.expire_idle(ctx),
-            Watch::Linger | Watch::LingerTotal => {
+        tracing::debug!(conn = id, %peer, ?slot, ?purpose, phase = ?self.phase(), "timer expired");
+        let cause = match purpose {
+            Purpose::KeepAlive => return self.expire_idle(ctx),
+            Purpose::Linger | Purpose::LingerTotal => {
                 return Flow::Close(self.session.closing().unwrap_or(CloseCause::Error));
             }
             // The peer neither closed nor spoke within the watch.
-            Watch::PeerAfterFin => return Flow::Close(CloseCause::KeepAliveTimeout),
-            Watch::Delay => {
+            Purpose::PeerAfterFin => return Flow::Close(CloseCause::KeepAliveTimeout),
+            Purpose::Delay => {
                 let buffers = self.buffers.get_or_insert_with(|| ctx.pool.take());
                 self.session.delay_elapsed(buffers, ctx);
                 return self.drive(ctx);
             }
             // The peer has read nothing for the whole timeout: the output
             // can never be delivered, and this timeout is what ends it.
-            Watch::Inactivity if self.phase() == Phase::Writing => {
+            Purpose::Inactivity if self.phase() == Phase::Writing => {
                 return Flow::Close(CloseCause::Inactivity);
             }
-            Watch::Inactivity => CloseCause::Inactivity,
-            Watch::Headers => CloseCause::HeadersTimeout,
-            Watch::Request => CloseCause::RequestTimeout,
+            Purpose::Inactivity => CloseCause::Inactivity,
+            Purpose::Headers => CloseCause::HeadersTimeout,
+            Purpose::Request => CloseCause::RequestTimeout,
         };
         let buffers = self.buffers.get_or_insert_with(|| ctx.pool.take());
         if self.session.time_out(cause, buffers, ctx) {
@@ -313,30 +348,48 @@ impl Conn {
     /// first: a request that made it is served (and the timer re-armed);
     /// only a connection with nothing to read is closed.
     ///
-    /// The close is a reset under `close=rst`; otherwise a FIN, and the
-    /// watch, when descriptors allow it.
+    /// The close is a reset when the connection's terms ask for one
+    /// (`close=rst`); otherwise a FIN, and the watch, when descriptors
+    /// allow it. Either way the observer hears that the server ended an
+    /// idle connection.
     fn expire_idle(&mut self, ctx: &mut Ctx<'_>) -> Flow {
         match self.drive(ctx) {
             Flow::Open if !self.moved => {}
             flow => return flow,
         }
-        match self.session.controls().idle_close() {
+        let close = self.session.kept_on().idle_close();
+        self.report_idle_end(Closer::Server, close == IdleClose::Rst, ctx);
+        match close {
             IdleClose::Rst => {
                 self.abort();
                 Flow::Close(CloseCause::KeepAliveTimeout)
             }
             IdleClose::Fin if !ctx.watch_allowed => {
-                ctx.stats.lab.watch_skipped.add(1);
+                ctx.stats.watch_skipped.add(1);
                 Flow::Close(CloseCause::KeepAliveTimeout)
             }
             IdleClose::Fin => {
                 if !self.shut_write() {
                     return Flow::Close(CloseCause::KeepAliveTimeout);
                 }
-                self.session.start_watch(ctx.now);
-                ctx.idle_fin = true;
+                self.fin_watch = Some(FinWatch::from(ctx.now));
                 Flow::Open
             }
+        }
+    }
+
+    /// Tells the observer that this connection, idle between requests,
+    /// ended now, closed by `closer` (with a reset when `reset`). A
+    /// connection that never answered is not idle in this sense.
+    fn report_idle_end(&self, closer: Closer, reset: bool, ctx: &mut Ctx<'_>) {
+        if let Some(age_us) = self.stamps.idle_age(ctx.now) {
+            let end = IdleEnd {
+                closer,
+                age_us,
+                idle_timeout_ms: self.idle_timeout_ms(ctx.settings),
+                reset,
+            };
+            ctx.observe(Event::IdleEnded(end));
         }
     }
 
@@ -356,8 +409,14 @@ impl Conn {
         Flow::Close(CloseCause::Shutdown)
     }
 
-    /// Gives back the connection's timers and buffers before it is dropped.
-    pub fn release(&mut self, ctx: &mut Ctx<'_>) {
+    /// Gives back the connection's timers and buffers before it is
+    /// dropped, closed for `cause`. A client that ends an idle connection
+    /// (FIN or reset) is an idle end the observer hears of.
+    pub fn release(&mut self, cause: CloseCause, ctx: &mut Ctx<'_>) {
+        let idle = self.phase() == Phase::Idle;
+        if idle && matches!(cause, CloseCause::Client | CloseCause::Reset) {
+            self.report_idle_end(Closer::Client, cause == CloseCause::Reset, ctx);
+        }
         if let Some(id) = self.activity.take() {
             ctx.timers.unenroll(id);
         }
@@ -505,6 +564,12 @@ fn closes_when_flushed(session: &Session) -> bool {
     )
 }
 
+/// A loop time or span as a signed count, for differences that may be
+/// negative.
+fn signed(us: Micros) -> i64 {
+    i64::try_from(us).unwrap_or(i64::MAX)
+}
+
 pub fn would_block(error: &io::Error) -> bool {
     error.kind() == io::ErrorKind::WouldBlock
 }
@@ -514,7 +579,8 @@ mod timers;
 mod watch;
 
 use socket::{Flushed, ReadOutcome, Registered};
-use timers::Watch;
+use timers::Purpose;
+use watch::FinWatch;
 pub use watch::IDLE_WATCH_MS;
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use crate::timers::{Micros, TimerId, TimerLists};
 /// What a timer slot is measuring (one byte: which request a per-request
 /// timer belongs to is told by [`Conn::sync_timers`] instead).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Watch {
+pub(super) enum Purpose {
     KeepAlive,
     Headers,
     Inactivity,
@@ -33,22 +33,25 @@ pub(super) enum Watch {
     PeerAfterFin,
 }
 
-impl Watch {
+impl Purpose {
     /// Whether activity restarts it.
     fn refreshes(self) -> bool {
-        matches!(self, Watch::KeepAlive | Watch::Inactivity | Watch::Linger)
+        matches!(
+            self,
+            Purpose::KeepAlive | Purpose::Inactivity | Purpose::Linger
+        )
     }
 
     /// Whether it belongs to one request: the next request starts its own.
     fn per_request(self) -> bool {
-        matches!(self, Watch::Headers | Watch::Delay | Watch::Request)
+        matches!(self, Purpose::Headers | Purpose::Delay | Purpose::Request)
     }
 }
 
 /// What a timer slot should hold.
 #[derive(Clone, Copy)]
 struct WantedTimer {
-    watch: Watch,
+    purpose: Purpose,
     ms: u64,
     refed: bool,
 }
@@ -56,18 +59,18 @@ struct WantedTimer {
 impl Conn {
     /// What the timer in `slot` stands for (for labels and counts).
     pub fn timer_kind(&self, slot: Slot) -> TimerKind {
-        let watch = match slot {
-            Slot::Activity => self.watch,
-            Slot::Deadline => self.deadline_watch,
+        let purpose = match slot {
+            Slot::Activity => self.activity_purpose,
+            Slot::Deadline => self.deadline_purpose,
         };
-        match watch {
-            Watch::KeepAlive => TimerKind::KeepAlive,
-            Watch::Headers => TimerKind::Headers,
-            Watch::Inactivity => TimerKind::Inactivity,
-            Watch::Delay => TimerKind::Delay,
-            Watch::Linger | Watch::LingerTotal => TimerKind::Linger,
-            Watch::Request => TimerKind::Request,
-            Watch::PeerAfterFin => TimerKind::IdleWatch,
+        match purpose {
+            Purpose::KeepAlive => TimerKind::KeepAlive,
+            Purpose::Headers => TimerKind::Headers,
+            Purpose::Inactivity => TimerKind::Inactivity,
+            Purpose::Delay => TimerKind::Delay,
+            Purpose::Linger | Purpose::LingerTotal => TimerKind::Linger,
+            Purpose::Request => TimerKind::Request,
+            Purpose::PeerAfterFin => TimerKind::IdleWatch,
         }
     }
 
@@ -92,7 +95,7 @@ impl Conn {
         let deadline = self.wanted_deadline(phase, settings);
         sync_slot(
             &mut self.activity,
-            &mut self.watch,
+            &mut self.activity_purpose,
             activity,
             (moved, new_request),
             timers,
@@ -104,7 +107,7 @@ impl Conn {
         );
         sync_slot(
             &mut self.deadline,
-            &mut self.deadline_watch,
+            &mut self.deadline_purpose,
             deadline,
             (moved, new_request),
             timers,
@@ -121,24 +124,24 @@ impl Conn {
     /// flight, a response to deliver, a close to complete), so a draining
     /// server waits for those and no others.
     fn wanted_activity(&self, phase: Phase, settings: &Settings) -> Option<WantedTimer> {
-        let want = |watch, ms, refed| Some(WantedTimer { watch, ms, refed });
+        let want = |purpose, ms, refed| Some(WantedTimer { purpose, ms, refed });
         match phase {
             Phase::Fresh => settings
                 .headers_ms
-                .and_then(|ms| want(Watch::Headers, ms, false)),
+                .and_then(|ms| want(Purpose::Headers, ms, false)),
             Phase::Idle => {
-                let ms = self.session.controls().keep_alive_ms(settings);
-                want(Watch::KeepAlive, ms, false)
+                let ms = self.session.kept_on().keep_alive_ms(settings);
+                want(Purpose::KeepAlive, ms, false)
             }
-            Phase::Watching => want(Watch::PeerAfterFin, IDLE_WATCH_MS, false),
+            Phase::Watching => want(Purpose::PeerAfterFin, IDLE_WATCH_MS, false),
             Phase::Head => settings
                 .headers_ms
-                .and_then(|ms| want(Watch::Headers, ms, true)),
+                .and_then(|ms| want(Purpose::Headers, ms, true)),
             Phase::Body | Phase::Writing => settings
                 .inactivity_ms
-                .and_then(|ms| want(Watch::Inactivity, ms, true)),
-            Phase::Delayed { ms } => want(Watch::Delay, ms, true),
-            Phase::Closing => want(Watch::Linger, LINGER_IDLE_MS, true),
+                .and_then(|ms| want(Purpose::Inactivity, ms, true)),
+            Phase::Delayed { ms } => want(Purpose::Delay, ms, true),
+            Phase::Closing => want(Purpose::Linger, LINGER_IDLE_MS, true),
         }
     }
 
@@ -147,7 +150,7 @@ impl Conn {
     fn wanted_deadline(&self, phase: Phase, settings: &Settings) -> Option<WantedTimer> {
         if phase == Phase::Closing {
             return Some(WantedTimer {
-                watch: Watch::LingerTotal,
+                purpose: Purpose::LingerTotal,
                 ms: LINGER_TOTAL_MS,
                 refed: true,
             });
@@ -156,7 +159,7 @@ impl Conn {
             .request_ms
             .filter(|_| self.session.is_receiving(self.buffers.as_deref()))
             .map(|ms| WantedTimer {
-                watch: Watch::Request,
+                purpose: Purpose::Request,
                 ms,
                 refed: true,
             })
@@ -168,7 +171,7 @@ impl Conn {
 /// or flip ref'd.
 fn sync_slot(
     slot: &mut Option<TimerId>,
-    current: &mut Watch,
+    current: &mut Purpose,
     wanted: Option<WantedTimer>,
     (moved, new_request): (bool, bool),
     timers: &mut TimerLists<TimerEvent>,
@@ -183,13 +186,13 @@ fn sync_slot(
         }
         (Some(want), None) => {
             *slot = Some(timers.enroll(now, want.ms, want.refed, event));
-            *current = want.watch;
+            *current = want.purpose;
         }
         (Some(want), Some(id)) => {
-            if want.watch != *current || (new_request && want.watch.per_request()) {
+            if want.purpose != *current || (new_request && want.purpose.per_request()) {
                 timers.rearm(id, want.ms, now);
-                *current = want.watch;
-            } else if moved && want.watch.refreshes() {
+                *current = want.purpose;
+            } else if moved && want.purpose.refreshes() {
                 // A refresh, unless a reload changed the duration.
                 timers.rearm(id, want.ms, now);
             }

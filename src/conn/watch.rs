@@ -1,19 +1,20 @@
-//! The watch after an idle close (the keep-alive lab): once the server's
-//! idle timer has run out and its FIN is sent, the connection keeps its
-//! descriptor for at most [`IDLE_WATCH_MS`], with no buffer and an
-//! unref'd timer, reading and dropping what still arrives. The first bytes
-//! are a *late request*: the client sent on a connection the server had
-//! already given up. The peer's own FIN or reset ends the watch, and how
-//! long it took says how race-prone the client's pool is.
+//! The watch after an idle close: once the idle timer has run out and the
+//! server's FIN is sent, the connection keeps its descriptor for at most
+//! [`IDLE_WATCH_MS`], with no buffer and an unref'd timer, reading and
+//! dropping what still arrives. A request that crosses the FIN thus meets
+//! an orderly EOF rather than a reset, and the observer hears what the
+//! peer did: the first bytes are a request that lost the race; the peer's
+//! own FIN or reset ends the watch, and how long it took says how quickly
+//! the client notices a closed connection.
 
 use std::io::{self, Read};
 use std::time::Duration;
 
 use super::{Conn, Flow, READ_BUDGET, would_block};
 use crate::ctx::{ConnLabel, Ctx};
-use crate::lab::peers::PeerEvent;
+use crate::observe::{AfterFin, Event};
 use crate::stats::CloseCause;
-use crate::timers::Micros;
+use crate::timers::{Micros, ShortStamp};
 
 /// The longest watch after an idle FIN: a peer that has neither closed
 /// nor sent anything by then is not racing.
@@ -21,30 +22,46 @@ pub const IDLE_WATCH_MS: u64 = 1000;
 /// What a watched connection reads into and drops, on the stack.
 const WATCH_SINK: usize = 2048;
 
+/// A watch in progress: when the FIN went out (a short stamp: the watch
+/// lasts a second), and whether anything has arrived since.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct FinWatch {
+    fin: ShortStamp,
+    late: bool,
+}
+
+impl From<Micros> for FinWatch {
+    /// A watch whose FIN went out at loop time `now`.
+    fn from(now: Micros) -> Self {
+        FinWatch {
+            fin: ShortStamp::at(now),
+            late: false,
+        }
+    }
+}
+
 impl Conn {
-    /// During the watch, `since_fin` after the idle FIN: reads and drops
-    /// what arrives until the socket is empty, noting a late request and
-    /// the peer's close.
-    pub(super) fn watch_peer(&mut self, since_fin: Micros, ctx: &mut Ctx<'_>) -> Flow {
+    /// During the watch: reads and drops what arrives until the socket is
+    /// empty, telling the observer of a late request and of the peer's
+    /// close.
+    pub(super) fn watch_peer(&mut self, mut watch: FinWatch, ctx: &mut Ctx<'_>) -> Flow {
         self.wants_more = false;
         let mut sink = [0u8; WATCH_SINK];
         for _ in 0..READ_BUDGET {
             match self.stream.read(&mut sink) {
-                Ok(0) => return self.peer_closed_after_fin(since_fin, ctx),
+                Ok(0) => return self.peer_closed_after_fin(watch, ctx),
+                Ok(_) if watch.late => {}
                 Ok(_) => {
-                    if self.session.note_late_data() {
-                        let delay_us = since_fin;
-                        let ConnLabel { id, peer, .. } = ctx.conn;
-                        tracing::debug!(conn = id, %peer, delay_us, "late request after the idle FIN");
-                        ctx.stats.lab.late_requests.add(1);
-                        ctx.stats.lab.late_request_delay.record(delay_us);
-                        let event = PeerEvent::LateRequest { delay_us };
-                        ctx.peers.record(peer.ip(), ctx.now, event);
-                    }
+                    watch.late = true;
+                    self.fin_watch = Some(watch);
+                    let delay_us = watch.fin.elapsed(ctx.now);
+                    let ConnLabel { id, peer, .. } = ctx.conn;
+                    tracing::debug!(conn = id, %peer, delay_us, "late request after the idle FIN");
+                    ctx.observe(Event::AfterFin(AfterFin::Request { delay_us }));
                 }
                 Err(e) if would_block(&e) => return Flow::Open,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => return self.peer_closed_after_fin(since_fin, ctx),
+                Err(_) => return self.peer_closed_after_fin(watch, ctx),
             }
         }
         self.wants_more = true;
@@ -52,11 +69,9 @@ impl Conn {
     }
 
     /// The peer closed (FIN or reset) during the watch: the connection ends.
-    pub(super) fn peer_closed_after_fin(&mut self, since_fin: Micros, ctx: &mut Ctx<'_>) -> Flow {
-        let delay_us = since_fin;
-        ctx.stats.lab.peer_close_delay.record(delay_us);
-        let event = PeerEvent::ClosedAfterFin { delay_us };
-        ctx.peers.record(ctx.conn.peer.ip(), ctx.now, event);
+    pub(super) fn peer_closed_after_fin(&mut self, watch: FinWatch, ctx: &mut Ctx<'_>) -> Flow {
+        let delay_us = watch.fin.elapsed(ctx.now);
+        ctx.observe(Event::AfterFin(AfterFin::Closed { delay_us }));
         Flow::Close(CloseCause::KeepAliveTimeout)
     }
 

@@ -1,25 +1,102 @@
 //! The keep-alive lab: what the server learns about the other side of its
-//! connections at the idle boundary, and the controls that let a test
-//! choose how the server behaves there.
+//! connections at the idle boundary. It is the serving path's observer
+//! ([`Lab`], one per worker): it hears the events of `observe` and keeps
+//! what they tell.
 //!
-//! - [`controls`]: the query parameters (`ka=`, `advertise=`, `close=`,
-//!   `after=`, `max=`) a request uses to set its connection's idle timeout,
-//!   what it advertises, and how and when the server closes.
 //! - [`peers`]: per worker, what each client address did: who closed idle
 //!   connections first and at what age, how close reuses came to the
 //!   server's deadline, requests that lost the race.
 //! - [`report`]: the `/peers` document: estimates, a verdict and advice.
+//! - [`stats`]: the lab's counters and histograms behind `/metrics`.
 //! - [`histogram`]: the compact per-peer histogram behind the quantiles.
+//!
+//! The controls a test uses to choose how the server behaves at the idle
+//! boundary (`ka=`, `close=`, ...) are the application's (`app::controls`):
+//! the lab only watches what follows.
 //!
 //! Everything here is pure: times are loop-clock microseconds passed in,
 //! so the logic is tested without sockets or a clock.
 
-pub mod conn_controls;
-pub mod controls;
 pub mod histogram;
 pub mod peers;
 pub mod report;
+pub mod stats;
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+pub use stats::LabStats;
+
+use crate::observe::{AfterFin, Event, Observer};
+use crate::timers::Micros;
+use peers::{PeerEvent, PeerTable, PeersSnapshot};
 
 /// A reuse with less than this left before the server's idle deadline is
 /// a near miss.
 pub const NEAR_MISS_US: u64 = 100_000;
+
+/// One worker's lab: its peer table, and the lab's counters it shares
+/// with the admin view.
+#[derive(Debug)]
+pub struct Lab {
+    peers: PeerTable,
+    stats: Arc<LabStats>,
+}
+
+impl Lab {
+    /// A lab writing its counters to `stats` (the worker's, which
+    /// `/metrics` reads).
+    pub fn new(stats: Arc<LabStats>) -> Self {
+        Lab {
+            peers: PeerTable::default(),
+            stats,
+        }
+    }
+
+    /// The peer table as the admin view shows it, at loop time `now`.
+    pub fn snapshot(&self, now: Micros) -> PeersSnapshot {
+        self.peers.snapshot(now)
+    }
+}
+
+impl Observer for Lab {
+    fn observe(&mut self, peer: IpAddr, now: Micros, event: Event<'_>) {
+        let stats = &self.stats;
+        let event = match event {
+            Event::Accepted => PeerEvent::Connected,
+            Event::ClientNamed { .. } => return,
+            Event::Reused(reuse) => {
+                stats.reuse_gap.record(reuse.gap_us);
+                stats.reuse_headroom.record(reuse.headroom_us.max(0) as u64);
+                if reuse.headroom_us < NEAR_MISS_US as i64 {
+                    stats.near_misses.add(1);
+                }
+                PeerEvent::Reuse(peers::Reuse {
+                    gap_us: reuse.gap_us,
+                    headroom_us: reuse.headroom_us,
+                    past_advertised: reuse
+                        .advertised_secs
+                        .is_some_and(|secs| reuse.gap_us > secs * 1_000_000),
+                })
+            }
+            Event::ResponsesDone(n) => PeerEvent::Responses(n),
+            Event::IdleEnded(end) => {
+                stats.idle_close_age(end.closer).record(end.age_us);
+                PeerEvent::IdleClosed {
+                    closer: end.closer,
+                    age_us: end.age_us,
+                }
+            }
+            Event::AfterFin(AfterFin::Request { delay_us }) => {
+                stats.late_requests.add(1);
+                stats.late_request_delay.record(delay_us);
+                PeerEvent::LateRequest { delay_us }
+            }
+            Event::AfterFin(AfterFin::Closed { delay_us }) => {
+                stats.peer_close_delay.record(delay_us);
+                PeerEvent::ClosedAfterFin { delay_us }
+            }
+        };
+        self.peers.record(peer, now, event);
+    }
+}

@@ -14,6 +14,7 @@ use std::net::IpAddr;
 
 use super::NEAR_MISS_US;
 use super::histogram::LogHistogram;
+use crate::observe::Closer;
 use crate::timers::Micros;
 
 /// Addresses a worker keeps apart; the rest are summed as "other".
@@ -23,27 +24,6 @@ pub const AGE_SAMPLES: usize = 32;
 /// Index slots: twice the peers, so probes stay short.
 const INDEX_SLOTS: usize = 2 * MAX_PEERS;
 const EMPTY: u8 = u8::MAX;
-
-/// Who ended a connection that was idle between requests.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Closer {
-    /// The client: a FIN or a reset while idle.
-    Client,
-    /// The server: its idle timer ran out.
-    Server,
-}
-
-impl Closer {
-    pub const ALL: [Closer; 2] = [Closer::Client, Closer::Server];
-
-    /// The label used in metrics and `/peers`.
-    pub fn label(self) -> &'static str {
-        match self {
-            Closer::Client => "client",
-            Closer::Server => "server",
-        }
-    }
-}
 
 /// A request on a connection that had answered before.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -273,7 +273,8 @@ fn plural(n: u64) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::peers::{Closer, PeerEvent, PeerTable, Reuse};
+    use crate::lab::peers::{PeerEvent, PeerTable, Reuse};
+    use crate::observe::Closer;
     use std::net::IpAddr;
 
     const SERVER: ServerIdle = ServerIdle {

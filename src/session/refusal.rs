@@ -1,12 +1,12 @@
-//! Refusals: a bad request, or a bad lab control, answered with its status
+//! Refusals: a bad request, or a bad test control, answered with its status
 //! and `Connection: close`, after which the connection only drains.
 
 use super::{Session, write_head};
+use crate::app::controls::BadControl;
 use crate::app::{ReplyHead, Terms};
 use crate::ctx::Ctx;
 use crate::http::response::BodyLength;
 use crate::http::{Method, RequestError, Status};
-use crate::lab::controls::BadControl;
 use crate::pool::Buffers;
 use crate::stats::CloseCause;
 
@@ -17,7 +17,7 @@ impl Session {
         self.fail(error.status(), CloseCause::BadRequest, buffers, ctx);
     }
 
-    /// Answers a request whose lab control has a bad value: 400, with a
+    /// Answers a request whose test control has a bad value: 400, with a
     /// body naming the control and what it takes, and closes.
     pub(super) fn refuse_control(
         &mut self,
@@ -26,7 +26,7 @@ impl Session {
         buffers: &mut Buffers,
         ctx: &mut Ctx<'_>,
     ) {
-        tracing::debug!(control = bad.name, "refusing a bad lab control");
+        tracing::debug!(control = bad.name, "refusing a bad test control");
         let body = format!("{bad}\n");
         let answer = (Status::BadRequest, body.as_bytes(), method);
         self.fail_with(answer, CloseCause::BadRequest, buffers, ctx);

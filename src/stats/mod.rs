@@ -8,14 +8,15 @@
 //! clock (see [`timing`]), never with a clock read per request.
 
 mod counter;
-pub mod lab;
 pub mod timing;
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 pub use counter::{Counter, Histogram, HistogramData};
 
 use crate::http::{Method, Status};
+use crate::lab::LabStats;
 use crate::timers::Micros;
 
 /// Why a connection was closed.
@@ -38,7 +39,7 @@ pub enum CloseCause {
     /// Closed by a graceful shutdown.
     Shutdown,
     Error,
-    /// Closed right after a keep-alive response, as a lab control asked
+    /// Closed right after a keep-alive response, as a test control asked
     /// (`after=silent` or `after=rst`).
     Control,
 }
@@ -104,7 +105,7 @@ pub enum TimerKind {
     AcceptPause,
     /// Memory freed by a burst, to be handed back to the system.
     MemoryReturn,
-    /// Watching the peer after an idle close's FIN (the keep-alive lab).
+    /// Watching the peer after an idle close's FIN.
     IdleWatch,
 }
 
@@ -202,8 +203,12 @@ pub struct Stats {
     pub timer_lateness: Histogram,
     /// Snapshots built for the admin view (each one woke the worker).
     pub snapshots: Counter,
-    /// The keep-alive lab's figures.
-    pub lab: lab::LabStats,
+    /// Idle closes made without the watch after their FIN, for lack of
+    /// descriptors.
+    pub watch_skipped: Counter,
+    /// The keep-alive lab's figures, shared with the worker's lab (its
+    /// observer), which alone writes them.
+    pub lab: Arc<LabStats>,
 }
 
 impl Default for Stats {
@@ -223,7 +228,8 @@ impl Default for Stats {
             timer_expirations: Default::default(),
             timer_lateness: Histogram::new(&TIMER_LATENESS_US),
             snapshots: Counter::default(),
-            lab: lab::LabStats::default(),
+            watch_skipped: Counter::default(),
+            lab: Arc::default(),
         }
     }
 }

@@ -31,15 +31,13 @@ use crate::config::Settings;
 use crate::conn::{Conn, Flow, Readiness, would_block};
 use crate::ctx::{ConnLabel, Ctx, Resources, Slot, TimerEvent};
 use crate::introspect::{ConnCounts, Snapshot, Timeouts, list_views};
-use crate::lab::peers::PeerEvent;
+use crate::lab::Lab;
 use crate::memory::MemoryReturn;
+use crate::observe::{Event, Observer};
 use crate::session::Phase;
 use crate::shared::{Control, WorkerShared};
-use crate::stats::timing::{IdleEnd, Timing};
 use crate::stats::{CloseCause, TimerKind};
 use crate::timers::Micros;
-
-mod lab;
 
 pub const LISTENER: Token = Token(usize::MAX - 1);
 pub const WAKER: Token = Token(usize::MAX - 2);
@@ -94,10 +92,9 @@ pub struct Worker {
     drain_deadline: Option<Micros>,
     /// Memory freed by the buffer pool, to hand back to the system.
     memory: MemoryReturn,
-    /// Request and connection durations, stamped with the loop clock.
-    timing: Timing,
-    /// Connections watched after their idle FIN (see `conn`).
-    watches: usize,
+    /// The observer that hears what happens at the idle boundary: the
+    /// keep-alive lab, writing its counters to this worker's stats.
+    lab: Lab,
 }
 
 impl Worker {
@@ -112,6 +109,7 @@ impl Worker {
         poll.registry()
             .register(&mut listener, LISTENER, Interest::READABLE)?;
         let clock = LoopClock::starting_at(settings.loop_clock_start)?;
+        let lab = Lab::new(Arc::clone(&shared.stats.lab));
         clock.register(poll.registry(), ALARM)?;
         Ok(Worker {
             index,
@@ -141,8 +139,7 @@ impl Worker {
             draining: false,
             drain_deadline: None,
             memory: MemoryReturn::default(),
-            timing: Timing::with_capacity(INITIAL_CONNECTIONS),
-            watches: 0,
+            lab,
         })
     }
 
@@ -181,15 +178,10 @@ impl Worker {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             }
-            // The access log times requests from when their bytes were
-            // seen, and a watch times the peer after the idle FIN, so they
-            // cost one more clock read per turn: after the poll, which may
-            // have slept.
-            let now = if self.settings.logs_access() || self.watches > 0 {
-                self.clock.now()
-            } else {
-                now
-            };
+            // What the poll delivered is stamped with a reading taken
+            // after it (it may have slept): when a request's bytes came,
+            // when a response left (see `stats::timing`).
+            let now = self.clock.now();
             for event in events.iter() {
                 match event.token() {
                     LISTENER => self.accept(now),
@@ -266,16 +258,14 @@ impl Worker {
         let Some(conn) = self.conns.get_mut(key) else {
             return; // closed earlier this turn
         };
-        let mut ctx = self.resources.lend(now, &self.settings, &self.shared.stats);
+        let stats = &self.shared.stats;
+        let mut ctx = self
+            .resources
+            .lend(now, &self.settings, stats, &mut self.lab);
         ctx.draining = self.draining;
         ctx.conn = conn.label(now);
         ctx.watch_allowed = !crowded && !self.accept_paused;
         let mut flow = handle(conn, &mut ctx);
-        if ctx.idle_fin {
-            self.watches += 1;
-            let peer = conn.peer_ip();
-            self.timing.idle_fin(&mut conn.stamps, peer);
-        }
         if flow == Flow::Open
             && conn.registration_due()
             && let Err(e) = conn.register(self.poll.registry(), Token(key))
@@ -285,12 +275,7 @@ impl Worker {
         }
         match flow {
             Flow::Open => {
-                let progress = conn.progress();
-                let responses = self.timing.observe(&mut conn.stamps, progress, ctx.stats);
-                if responses > 0 {
-                    let event = PeerEvent::Responses(responses);
-                    ctx.peers.record(conn.peer_ip(), now, event);
-                }
+                conn.account(false, &mut ctx);
                 if !conn.touched {
                     conn.touched = true;
                     self.touched.push(key as u32);
@@ -300,21 +285,8 @@ impl Worker {
                 }
             }
             Flow::Close(cause) => {
-                if conn.is_watched() {
-                    self.watches -= 1;
-                }
-                let idle = lab::idle_closer(conn, cause).map(|closer| IdleEnd {
-                    peer: conn.peer_ip(),
-                    closer,
-                });
-                let progress = conn.progress();
-                let responses = progress.served.wrapping_sub(conn.stamps.recorded());
-                if responses > 0 {
-                    let event = PeerEvent::Responses(responses);
-                    ctx.peers.record(conn.peer_ip(), now, event);
-                }
-                self.timing.closed(conn.stamps, progress, ctx.stats, idle);
-                conn.release(&mut ctx);
+                conn.account(true, &mut ctx);
+                conn.release(cause, &mut ctx);
                 let id = conn.id();
                 self.conns.remove(key);
                 self.shared.stats.closed(cause);
@@ -324,16 +296,10 @@ impl Worker {
     }
 
     fn sync_touched(&mut self, now: Micros) {
-        let stats = &self.shared.stats;
-        let peers = &mut self.resources.peers;
-        self.timing.stamp_turn(now, stats, peers);
         for key in self.touched.drain(..) {
             if let Some(conn) = self.conns.get_mut(key as usize) {
                 conn.touched = false;
                 conn.sync_timers(key, &mut self.resources.timers, now, &self.settings);
-                if let Some(gap_us) = conn.stamps.stamp(now) {
-                    lab::record_reuse(conn, gap_us, &self.settings, stats, peers, now);
-                }
             }
         }
     }
@@ -430,10 +396,9 @@ impl Worker {
         }
         let key = self
             .conns
-            .insert(Conn::new(stream, ConnLabel::next_id(), peer));
+            .insert(Conn::new(stream, ConnLabel::next_id(), peer, now));
         self.shared.stats.accepted();
-        let peers = &mut self.resources.peers;
-        peers.record(peer.ip(), now, PeerEvent::Connected);
+        self.lab.observe(peer.ip(), now, Event::Accepted);
         if self.settings.defer_accept {
             self.with_conn(key, now, |conn, ctx| conn.on_accept(ctx));
         } else {
@@ -548,7 +513,7 @@ impl Worker {
             connections: self.connection_counts(),
             timeouts: Timeouts::of(&self.settings),
             lists,
-            peers: self.resources.peers.snapshot(now),
+            peers: self.lab.snapshot(now),
             cost_us: started.elapsed().as_micros() as u64,
         }
     }

@@ -58,7 +58,10 @@ impl Driver {
         f: impl FnOnce(&mut Session, &mut Buffers, &mut Ctx<'_>) -> R,
     ) -> R {
         self.now += 1000;
-        let mut ctx = self.resources.lend(self.now, &self.settings, &self.stats);
+        let observer = &mut keepalive_server::observe::Ignore;
+        let mut ctx = self
+            .resources
+            .lend(self.now, &self.settings, &self.stats, observer);
         ctx.draining = self.draining;
         ctx.conn.id = 7;
         f(&mut self.session, &mut self.buffers, &mut ctx)

@@ -3,8 +3,8 @@
 //! timeout was left when a connection was reused, and what the peer did
 //! after the server's idle FIN. Written by the worker, like every `Stats`.
 
-use super::{Counter, Histogram};
-use crate::lab::peers::Closer;
+use crate::observe::Closer;
+use crate::stats::{Counter, Histogram};
 
 /// Idle close ages, in µs: coarse below a second, then steps of 4% from
 /// 1 s to 120 s (where pool and proxy timeouts live, so a client's timeout
@@ -88,8 +88,6 @@ pub struct LabStats {
     pub late_requests: Counter,
     pub late_request_delay: Histogram,
     pub peer_close_delay: Histogram,
-    /// Idle FINs made without a watch, for lack of descriptors.
-    pub watch_skipped: Counter,
 }
 
 impl Default for LabStats {
@@ -105,7 +103,6 @@ impl Default for LabStats {
             late_requests: Counter::default(),
             late_request_delay: Histogram::new(&AFTER_FIN_US),
             peer_close_delay: Histogram::new(&AFTER_FIN_US),
-            watch_skipped: Counter::default(),
         }
     }
 }

@@ -17,7 +17,7 @@ const ADVERTISE_NOTHING: u16 = u16::MAX - 1;
 
 /// One connection's controls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ConnControls {
+pub struct KeepTerms {
     /// `ka=` in ms; 0: the server's `--keep-alive-timeout` + buffer.
     ka_ms: u32,
     /// `max=`: the connection's last request is number `last_request`
@@ -30,9 +30,9 @@ pub struct ConnControls {
     after: After,
 }
 
-impl Default for ConnControls {
+impl Default for KeepTerms {
     fn default() -> Self {
-        ConnControls {
+        KeepTerms {
             ka_ms: 0,
             advertise_secs: ADVERTISE_DEFAULT,
             last_request: 0,
@@ -51,7 +51,7 @@ pub enum AdvertiseOverride {
     Nothing,
 }
 
-impl ConnControls {
+impl KeepTerms {
     /// Takes what a request's controls set; `served`: responses queued
     /// before the one now being answered.
     pub fn apply(&mut self, controls: Controls, served: u32) {
@@ -126,7 +126,7 @@ impl ConnControls {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::controls::parse_controls;
+    use crate::app::controls::parse_controls;
 
     fn settings() -> Settings {
         crate::config::Config::with_listen("127.0.0.1:0".parse().unwrap()).settings()
@@ -134,12 +134,12 @@ mod tests {
 
     #[test]
     fn twelve_bytes_per_connection() {
-        assert!(std::mem::size_of::<ConnControls>() <= 12);
+        assert!(std::mem::size_of::<KeepTerms>() <= 12);
     }
 
     #[test]
     fn nothing_set_means_the_server_settings() {
-        let (controls, settings) = (ConnControls::default(), settings());
+        let (controls, settings) = (KeepTerms::default(), settings());
         assert_eq!(controls.keep_alive_ms(&settings), settings.keep_alive_ms);
         assert_eq!(
             controls.advertised_secs(&settings),
@@ -155,7 +155,7 @@ mod tests {
 
     #[test]
     fn controls_stay_until_changed_and_after_lasts_one_response() {
-        let mut controls = ConnControls::default();
+        let mut controls = KeepTerms::default();
         let set = parse_controls("/?ka=300ms&advertise=none&close=rst&after=silent&max=2");
         controls.apply(set.unwrap(), 4);
         assert_eq!(controls.keep_alive_ms(&settings()), 300);

@@ -1,0 +1,112 @@
+//! What the serving path tells the one observer that watches it: a handful
+//! of named events in a connection's life at the idle boundary. It was
+//! accepted; a request began on it after an idle gap (against which
+//! deadline); responses finished; it ended while idle, and by whom; and,
+//! after the server's idle FIN, whether the peer still sent a request or
+//! closed.
+//!
+//! The serving path (worker, conn, session) knows only this interface.
+//! What is learned from the events (the keep-alive lab's peer table,
+//! histograms and verdicts) lives behind it, in `lab`; a server without
+//! the lab would pass [`Ignore`].
+//!
+//! Times are loop-clock microseconds ([`Micros`]): `now` is the reading
+//! taken after the poll that delivered what the event reports, so a gap
+//! runs from when a response left to when the next request arrived, not
+//! from the loop's next turn.
+
+use std::net::IpAddr;
+
+use crate::timers::Micros;
+
+/// Who is told what happens on the server's connections.
+pub trait Observer {
+    /// `event` happened at loop time `now` on a connection from `peer`.
+    fn observe(&mut self, peer: IpAddr, now: Micros, event: Event<'_>);
+}
+
+/// An observer that learns nothing.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Ignore;
+
+impl Observer for Ignore {
+    fn observe(&mut self, _: IpAddr, _: Micros, _: Event<'_>) {}
+}
+
+/// Something that happened on one connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event<'a> {
+    /// The connection was accepted.
+    Accepted,
+    /// Its first request named the client (`User-Agent`, as sent).
+    ClientNamed { user_agent: &'a [u8] },
+    /// A request began on it after it had been idle since a response.
+    Reused(Reuse),
+    /// This many responses finished (their last byte left).
+    ResponsesDone(u32),
+    /// It was idle between requests (after at least one response) and
+    /// ended.
+    IdleEnded(IdleEnd),
+    /// After the server's idle FIN (see [`Closer::Server`]), the peer did
+    /// this.
+    AfterFin(AfterFin),
+}
+
+/// A request on a connection idle since its previous response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reuse {
+    /// From when the previous response left to when this request arrived.
+    pub gap_us: Micros,
+    /// Left before the server's idle deadline when the request arrived
+    /// (negative: it arrived after the deadline, before the timer ran).
+    pub headroom_us: i64,
+    /// The connection's real idle timeout at the time, in ms.
+    pub idle_timeout_ms: u64,
+    /// What its responses advertised (`Keep-Alive: timeout=`), in seconds.
+    pub advertised_secs: Option<u64>,
+}
+
+/// An idle connection's end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdleEnd {
+    pub closer: Closer,
+    /// Since its last response left.
+    pub age_us: Micros,
+    /// The connection's real idle timeout, in ms.
+    pub idle_timeout_ms: u64,
+    /// The close was a reset: the client's, or the server's own when the
+    /// connection's terms asked for one (`close=rst`), after which a
+    /// request that lost the race cannot be seen.
+    pub reset: bool,
+}
+
+/// Who ended a connection that was idle between requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Closer {
+    /// The client: a FIN or a reset while idle.
+    Client,
+    /// The server: its idle timer ran out.
+    Server,
+}
+
+impl Closer {
+    pub const ALL: [Closer; 2] = [Closer::Client, Closer::Server];
+
+    /// The label used in metrics and `/peers`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Closer::Client => "client",
+            Closer::Server => "server",
+        }
+    }
+}
+
+/// What the peer did after the server's idle FIN.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterFin {
+    /// Sent a request (the first bytes after the FIN), this long after it:
+    /// a request that lost the race.
+    Request { delay_us: Micros },
+    /// Closed (FIN or reset), this long after it.
+    Closed { delay_us: Micros },
+}
