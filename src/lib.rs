@@ -23,10 +23,13 @@
 //! - `memory`: handing memory freed after a burst back to the system.
 //! - [`probe`]: `keepalive-server probe URL`, measuring any server's real
 //!   keep-alive behaviour; [`measure`]: its timed client connections and
-//!   receive stamps, shared with tools/kas-soak.
+//!   receive stamps, shared with tools/kas-soak; [`advice`]: the one advice
+//!   model turning what is known of a server's idle close into a safe pool
+//!   idle timeout (the probe's, and `/peers`' to come).
 
 pub mod access_log;
 pub mod admin;
+pub mod advice;
 pub mod app;
 pub mod config;
 pub mod ctx;

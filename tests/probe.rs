@@ -1,16 +1,17 @@
 //! `keepalive-server probe`: the built binary measuring real servers on
 //! loopback with short timeouts — this server in-process, nginx, Node's http
-//! server and a server that closes with a reset — and its answers to bad
-//! input (exit 2 for usage, 1 for a server that cannot be measured, never a
-//! hang). Each test runs one probe (the sweep included) so the harness runs
-//! them side by side.
+//! server, a server that closes with a reset and one that closes in periodic
+//! passes — and its answers to bad input (exit 2 for usage, 1 for a server
+//! that cannot be measured, never a hang). Each test runs one probe (the
+//! sweep included) so the harness runs them side by side.
 
 mod common;
 mod common_ops;
 mod probe_fixtures;
 mod skip;
 
-use std::net::{SocketAddr, TcpListener};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use common_ops::{command, run_to_exit};
@@ -144,6 +145,190 @@ fn a_server_that_resets_idle_connections_is_seen_as_rst() {
     assert!(advice.contains("ECONNRESET"), "{advice}");
 }
 
+/// A server closing idle connections in passes (as lighttpd and coarse
+/// timer wheels do) closes each anywhere from its timeout to a period
+/// later, by when it went idle. The probe, its connections started over a
+/// second, reports the period and that range, and advises a value below
+/// the earliest close: reuses after that long, at every phase, are answered.
+#[test]
+fn a_server_that_closes_in_passes_is_advised_below_its_earliest_close() {
+    const TIMEOUT_MS: f64 = 400.0;
+    const PERIOD_MS: f64 = 250.0;
+    let addr = probe_fixtures::periodic_closer(
+        Duration::from_millis(TIMEOUT_MS as u64),
+        Duration::from_millis(PERIOD_MS as u64),
+    );
+    let report = probe_json(addr, &["--max-requests", "5"]);
+    let period = report["close_period_ms"].as_f64().expect("a close period");
+    assert!((period - PERIOD_MS).abs() <= 10.0, "{report:#}");
+    let idle = &report["idle_timeout_ms"];
+    let (min, max) = (idle["min"].as_f64().unwrap(), idle["max"].as_f64().unwrap());
+    // Never before the timeout; the phases seen reach near both ends.
+    assert!(min >= TIMEOUT_MS - 5.0, "{report:#}");
+    assert!(min <= TIMEOUT_MS + 100.0, "{report:#}");
+    assert!(max >= TIMEOUT_MS + PERIOD_MS - 100.0, "{report:#}");
+    let safe = report["safe_pool_idle_timeout_ms"]
+        .as_u64()
+        .expect("a safe timeout");
+    assert!(safe > 0 && (safe as f64) < TIMEOUT_MS - 20.0, "{report:#}");
+    assert!(report["advice"].as_str().unwrap().contains("passes every"));
+    let reuses = reuse_after(
+        addr,
+        Duration::from_millis(safe),
+        40,
+        Duration::from_secs(1),
+    );
+    assert_eq!(reuses.failed, 0, "reusing after {safe} ms: {reuses:?}");
+    assert!(reuses.answered >= 30, "too few reuses on time: {reuses:?}");
+}
+
+/// A probe stopped while closes arrive (SIGSTOP, as a starved CPU would
+/// stop it) sees those closes late: it measures them again instead of
+/// adding its stall to the server's timeout.
+#[test]
+fn closes_seen_during_a_stall_of_the_probe_are_measured_again() {
+    let server = common::start(|config| {
+        config.keep_alive_timeout = Duration::from_secs(1);
+        config.keep_alive_buffer = Duration::ZERO;
+    });
+    let url = format!("http://{}/", server.addr);
+    // Four connections over a second close about 1.0, 1.33, 1.67 and 2.0 s
+    // after the start: the stop covers the middle two.
+    let child = command(&["probe", "--connections", "4", "--max-requests", "0", &url])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn the probe");
+    let signal = |name: &str| {
+        let status = std::process::Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(child.id().to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{name}");
+    };
+    std::thread::sleep(Duration::from_millis(1200));
+    signal("STOP");
+    std::thread::sleep(Duration::from_millis(700));
+    signal("CONT");
+    let output = child.wait_with_output().expect("the probe's output");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    assert!(stdout.contains("measured again"), "{stdout}");
+    let max: f64 = stdout
+        .split("max ")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .and_then(|number| number.parse().ok())
+        .unwrap_or_else(|| panic!("no max in {stdout}"));
+    assert!(
+        max < 1000.0 + 50.0,
+        "the stall is not in the figures: {stdout}"
+    );
+}
+
+/// When even the sweep's lowest point fails, it widens (earlier points)
+/// until one is answered every time, or gives no number: here, a server
+/// that answers only a connection's first request, nothing is found.
+#[test]
+fn a_sweep_that_finds_no_answered_point_gives_no_number() {
+    let addr = probe_fixtures::answers_once_server(Duration::from_millis(300));
+    let url = format!("http://{addr}/");
+    let probed = probe(&[
+        "--json",
+        "--max-requests",
+        "0",
+        "--timeout",
+        "300ms",
+        "--sweep-points",
+        "-100,0",
+        "--sweep-tries",
+        "2",
+        &url,
+    ]);
+    assert_eq!(probed.code, Some(0), "stderr: {}", probed.stderr);
+    let report: Value = serde_json::from_str(&probed.stdout).unwrap();
+    assert_eq!(
+        report["safe_pool_idle_timeout_ms"],
+        Value::Null,
+        "{report:#}"
+    );
+    let points = report["sweep"].as_array().expect("sweep is a list");
+    // Widened below -100 down to an idle time of zero; nothing answered.
+    assert!(points.len() > 2, "{report:#}");
+    let lowest = points[0]["delta_ms"].as_i64().unwrap();
+    let earliest = report["idle_timeout_ms"]["min"].as_f64().unwrap();
+    assert!(lowest as f64 <= -earliest + 1.0, "{report:#}");
+    assert!(points.iter().all(|p| p["answered"] == 0), "{report:#}");
+    let advice = report["advice"].as_str().unwrap();
+    assert!(
+        advice.contains("no idle time at which every reuse"),
+        "{advice}"
+    );
+}
+
+/// Reuses sent after an idle time, on time (within 10 ms of it).
+#[derive(Debug)]
+struct Reuses {
+    answered: usize,
+    failed: usize,
+    /// Sent later than planned (a busy machine): not counted.
+    late: usize,
+}
+
+/// `n` connections to a fixture answering `OK` responses, started over
+/// `spread`: each sends a request, waits `idle` after its response, and
+/// sends another.
+fn reuse_after(addr: SocketAddr, idle: Duration, n: u32, spread: Duration) -> Reuses {
+    const SLACK: Duration = Duration::from_millis(10);
+    let threads: Vec<_> = (0..n)
+        .map(|i| {
+            std::thread::spawn(move || {
+                std::thread::sleep(spread * i / n);
+                let mut stream = TcpStream::connect(addr).expect("connect");
+                let _ = stream.set_nodelay(true);
+                stream
+                    .set_read_timeout(Some(Duration::from_secs(5)))
+                    .unwrap();
+                let request = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+                let answer = |stream: &mut TcpStream| -> bool {
+                    if stream.write_all(request).is_err() {
+                        return false;
+                    }
+                    let mut got = Vec::new();
+                    let mut chunk = [0u8; 1024];
+                    while !got.ends_with(b"\r\n\r\nok\n") {
+                        match stream.read(&mut chunk) {
+                            Ok(0) | Err(_) => return false,
+                            Ok(k) => got.extend_from_slice(&chunk[..k]),
+                        }
+                    }
+                    true
+                };
+                assert!(answer(&mut stream), "the first request is answered");
+                let responded = Instant::now();
+                std::thread::sleep(idle);
+                let on_time = responded.elapsed() <= idle + SLACK;
+                (on_time, answer(&mut stream))
+            })
+        })
+        .collect();
+    let mut reuses = Reuses {
+        answered: 0,
+        failed: 0,
+        late: 0,
+    };
+    for thread in threads {
+        match thread.join().expect("a reuse thread") {
+            (false, _) => reuses.late += 1,
+            (true, true) => reuses.answered += 1,
+            (true, false) => reuses.failed += 1,
+        }
+    }
+    reuses
+}
+
 #[test]
 fn json_has_exactly_the_documented_keys() {
     let server = common::start(|config| {
@@ -164,6 +349,7 @@ fn json_has_exactly_the_documented_keys() {
             "advertised_max",
             "advertised_timeout_s",
             "advice",
+            "close_period_ms",
             "close_style",
             "http_version",
             "idle_timeout_ms",
@@ -234,6 +420,8 @@ fn bad_urls_and_https_exit_2() {
         ("not a url", "invalid URL"),
         ("127.0.0.1:8080", "scheme"),
         ("ftp://127.0.0.1/", "only http://"),
+        ("http://127.0.0.1:99999/", "port 99999 is out of range"),
+        ("http://127.0.0.1:0/", "out of range"),
     ] {
         let probed = probe(&[url]);
         assert_eq!(probed.code, Some(2), "{url}: {}", probed.stderr);
@@ -242,6 +430,9 @@ fn bad_urls_and_https_exit_2() {
     }
     let probed = probe(&["--timeout", "0", "http://127.0.0.1/"]);
     assert_eq!(probed.code, Some(2), "{}", probed.stderr);
+    let probed = probe(&["--stagger", "200ms", "http://127.0.0.1/"]);
+    assert_eq!(probed.code, Some(2), "{}", probed.stderr);
+    assert!(probed.stderr.contains("at least 1s"), "{}", probed.stderr);
 }
 
 #[test]

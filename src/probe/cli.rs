@@ -9,7 +9,7 @@ use crate::config::parse_duration;
 const AFTER_HELP: &str = "\
 Only the URL's server is contacted, with nothing but the request described (GET or HEAD of \
 the URL's path). Exit status: 0 measured, 1 the server could not be reached or misbehaved \
-(refused, not HTTP, no response within --timeout), 2 a usage error (bad URL, https).";
+(refused, not HTTP, no response within --timeout), 2 a usage error (bad URL or port, https).";
 
 /// The request method the probe sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -50,7 +50,13 @@ pub struct ProbeArgs {
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = positive_duration)]
     pub timeout: Duration,
 
-    /// Sequential requests on one connection, to find the server's per-connection limit; 0 skips.
+    /// The idle connections (and each batch of sweep tries) start spread over this long, so
+    /// closes made in periodic passes show their range; at least 1s.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = stagger)]
+    pub stagger: Duration,
+
+    /// Sequential requests on one connection, to find the server's per-connection limit; 0 skips
+    /// it (a few requests still time the round trip).
     #[arg(long, value_name = "N", default_value_t = 200)]
     pub max_requests: u32,
 
@@ -100,6 +106,13 @@ impl ProbeArgs {
         points.sort_unstable();
         points.dedup();
         Some(points)
+    }
+}
+
+fn stagger(text: &str) -> Result<Duration, String> {
+    match parse_duration(text)? {
+        d if d < Duration::from_secs(1) => Err("must be at least 1s".into()),
+        d => Ok(d),
     }
 }
 

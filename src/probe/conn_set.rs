@@ -1,9 +1,20 @@
-//! The connections of one probe phase on one mio `Poll`: opened together,
-//! advanced on readiness, each with a bound on how long it may wait for a
-//! response (`--timeout`), so a server that never answers ends the probe
-//! with a message instead of a hang.
+//! The connections of one probe round on one mio `Poll`: opened spread
+//! over a span (so they go idle at different phases of any periodic close
+//! pass), advanced on readiness, each with a bound on how long it may wait
+//! for a response (`--timeout`), so a server that never answers ends the
+//! probe with a message instead of a hang.
+//!
+//! A close carries no data, so no kernel receive stamp: the probe sees it
+//! when poll returns. Each close is therefore kept with the latest moment
+//! it certainly had not arrived: the instant before the previous poll (an
+//! event reported now came after that poll collected its events), or older
+//! when that poll returned a full buffer (events may have waited). With a
+//! tick the loop wakes at least every [`TICK`], so the window is a few ms
+//! when the probe runs on time, and wide when it was stalled.
 
 use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Token};
@@ -16,72 +27,139 @@ use crate::measure::timed_conn::{Phase, TimedConn};
 /// Events handled per poll: few, so stamps taken at wake-up stay close to
 /// when closes really arrived.
 const EVENTS_PER_POLL: usize = 16;
+/// The longest the loop sleeps while it times closes.
+pub const TICK: Duration = Duration::from_millis(2);
 
 pub struct ConnSet {
     poll: Poll,
     events: Events,
     scratch: Scratch,
+    addr: SocketAddr,
+    request: Arc<[u8]>,
+    head_request: bool,
+    /// Opened so far, in the order of `starts`.
     pub conns: Vec<TimedConn>,
-    /// When each connection's current request began (connect or resend).
+    /// When each connection opens.
+    starts: Vec<Instant>,
+    /// When each open connection's current request began (connect or resend).
     asked_at: Vec<Instant>,
+    /// For each finished connection: its close had not arrived by then.
+    pub closed_after: Vec<Option<Instant>>,
+    /// Events the next poll reports arrived after this.
+    quiet_since: Instant,
     timeout: Duration,
+    tick: Option<Duration>,
 }
 
 impl ConnSet {
-    /// Opens `n` connections to `target`, each sending its request.
-    pub fn open(target: &Target, n: usize, timeout: Duration) -> Result<ConnSet, Failure> {
+    /// Plans `n` connections to `target`, opening over `span` (the first
+    /// now, the last `span` later), each sending its request; with `tick`,
+    /// the loop wakes at least that often.
+    pub fn staggered(
+        target: &Target,
+        n: usize,
+        span: Duration,
+        timeout: Duration,
+        tick: Option<Duration>,
+    ) -> Result<ConnSet, Failure> {
         let poll =
             Poll::new().map_err(|e| Failure::Server(format!("cannot create a poll: {e}")))?;
         let now = Instant::now();
-        let conns = (0..n)
-            .map(|i| {
-                TimedConn::connect(
-                    target.addr,
-                    target.request.clone(),
-                    target.head_request,
-                    poll.registry(),
-                    Token(i),
-                )
-                .map_err(|e| Failure::Server(format!("cannot connect to {}: {e}", target.addr)))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(ConnSet {
+        let step = span
+            .checked_div(n.saturating_sub(1) as u32)
+            .unwrap_or_default();
+        let starts = (0..n as u32).map(|i| now + step * i).collect();
+        let mut set = ConnSet {
             poll,
             events: Events::with_capacity(EVENTS_PER_POLL),
             scratch: Scratch::new(),
-            conns,
-            asked_at: vec![now; n],
+            addr: target.addr,
+            request: target.request.clone(),
+            head_request: target.head_request,
+            conns: Vec::with_capacity(n),
+            starts,
+            asked_at: Vec::with_capacity(n),
+            closed_after: Vec::with_capacity(n),
+            quiet_since: now,
             timeout,
-        })
+            tick,
+        };
+        set.open_due(now)?;
+        Ok(set)
+    }
+
+    /// Opens every connection whose start has come.
+    pub fn open_due(&mut self, now: Instant) -> Result<(), Failure> {
+        while let Some(&start) = self.starts.get(self.conns.len()) {
+            if start > now {
+                break;
+            }
+            let conn = TimedConn::connect(
+                self.addr,
+                self.request.clone(),
+                self.head_request,
+                self.poll.registry(),
+                Token(self.conns.len()),
+            )
+            .map_err(|e| Failure::Server(format!("cannot connect to {}: {e}", self.addr)))?;
+            self.conns.push(conn);
+            self.asked_at.push(Instant::now());
+            self.closed_after.push(None);
+        }
+        Ok(())
+    }
+
+    /// Connections not opened yet.
+    pub fn unopened(&self) -> usize {
+        self.starts.len() - self.conns.len()
     }
 
     /// Writes connection `i`'s request again (a reuse after idling).
     pub fn resend(&mut self, i: usize) {
         self.asked_at[i] = Instant::now();
         self.conns[i].resend();
+        if self.conns[i].phase.finished() {
+            self.closed_after[i] = Some(self.quiet_since);
+            self.conns[i].close(self.poll.registry());
+        }
     }
 
-    /// Polls once, waiting at most until `wake`, and advances every
-    /// connection that is ready.
+    /// Polls once, waiting at most until `wake` (or the next start, a
+    /// response deadline or the tick), and advances every connection that
+    /// is ready.
     pub fn turn(&mut self, wake: Option<Instant>) -> Result<(), Failure> {
-        let wake = [wake, self.next_response_deadline()]
-            .into_iter()
-            .flatten()
-            .min();
-        let timeout = wake.map(|at| at.saturating_duration_since(Instant::now()));
+        let before = Instant::now();
+        let wake = [
+            wake,
+            self.next_response_deadline(),
+            self.starts.get(self.conns.len()).copied(),
+            self.tick.map(|tick| before + tick),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        let timeout = wake.map(|at| at.saturating_duration_since(before));
         match self.poll.poll(&mut self.events, timeout) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(()),
             Err(e) => return Err(Failure::Server(format!("poll: {e}"))),
         }
         let seen = Seen::now();
+        let quiet_since = self.quiet_since;
+        let mut reported = 0;
         for event in self.events.iter() {
+            reported += 1;
             let i = event.token().0;
             let conn = &mut self.conns[i];
             conn.on_ready(seen, &mut self.scratch);
             if conn.phase.finished() {
+                self.closed_after[i] = Some(quiet_since);
                 conn.close(self.poll.registry());
             }
+        }
+        // A full buffer may leave older events for the next poll.
+        if reported < EVENTS_PER_POLL {
+            self.quiet_since = before;
         }
         Ok(())
     }

@@ -1,37 +1,78 @@
-//! The idle measurement: `--connections` connections at once, each sending
-//! one request and then waiting, timed from the kernel receive stamp of the
-//! response's last segment to the server's FIN or reset (bounded by
-//! `--max-wait`). The first response also says what the server promises.
+//! The idle measurement: `--connections` connections opened spread over
+//! `--stagger` (at least a second), each sending one request and then
+//! waiting, timed from the kernel receive stamp of the response's last
+//! segment to the server's FIN or reset (bounded by `--max-wait`). The
+//! first response also says what the server promises.
+//!
+//! Spreading the starts makes the connections go idle at different phases
+//! of any periodic close pass, so the closes show the whole range a pool
+//! can meet (see [`super::closes`]). Then, in further rounds:
+//! - closes the probe saw during a stall of its own (a close window wider
+//!   than [`super::closes::STALL_MS`]) are measured again, twice at most;
+//! - when every close came in one pass, the passes are further apart than
+//!   the starts were spread: the starts are spread four times wider, once;
+//! - when passes are found further apart than the spread, the starts are
+//!   spread over one period, once;
+//! - when passes are found, one more round, started half a period out of
+//!   step, checks that they keep their phase (passes that follow the
+//!   server's load do not, and a connection can then close up to a period
+//!   earlier than one round shows).
 
 use std::time::{Duration, Instant};
 
-use super::conn_set::ConnSet;
+use super::closes::{self, CloseSample, Closes, PassPhase, Pattern};
+use super::conn_set::{ConnSet, TICK};
 use super::failure::Failure;
 use super::progress::Progress;
 use super::target::Target;
 use crate::measure::response::ResponseHead;
 use crate::measure::timed_conn::{Closed, Phase};
 
+/// Rounds that measure stalled closes again.
+const REDO_ROUNDS: usize = 2;
+/// A single pass widens the spread of starts this many times.
+const WIDEN: u32 = 4;
+/// The longest the phase check waits before its round.
+const CHECK_DELAY_MAX: Duration = Duration::from_secs(5);
+
+/// How the idle connections are run.
+#[derive(Debug, Clone, Copy)]
+pub struct Plan {
+    pub connections: usize,
+    /// The first round's starts are spread over this.
+    pub stagger: Duration,
+    /// Connect and response bound.
+    pub timeout: Duration,
+    /// How long to wait for the closes after the last response.
+    pub max_wait: Duration,
+}
+
 /// What the idle connections showed.
 #[derive(Debug, Clone)]
 pub struct Idle {
     /// The first response's head: the promise.
     pub promise: ResponseHead,
-    /// Connections measured.
+    /// Connections opened, every round.
     pub connections: usize,
-    /// Response to close, ms, one per connection the server closed.
-    pub timeouts_ms: Vec<f64>,
+    /// Every close kept (stalled ones measured again are dropped).
+    pub samples: Vec<CloseSample>,
+    /// The closes reduced; `None` when none closed.
+    pub closes: Option<Closes>,
     /// Closes by FIN and by reset.
     pub fins: usize,
     pub resets: usize,
     /// Connections still open at `--max-wait`.
     pub still_open: usize,
-    /// Longest request-written to response-received time, ms.
-    pub slowest_response_ms: f64,
     /// Every response was timed by the kernel's receive stamp.
     pub kernel_stamps: bool,
     /// Bytes after a complete response (a server bug).
     pub stray_bytes: usize,
+    /// The widest spread of starts used.
+    pub stagger: Duration,
+    /// Rounds run.
+    pub rounds: usize,
+    /// Closes seen during a stall of the probe and measured again.
+    pub redone: usize,
 }
 
 impl Idle {
@@ -45,82 +86,152 @@ impl Idle {
     }
 }
 
-/// Runs the idle measurement.
-pub fn measure(
+/// Runs the idle measurement; `epoch` is the start of the probe's timeline.
+pub fn measure(target: &Target, plan: Plan, epoch: Instant) -> Result<Idle, Failure> {
+    let mut idle = Idle {
+        promise: ResponseHead::default(),
+        connections: 0,
+        samples: Vec::new(),
+        closes: None,
+        fins: 0,
+        resets: 0,
+        still_open: 0,
+        kernel_stamps: true,
+        stray_bytes: 0,
+        stagger: plan.stagger,
+        rounds: 0,
+        redone: 0,
+    };
+    let mut span = plan.stagger;
+    round(target, &plan, plan.connections, span, epoch, &mut idle)?;
+    let (mut redos, mut widened, mut checked) = (0, false, false);
+    while idle.promise.persistent() {
+        let stalled = idle.samples.iter().filter(|s| s.stalled()).count();
+        if stalled > 0 && redos < REDO_ROUNDS {
+            redos += 1;
+            idle.samples.retain(|s| !s.stalled());
+            idle.redone += stalled;
+            round(target, &plan, stalled, span, epoch, &mut idle)?;
+            continue;
+        }
+        let Some(closes) = closes::analyse(&idle.samples) else {
+            break;
+        };
+        span = match closes.pattern {
+            Pattern::OnePass if !widened => {
+                widened = true;
+                span * WIDEN
+            }
+            Pattern::Passes { period_ms, .. }
+                if !widened && period_ms > 1.05 * span.as_secs_f64() * 1e3 =>
+            {
+                widened = true;
+                Duration::from_secs_f64(period_ms / 1e3)
+            }
+            Pattern::Passes {
+                phase: PassPhase::Unchecked,
+                period_ms,
+                ..
+            } if !checked => {
+                // Half a period out of step with the last round: passes
+                // on a fixed timer keep their phase; passes that follow
+                // the server's load (its last event) move with the probe.
+                checked = true;
+                std::thread::sleep(Duration::from_secs_f64(period_ms / 2e3).min(CHECK_DELAY_MAX));
+                span
+            }
+            _ => break,
+        };
+        idle.stagger = idle.stagger.max(span);
+        round(target, &plan, plan.connections, span, epoch, &mut idle)?;
+    }
+    idle.closes = closes::analyse(&idle.samples);
+    Ok(idle)
+}
+
+/// One round: `n` connections over `span`, their closes added to `idle`.
+fn round(
     target: &Target,
-    connections: usize,
-    timeout: Duration,
-    max_wait: Duration,
-) -> Result<Idle, Failure> {
-    let mut set = ConnSet::open(target, connections, timeout)?;
+    plan: &Plan,
+    n: usize,
+    span: Duration,
+    epoch: Instant,
+    idle: &mut Idle,
+) -> Result<(), Failure> {
+    idle.rounds += 1;
+    let mut set = ConnSet::staggered(target, n, span, plan.timeout, Some(TICK))?;
     let mut progress = Progress::on_terminal();
     let started = Instant::now();
     let mut last_response: Option<Instant> = None;
+    let label = match idle.rounds {
+        1 => String::new(),
+        r => format!("round {r}: "),
+    };
     loop {
         let now = Instant::now();
+        set.open_due(now)?;
         set.expire(now);
         if let Some(why) = set.first_failure() {
             return Err(Failure::Server(format!("{}: {why}", target.url)));
         }
-        let waiting = set.conns.iter().filter(|c| !c.phase.finished()).count();
-        if waiting == 0 {
+        let open = set.conns.iter().filter(|c| !c.phase.finished()).count();
+        if open + set.unopened() == 0 {
             break;
         }
-        let answered = set.conns.iter().all(|c| !c.phase.awaits_response());
+        let answered = set.unopened() == 0 && set.conns.iter().all(|c| !c.phase.awaits_response());
         if answered && last_response.is_none() {
             last_response = Some(now);
         }
-        let end = last_response.map(|at| at + max_wait);
+        let end = last_response.map(|at| at + plan.max_wait);
         if end.is_some_and(|end| now >= end) {
             break;
         }
         let what = if answered {
-            format!("waiting for {waiting} idle connections to close")
+            format!("{label}waiting for {open} idle connections to close")
         } else {
-            "waiting for responses".to_owned()
+            format!("{label}opening connections over {}", seconds(span))
         };
-        let bound = if answered { max_wait } else { timeout };
+        let bound = if answered {
+            plan.max_wait
+        } else {
+            plan.timeout + span
+        };
         progress.show(&what, now - last_response.unwrap_or(started), bound);
         let wake = [end, progress.next_redraw(now)].into_iter().flatten().min();
         set.turn(wake)?;
     }
     progress.clear();
-    Ok(summarise(&set))
+    summarise(&set, epoch, idle);
+    Ok(())
 }
 
-fn summarise(set: &ConnSet) -> Idle {
-    let mut idle = Idle {
-        promise: ResponseHead::default(),
-        connections: set.conns.len(),
-        timeouts_ms: Vec::new(),
-        fins: 0,
-        resets: 0,
-        still_open: 0,
-        slowest_response_ms: 0.0,
-        kernel_stamps: true,
-        stray_bytes: 0,
-    };
-    let first = set
-        .conns
-        .iter()
-        .filter(|c| c.response.is_some())
-        .min_by_key(|c| c.response_at());
-    if let Some(head) = first.and_then(|c| c.response.clone()) {
-        idle.promise = head;
+fn summarise(set: &ConnSet, epoch: Instant, idle: &mut Idle) {
+    if idle.connections == 0 {
+        let first = set
+            .conns
+            .iter()
+            .filter(|c| c.response.is_some())
+            .min_by_key(|c| c.response_at());
+        if let Some(head) = first.and_then(|c| c.response.clone()) {
+            idle.promise = head;
+        }
     }
-    for conn in &set.conns {
+    idle.connections += set.conns.len();
+    let ms = |at: Instant| at.saturating_duration_since(epoch).as_secs_f64() * 1e3;
+    for (conn, closed_after) in set.conns.iter().zip(&set.closed_after) {
         idle.stray_bytes += conn.stray_bytes;
         idle.kernel_stamps &= conn.stamped && conn.rx_at.is_some();
-        let (Some(written), Some(responded)) = (conn.written_at, conn.response_at()) else {
+        let Some(responded) = conn.response_at() else {
             continue;
         };
-        idle.slowest_response_ms = idle
-            .slowest_response_ms
-            .max(ms(responded.saturating_duration_since(written)));
-        match (&conn.phase, conn.closed_at) {
-            (Phase::Closed(style), Some(closed)) => {
-                idle.timeouts_ms
-                    .push(ms(closed.saturating_duration_since(responded)));
+        match (&conn.phase, conn.closed_at, closed_after) {
+            (Phase::Closed(style), Some(closed), Some(after)) => {
+                idle.samples.push(CloseSample {
+                    round: idle.rounds as u32,
+                    idle_from_ms: ms(responded),
+                    closed_ms: ms(closed),
+                    closed_lo_ms: ms(*after),
+                });
                 match style {
                     Closed::Fin => idle.fins += 1,
                     Closed::Rst => idle.resets += 1,
@@ -129,9 +240,8 @@ fn summarise(set: &ConnSet) -> Idle {
             _ => idle.still_open += 1,
         }
     }
-    idle
 }
 
-fn ms(duration: Duration) -> f64 {
-    duration.as_secs_f64() * 1e3
+fn seconds(span: Duration) -> String {
+    humantime::format_duration(Duration::from_millis(span.as_millis() as u64)).to_string()
 }

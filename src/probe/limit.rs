@@ -1,19 +1,36 @@
-//! The request limit: sequential requests on one connection until the
-//! server closes it (after a `Connection: close` or silently) or
-//! `--max-requests` is reached. Blocking I/O with `--timeout` on every
+//! The request limit and the round trip: sequential requests on one
+//! connection until the server closes it (after a `Connection: close` or
+//! silently) or the count is reached, each timed from its write to the end
+//! of its response. The fastest request after the first (on a warm
+//! keep-alive connection: no handshake, no worker to start) is the round
+//! trip the advice allows for. Blocking I/O with `--timeout` on every
 //! connect, read and write, on its own thread beside the idle measurement.
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::failure::Failure;
 use super::target::Target;
 use crate::measure::response::{Fed, ResponseReader};
 
-/// How many requests the server answered on one connection before closing
-/// it; `None` when it answered all `max` and kept the connection.
-pub fn max_requests(target: &Target, max: u32, timeout: Duration) -> Result<Option<u32>, Failure> {
+/// Requests sent for the round trip when the limit is not measured.
+pub const ROUND_TRIP_REQUESTS: u32 = 6;
+
+/// What the sequential requests showed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Limit {
+    /// Requests answered before the server closed the connection; `None`
+    /// when it answered all and kept it.
+    pub max_requests: Option<u32>,
+    /// The fastest request on the warm connection, ms.
+    pub round_trip_ms: Option<f64>,
+    /// Requests that timed it.
+    pub round_trips: u32,
+}
+
+/// Sends up to `max` requests on one connection.
+pub fn measure(target: &Target, max: u32, timeout: Duration) -> Result<Limit, Failure> {
     let fail = |what: &str, e: io::Error| Failure::Server(format!("{} ({what}): {e}", target.url));
     let mut stream = TcpStream::connect_timeout(&target.addr, timeout)
         .map_err(|e| fail("request limit, connect", e))?;
@@ -24,25 +41,35 @@ pub fn max_requests(target: &Target, max: u32, timeout: Duration) -> Result<Opti
         .map_err(|e| fail("request limit", e))?;
     let mut reader = ResponseReader::new(target.head_request);
     let mut chunk = vec![0u8; 16 * 1024];
+    let mut limit = Limit {
+        max_requests: None,
+        round_trip_ms: None,
+        round_trips: 0,
+    };
     for answered in 0..max {
+        let asked = Instant::now();
         if let Err(e) = stream.write_all(&target.request) {
-            return closed_or(answered, e, |e| fail("request limit, write", e));
+            return closed_or(limit, answered, e, |e| fail("request limit, write", e));
         }
         reader.reset();
         loop {
             let n = match stream.read(&mut chunk) {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return closed_or(answered, e, |e| fail("request limit, read", e)),
+                Err(e) => {
+                    return closed_or(limit, answered, e, |e| fail("request limit, read", e));
+                }
             };
             if n == 0 {
                 if answered > 0 && !reader.started() {
-                    return Ok(Some(answered));
+                    limit.max_requests = Some(answered);
+                    return Ok(limit);
                 }
                 reader
                     .eof()
                     .map_err(|e| Failure::Server(format!("{} (request limit): {e}", target.url)))?;
-                return Ok(Some(answered + 1));
+                limit.max_requests = Some(answered + 1);
+                return Ok(limit);
             }
             match reader.feed(&chunk[..n]) {
                 Ok(Fed::Partial) => {}
@@ -50,25 +77,33 @@ pub fn max_requests(target: &Target, max: u32, timeout: Duration) -> Result<Opti
                 Err(e) => return Err(Failure::Server(format!("{}: {e}", target.url))),
             }
         }
+        if answered > 0 {
+            let ms = asked.elapsed().as_secs_f64() * 1e3;
+            limit.round_trip_ms = Some(limit.round_trip_ms.map_or(ms, |least| least.min(ms)));
+            limit.round_trips += 1;
+        }
         if reader.head().is_some_and(|head| !head.persistent()) {
-            return Ok(Some(answered + 1));
+            limit.max_requests = Some(answered + 1);
+            return Ok(limit);
         }
     }
-    Ok(None)
+    Ok(limit)
 }
 
 /// A reset after at least one answer is the server closing; else an error.
 fn closed_or(
+    mut limit: Limit,
     answered: u32,
     e: io::Error,
     fail: impl FnOnce(io::Error) -> Failure,
-) -> Result<Option<u32>, Failure> {
+) -> Result<Limit, Failure> {
     let reset = matches!(
         e.kind(),
         io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe
     );
     if reset && answered > 0 {
-        Ok(Some(answered))
+        limit.max_requests = Some(answered);
+        Ok(limit)
     } else {
         Err(fail(e))
     }

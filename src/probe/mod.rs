@@ -3,21 +3,28 @@
 //! should do.
 //!
 //! ```text
-//!  idle (N connections)    request ─ response ······ idle ······ FIN/RST
-//!                                        rx stamp ───────────────▶ close: the real timeout
-//!  limit (1 connection)    request, response, request, … until a close or --max-requests
-//!  sweep (--sweep)         request ─ response ··· deadline+δ: request ─▶ answered | EOF | reset
+//!  idle (N connections,    request ─ response ······ idle ······ FIN/RST
+//!   started over ≥ 1 s)                  rx stamp ───────────────▶ close: the real timeout
+//!  limit (1 connection)    request, response, request, … until a close or --max-requests;
+//!                          the fastest warm request is the round trip
+//!  sweep (--sweep)         request ─ response ··· earliest+δ: request ─▶ answered | EOF | reset
 //! ```
 //!
 //! The idle connections and the request limit run at once; the sweep
-//! follows, since it needs the measured deadline. The pieces: [`cli`] (the
-//! flags), [`target`] (the URL and the request), `conn_set` (one phase's
-//! connections on a poll), [`idle`], [`limit`], [`sweep`], [`advice`],
-//! [`report`] (text and JSON), `progress` (the terminal line) and
-//! [`failure`] (exit statuses). Timing comes from [`crate::measure`].
+//! follows, since it needs the measured deadline. The idle connections
+//! start spread over `--stagger`, so a server that closes in periodic
+//! passes shows the whole range of its closes; closes the probe saw while
+//! it was itself stalled are measured again. The pieces: [`cli`] (the
+//! flags), [`target`] (the URL and the request), `conn_set` (one round's
+//! connections on a poll), [`idle`], [`closes`] (passes, stalls and the
+//! earliest close, without sockets), [`limit`], [`sweep`], [`advice`] (the
+//! facts for [`crate::advice`]), [`report`] (text and JSON), `progress`
+//! (the terminal line) and [`failure`] (exit statuses). Timing comes from
+//! [`crate::measure`].
 
 pub mod advice;
 pub mod cli;
+pub mod closes;
 mod conn_set;
 pub mod failure;
 pub mod idle;
@@ -38,7 +45,6 @@ pub use failure::Failure;
 pub use report::Report;
 
 use crate::measure::rx_stamps;
-use crate::measure::stats::Spread;
 use target::Target;
 
 /// Runs the subcommand: `args` are what follows `probe` on the command
@@ -74,41 +80,54 @@ pub fn probe(args: &ProbeArgs) -> Result<Report, Failure> {
     let _stamps_on = rx_stamps::hold_switched_on();
     std::thread::sleep(rx_stamps::SWITCH_ON_DELAY);
     let points = args.sweep_points();
-    let (idle, max_requests) = std::thread::scope(|scope| {
-        let limit = (args.max_requests > 0).then(|| {
+    let plan = idle::Plan {
+        connections: args.connections as usize,
+        stagger: args.stagger,
+        timeout: args.timeout,
+        max_wait: args.max_wait,
+    };
+    // The limit thread also times the round trip: a few requests even
+    // when the limit is not measured.
+    let requests = args.max_requests.max(limit::ROUND_TRIP_REQUESTS);
+    let (idle, limit) = std::thread::scope(|scope| {
+        let limit = {
             let target = &target;
-            scope.spawn(move || limit::max_requests(target, args.max_requests, args.timeout))
-        });
-        let idle = idle::measure(
-            &target,
-            args.connections as usize,
-            args.timeout,
-            args.max_wait,
-        );
-        let max_requests = match limit.map(|thread| thread.join()) {
-            None => Ok(None),
-            Some(Ok(result)) => result,
-            Some(Err(_)) => Err(Failure::Server("the request-limit thread panicked".into())),
+            scope.spawn(move || limit::measure(target, requests, args.timeout))
         };
-        (idle, max_requests)
+        let idle = idle::measure(&target, plan, started);
+        let limit = limit
+            .join()
+            .unwrap_or_else(|_| Err(Failure::Server("the request-limit thread panicked".into())));
+        (idle, limit)
     });
     let idle = idle?;
-    let max_requests = max_requests?;
+    // Only the round trip was asked for: a server that fails the later
+    // requests leaves it unmeasured, and the probe goes on.
+    let limit = match limit {
+        Err(_) if args.max_requests == 0 => limit::Limit {
+            max_requests: None,
+            round_trip_ms: None,
+            round_trips: 0,
+        },
+        limit => limit?,
+    };
+    let max_requests = limit
+        .max_requests
+        .filter(|&n| args.max_requests > 0 && n <= args.max_requests);
     let persistent = idle.promise.persistent();
-    let spread = Spread::of(&idle.timeouts_ms);
+    let spread = idle.closes.map(|closes| closes.spread);
     let sweep = match (&points, spread) {
         (Some(points), Some(spread)) if persistent => Some(sweep::sweep(
             &target,
-            spread.median,
+            spread.min,
             points,
             args.sweep_tries as usize,
+            idle.stagger,
             args.timeout,
         )?),
-        (Some(_), _) => Some(Vec::new()),
-        (None, _) => None,
+        _ => None,
     };
-    let max_wait_text = humantime::format_duration(args.max_wait).to_string();
-    let advice = advice::advise(&idle, spread, sweep.as_deref(), &max_wait_text);
+    let advice = advice::advise(&idle, sweep.as_ref(), limit.round_trip_ms, args.max_wait);
     Ok(Report {
         url: args.url.clone(),
         method: args.method.as_str(),
@@ -117,6 +136,8 @@ pub fn probe(args: &ProbeArgs) -> Result<Report, Failure> {
         max_wait: args.max_wait,
         max_requests_tried: args.max_requests,
         max_requests,
+        round_trip_ms: limit.round_trip_ms,
+        round_trips: limit.round_trips,
         sweep,
         advice,
         elapsed: started.elapsed(),

@@ -7,8 +7,9 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::advice::Advice;
+use super::closes::{PassPhase, Pattern};
 use super::idle::Idle;
-use super::sweep::SweepPoint;
+use super::sweep::{Sweep, SweepPoint};
 use crate::measure::stats::Spread;
 use crate::measure::timed_conn::Closed;
 
@@ -25,8 +26,11 @@ pub struct Report {
     pub max_requests_tried: u32,
     /// Requests answered before the server closed; `None` if not reached.
     pub max_requests: Option<u32>,
+    /// The fastest request on a warm connection, ms, and how many were timed.
+    pub round_trip_ms: Option<f64>,
+    pub round_trips: u32,
     /// `None` without `--sweep`.
-    pub sweep: Option<Vec<SweepPoint>>,
+    pub sweep: Option<Sweep>,
     pub advice: Advice,
     pub elapsed: Duration,
 }
@@ -39,6 +43,7 @@ struct Json<'a> {
     advertised_timeout_s: Option<u64>,
     advertised_max: Option<u64>,
     idle_timeout_ms: Option<Spread>,
+    close_period_ms: Option<f64>,
     close_style: Option<&'static str>,
     max_requests: Option<u32>,
     sweep: &'a [SweepPoint],
@@ -53,6 +58,14 @@ impl Report {
             Closed::Fin => "fin",
             Closed::Rst => "rst",
         })
+    }
+
+    /// The period of the server's close passes, ms, when it closes in passes.
+    pub fn close_period_ms(&self) -> Option<f64> {
+        match self.idle.closes?.pattern {
+            Pattern::Passes { period_ms, .. } => Some(period_ms),
+            _ => None,
+        }
     }
 
     /// The advice paragraph, with the warning after it.
@@ -76,9 +89,10 @@ impl Report {
                 median: hundredths(s.median),
                 max: hundredths(s.max),
             }),
+            close_period_ms: self.close_period_ms().map(hundredths),
             close_style: self.close_style(),
             max_requests: self.max_requests,
-            sweep: self.sweep.as_deref().unwrap_or_default(),
+            sweep: self.sweep.as_ref().map_or(&[], |s| s.points.as_slice()),
             safe_pool_idle_timeout_ms: self.advice.safe_pool_idle_timeout_ms,
             advice: self.advice_text(),
         };
@@ -121,11 +135,12 @@ impl Report {
             promise.server.as_deref().unwrap_or("(none)")
         );
         let closes = format!(
-            "{} of {} closed ({} by FIN, {} by reset)",
-            idle.timeouts_ms.len(),
+            "{} of {} closed ({} by FIN, {} by reset); started over {}",
+            idle.fins + idle.resets,
             idle.connections,
             idle.fins,
-            idle.resets
+            idle.resets,
+            humantime::format_duration(idle.stagger)
         );
         match self.idle_timeout_ms {
             _ if !promise.persistent() => {
@@ -160,6 +175,65 @@ impl Report {
                 "           (timed from poll wake-ups: no kernel receive stamps)"
             );
         }
+        if let Some(closes) = idle.closes.filter(|_| promise.persistent()) {
+            let earliest = closes
+                .earliest_ms
+                .map_or("not known".to_owned(), |ms| format!("{ms:.1} ms"));
+            let line = match closes.pattern {
+                Pattern::Steady => None,
+                Pattern::Passes {
+                    period_ms,
+                    on_grid,
+                    passes,
+                    phase,
+                } => Some(format!(
+                    "every {period_ms:.1} ms ({passes} seen{}{}): a connection closes {:.1} to \
+                     {:.1} ms after its response, by when it went idle; the earliest possible \
+                     {earliest}",
+                    if on_grid { ", on a grid" } else { "" },
+                    match phase {
+                        PassPhase::Unchecked => String::new(),
+                        PassPhase::Fixed => ", the same phase every round".to_owned(),
+                        PassPhase::Moved { by_ms } => {
+                            format!(", moving {by_ms:.0} ms between rounds")
+                        }
+                    },
+                    closes.spread.min,
+                    closes.spread.max
+                )),
+                Pattern::OnePass => Some(format!(
+                    "every close came in one pass: passes are further apart than {}; the \
+                     earliest possible close is {earliest}",
+                    humantime::format_duration(idle.stagger)
+                )),
+                Pattern::Irregular => Some(format!(
+                    "closes vary with when the connection went idle, in no passes found; the \
+                     earliest is taken as {earliest}"
+                )),
+            };
+            if let Some(line) = line {
+                s.push_str(&labelled("passes:", &line));
+            }
+            if idle.redone > 0 || closes.stalled > 0 {
+                let line = format!(
+                    "{} closes seen during a stall of the probe were measured again; {} left \
+                     (up to {:.0} ms late), counted from before the stall",
+                    idle.redone, closes.stalled, closes.worst_stall_ms
+                );
+                s.push_str(&labelled("stalls:", &line));
+            }
+        }
+        let _ = match self.round_trip_ms {
+            Some(ms) => writeln!(
+                s,
+                "rtt:       {ms:.3} ms, the fastest of {} requests on a warm connection",
+                self.round_trips
+            ),
+            None => writeln!(
+                s,
+                "rtt:       not measured (no second request on a connection)"
+            ),
+        };
         let _ = match (self.max_requests_tried, self.max_requests) {
             (0, _) => writeln!(s, "requests:  not measured (--max-requests 0)"),
             (tried, None) => writeln!(
@@ -168,21 +242,34 @@ impl Report {
             ),
             (_, Some(n)) => writeln!(s, "requests:  closes a connection after {n} requests"),
         };
-        if let Some(points) = &self.sweep {
+        if let Some(sweep) = &self.sweep {
             let _ = writeln!(
                 s,
-                "sweep:     requests sent at the deadline + δ on idle connections"
+                "sweep:     requests sent at the earliest close ({:.1} ms) + δ on idle connections",
+                sweep.deadline_ms
             );
             let _ = writeln!(
                 s,
                 "           {:>8} {:>9} {:>5} {:>6}",
                 "δ ms", "answered", "eof", "reset"
             );
-            for p in points {
+            for p in &sweep.points {
                 let _ = writeln!(
                     s,
                     "           {:>8} {:>9} {:>5} {:>6}",
                     p.delta_ms, p.answered, p.eof, p.reset
+                );
+            }
+            if sweep.widened > 0 {
+                let found = if sweep.none_found {
+                    "no point had every try answered (none found)"
+                } else {
+                    "until a point had every try answered"
+                };
+                let _ = writeln!(
+                    s,
+                    "           widened {} times below the points asked for, {found}",
+                    sweep.widened
                 );
             }
         }

@@ -60,11 +60,24 @@ pub fn parse_url(text: &str) -> Result<Url, Failure> {
     if host.is_empty() {
         return Err(bad("no host"));
     }
+    // `Authority::port` is `None` for a port past u16 as for no port: read
+    // the text after the host.
+    let port_text = match authority.as_str().rsplit_once(']') {
+        Some((_, rest)) => rest.strip_prefix(':'),
+        None => authority.as_str().rsplit_once(':').map(|(_, port)| port),
+    };
+    let port = match port_text {
+        None | Some("") => 80,
+        Some(text) => match text.parse::<u16>() {
+            Ok(port) if port > 0 => port,
+            _ => return Err(bad(&format!("port {text} is out of range (1 to 65535)"))),
+        },
+    };
     let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
     Ok(Url {
         authority: authority.as_str().to_owned(),
         host: host.to_owned(),
-        port: authority.port_u16().unwrap_or(80),
+        port,
         path: if path.is_empty() { "/".into() } else { path },
     })
 }
@@ -130,6 +143,9 @@ mod tests {
             "http://",
             "::::",
             "http://u:p@h/",
+            "http://127.0.0.1:99999/",
+            "http://127.0.0.1:0/",
+            "http://h:65536/",
         ] {
             match parse_url(text) {
                 Err(Failure::Usage(message)) => assert!(message.contains(text), "{message}"),
@@ -140,6 +156,11 @@ mod tests {
             unreachable!()
         };
         assert!(message.contains("TLS"), "{message}");
+        let Err(Failure::Usage(message)) = parse_url("http://127.0.0.1:99999/") else {
+            unreachable!()
+        };
+        assert!(message.contains("port 99999 is out of range"), "{message}");
+        assert_eq!(parse_url("http://h:65535/").unwrap().port, 65535);
     }
 
     #[test]

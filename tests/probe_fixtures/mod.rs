@@ -2,7 +2,9 @@
 //! and Node's http server run as child processes (killed when dropped;
 //! nginx with a temporary prefix, config and error log, in one process),
 //! and small fixtures written here: a server that closes idle connections
-//! with a reset, one that is not HTTP, one that never answers.
+//! with a reset, one that closes them in periodic passes (as lighttpd and
+//! coarse timer wheels do), one that answers only a connection's first
+//! request, one that is not HTTP, one that never answers.
 //!
 //! An external tool that is missing FAILS the test under `CI=true`, and
 //! outside CI the test says it skipped (tests/skip).
@@ -13,6 +15,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long an external server may take to start listening.
@@ -196,6 +199,114 @@ pub fn resetting_server(idle: Duration) -> SocketAddr {
                 deadline = Instant::now() + idle;
             }
         }
+    })
+}
+
+/// The response the small fixtures send: keep-alive, a 3-byte body.
+const OK: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n";
+
+/// Serves keep-alive responses, and closes idle connections (FIN) only in
+/// passes every `period`, at whole multiples of it from its start: a
+/// connection idle since `t` closes at the first pass at or after
+/// `t + timeout`, so its idle time is anywhere from `timeout` to
+/// `timeout + period`, by when it went idle.
+pub fn periodic_closer(timeout: Duration, period: Duration) -> SocketAddr {
+    /// Each connection: a handle to shut it, and since when it is idle.
+    type Idle = Arc<Mutex<Vec<(u64, TcpStream, Option<Instant>)>>>;
+    let conns: Idle = Arc::default();
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind port 0");
+    let addr = listener.local_addr().expect("local_addr");
+    let passes = conns.clone();
+    std::thread::spawn(move || {
+        let epoch = Instant::now();
+        for k in 1u32.. {
+            let at = epoch + period * k;
+            std::thread::sleep(at.saturating_duration_since(Instant::now()));
+            let now = Instant::now();
+            passes.lock().unwrap().retain(|(_, stream, since)| {
+                let due = since.is_some_and(|since| since + timeout <= now);
+                if due {
+                    let _ = stream.shutdown(std::net::Shutdown::Both);
+                }
+                !due
+            });
+        }
+    });
+    std::thread::spawn(move || {
+        for (id, stream) in (0u64..).zip(listener.incoming()) {
+            let Ok(mut stream) = stream else { continue };
+            let _ = stream.set_nodelay(true);
+            let Ok(handle) = stream.try_clone() else {
+                continue;
+            };
+            conns.lock().unwrap().push((id, handle, None));
+            let forget = conns.clone();
+            let conns = conns.clone();
+            // Marks the connection idle (Some) or busy (None); false once
+            // a pass has closed it.
+            let mark = move |since: Option<Instant>| {
+                let mut conns = conns.lock().unwrap();
+                match conns.iter_mut().find(|(i, ..)| *i == id) {
+                    Some(entry) => {
+                        entry.2 = since;
+                        true
+                    }
+                    None => false,
+                }
+            };
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    let n = match stream.read(&mut chunk) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => n,
+                    };
+                    if !mark(None) {
+                        break;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        buf.drain(..end + 4);
+                        if stream.write_all(OK).is_err() {
+                            return;
+                        }
+                    }
+                    if buf.is_empty() && !mark(Some(Instant::now())) {
+                        break;
+                    }
+                }
+                forget.lock().unwrap().retain(|(i, ..)| *i != id);
+                let _ = stream.shutdown(std::net::Shutdown::Both);
+            });
+        }
+    });
+    addr
+}
+
+/// Answers a connection's first request only (later ones are read, never
+/// answered), and closes it (FIN) after `idle` without a byte from the
+/// client: every reuse fails, however soon.
+pub fn answers_once_server(idle: Duration) -> SocketAddr {
+    serve(move |stream| {
+        let _ = stream.set_nodelay(true);
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+            match stream.read(&mut chunk) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+        if stream.write_all(OK).is_err() || stream.set_read_timeout(Some(idle)).is_err() {
+            return;
+        }
+        while let Ok(n) = stream.read(&mut chunk) {
+            if n == 0 {
+                return;
+            }
+        }
+        let _ = stream.shutdown(std::net::Shutdown::Both);
     })
 }
 

@@ -1,0 +1,574 @@
+//! One advice model: what is known about a server's idle close turned into
+//! the idle timeout that is safe for a client or proxy pool in front of it,
+//! and the words that say why. Pure: no I/O, no clock.
+//!
+//! ```text
+//!  server   response out ···· idle ···· close (earliest E, maybe in passes)
+//!  client        response in ···· pool idle x ···· reuse ──▶ reaches the server at x + round trip
+//!  safe pool idle timeout  =  E − round trip − guard, rounded down, and below every failed reuse
+//! ```
+//!
+//! The server's idle timer starts when its response leaves; the pool's when
+//! the response arrives, one way later; a reuse sent after `x` ms reaches
+//! the server one more way later, at its idle time `x + round trip`. So the
+//! reuse is safe while `x + round trip < E`, less a guard for the client's
+//! own timer firing late (2% of `E`, at least 20 ms). Measured from the
+//! client, the close times equal the server's (the response and the FIN
+//! both travel one way), so both sources subtract the same round trip.
+//!
+//! Rules, in order: a server that closes after every response gets 0 (keep
+//! no idle connections); a close whose earliest point is unknown (closes in
+//! passes too far apart to see) gets no number; reuses that failed below
+//! where the closes put the limit mean only an idle time at which every
+//! reuse was answered is offered, or no number; otherwise
+//! `E − round trip − guard`, and never at or above a failed reuse. The
+//! value is rounded down to two significant digits, and the explanation
+//! says so. The value is never at or above any close or failure the facts
+//! hold (a property test checks it).
+//!
+//! How each caller fills in [`IdleCloseFacts`]:
+//! - **The probe** (`keepalive-server probe`, [`Source::MeasuredFromClient`]):
+//!   `close` is [`Close::At`] with `earliest_ms` the lowest idle time at
+//!   which its measurements allow a close (the earliest close seen, lowered
+//!   for the probe's own timing uncertainty and for phases it did not see
+//!   when the server closes in passes), `seen_ms` the range seen and
+//!   `period_ms` the passes' period; [`Close::Unknown`] when every close
+//!   came in one pass; [`Close::NotWithin`] when nothing closed within
+//!   `--max-wait`. `round_trip_ms` is the fastest small request on a warm
+//!   keep-alive connection; the failures come from the sweep.
+//! - **`/peers`** (the server about itself, [`Source::Configured`]): `close`
+//!   is [`Close::At`] with `earliest_ms` the configured close
+//!   (`--keep-alive-timeout` + `--keep-alive-buffer`, or a `ka=` control's
+//!   value, whichever the peer met: the youngest idle connection the server
+//!   closed), `seen_ms` and `period_ms` `None` (its timer closes each
+//!   connection on time, never early). The server measures no round trip
+//!   of its own: `round_trip_ms` is the peer's smoothed RTT from `TCP_INFO`
+//!   when recorded, else `None`, and the function then allows
+//!   [`ASSUMED_ROUND_TRIP_MS`] and says so. `lowest_failure_ms` is the
+//!   smallest reuse gap of a late request (a request that arrived after the
+//!   server's FIN), and `highest_success_below_failure_ms` the largest
+//!   reuse gap served below it. With the same round trip, both callers give
+//!   the same number for one server; otherwise the explanations say which
+//!   round trip each used.
+
+use std::fmt::Write as _;
+
+/// The guard for the client's own timer: this share of the close time...
+const GUARD_SHARE: f64 = 0.02;
+/// ...and at least this many ms.
+const GUARD_MIN_MS: f64 = 20.0;
+/// The round trip allowed when none was measured, ms.
+pub const ASSUMED_ROUND_TRIP_MS: f64 = 100.0;
+
+/// Where the close times come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// The server's own configuration: exact, on the server's clock.
+    Configured,
+    /// A client's measurement: response received to FIN or reset received.
+    MeasuredFromClient,
+}
+
+/// What is known of when the server closes an idle connection.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Close {
+    /// It closes idle connections, at `earliest_ms` at the earliest.
+    At {
+        /// The lowest idle time, ms, at which it closes or may close one.
+        earliest_ms: f64,
+        /// The lowest and highest close times seen, ms, when measured.
+        seen_ms: Option<(f64, f64)>,
+        /// Closes come in passes this many ms apart, so a connection closes
+        /// anywhere in one period, by when it went idle.
+        period_ms: Option<f64>,
+    },
+    /// It closes idle connections, but how soon is not known: why.
+    Unknown { why: String },
+    /// No idle connection was closed within this many ms.
+    NotWithin { watched_ms: f64 },
+}
+
+/// Everything the advice is made from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IdleCloseFacts {
+    pub source: Source,
+    /// The server keeps connections open after a response at all.
+    pub keeps_alive: bool,
+    /// `Keep-Alive: timeout=`, in ms.
+    pub advertised_ms: Option<u64>,
+    pub close: Close,
+    /// The network round trip between the client and the server, ms.
+    pub round_trip_ms: Option<f64>,
+    /// The lowest idle time, ms, at which a reuse failed.
+    pub lowest_failure_ms: Option<f64>,
+    /// The highest idle time, ms, below `lowest_failure_ms`, at which every
+    /// reuse tried was answered.
+    pub highest_success_below_failure_ms: Option<f64>,
+}
+
+/// The safe pool idle timeout and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Advice {
+    /// ms; `Some(0)`: keep no idle connections; `None`: no value is known
+    /// safe, or (the server kept every connection) none is needed.
+    pub safe_pool_idle_timeout_ms: Option<u64>,
+    /// What the value is and how it follows from the facts.
+    pub explanation: String,
+    /// The server promises more than it keeps.
+    pub warning: Option<String>,
+}
+
+/// The safe pool idle timeout for a server, and its explanation.
+pub fn safe_pool_idle_timeout(facts: &IdleCloseFacts) -> Advice {
+    if !facts.keeps_alive {
+        return Advice {
+            safe_pool_idle_timeout_ms: Some(0),
+            explanation: "The server closes the connection after every response (it does not \
+                keep connections alive): a pool gains nothing by keeping idle connections to \
+                it; open a new one per request."
+                .to_owned(),
+            warning: None,
+        };
+    }
+    let guard = |ms: f64| (ms * GUARD_SHARE).max(GUARD_MIN_MS);
+    let (round_trip, round_trip_words) = match facts.round_trip_ms {
+        Some(ms) => (
+            ms.max(0.0),
+            format!("the round trip ({}, measured)", round_trip_text(ms)),
+        ),
+        None => (
+            ASSUMED_ROUND_TRIP_MS,
+            format!("a round trip of {ASSUMED_ROUND_TRIP_MS:.0} ms (not measured here: assumed)"),
+        ),
+    };
+    let mut words = String::new();
+    // The limit from the closes: (value, margin) or why there is none.
+    let from_closes = match &facts.close {
+        Close::At {
+            earliest_ms,
+            seen_ms,
+            period_ms,
+        } => {
+            words.push_str(&close_words(
+                facts.source,
+                *earliest_ms,
+                *seen_ms,
+                *period_ms,
+            ));
+            let margin = round_trip + guard(*earliest_ms);
+            let _ = write!(
+                words,
+                " A reuse must leave {margin:.0} ms before that: {round_trip_words} and {:.0} \
+                 ms for the client's own timer.",
+                guard(*earliest_ms)
+            );
+            Ok(earliest_ms - margin)
+        }
+        Close::Unknown { why } => Err(format!("{why}: no idle timeout is known to be safe.")),
+        Close::NotWithin { watched_ms } => Err(format!(
+            "The server kept idle connections more than {} s: its idle timeout does not limit a \
+             pool in front of it (use the pool's own).",
+            trim(watched_ms / 1000.0)
+        )),
+    };
+    let limit = match (facts.lowest_failure_ms, from_closes) {
+        // Closes too soon to keep anything: no reuse, nothing to fail.
+        (_, Ok(limit)) if limit <= 0.0 => Ok(limit),
+        (Some(failed), from_closes) => {
+            let below_failure = failed - guard(failed);
+            match from_closes {
+                Ok(limit) if limit <= below_failure => Ok(limit),
+                from_closes => {
+                    if let Err(why) = &from_closes {
+                        words.push_str(why);
+                    }
+                    let _ = write!(
+                        words,
+                        " A reuse failed after {failed:.0} ms idle, earlier than the closes allow \
+                         for"
+                    );
+                    match facts.highest_success_below_failure_ms {
+                        Some(ok) if ok < failed => {
+                            let _ = write!(
+                                words,
+                                "; every reuse after {ok:.0} ms idle was answered, so that is \
+                                 the limit."
+                            );
+                            Ok(ok.min(below_failure))
+                        }
+                        _ => Err(
+                            ", and none below it was seen answered: no idle timeout is known to \
+                             be safe."
+                                .to_owned(),
+                        ),
+                    }
+                }
+            }
+        }
+        (None, from_closes) => from_closes,
+    };
+    let safe = match limit {
+        Ok(limit) => {
+            let safe = round_down(limit.max(0.0));
+            let rounded = if safe as f64 == limit.max(0.0).floor() {
+                String::new()
+            } else {
+                format!(
+                    ", {:.0} ms rounded down to two significant digits",
+                    limit.floor()
+                )
+            };
+            let head = if safe == 0 {
+                format!(
+                    "A client or proxy pool in front of this server should keep no idle \
+                     connections (0 ms{rounded}): it closes them too soon to reuse safely."
+                )
+            } else {
+                format!(
+                    "A client or proxy pool in front of this server should close idle \
+                     connections after at most {safe} ms ({} s{rounded}).",
+                    trim(safe as f64 / 1000.0)
+                )
+            };
+            words = format!("{head} {words}");
+            Some(safe)
+        }
+        Err(why) => {
+            words.push_str(&why);
+            None
+        }
+    };
+    let mut warning = None;
+    let earliest = match facts.close {
+        Close::At { earliest_ms, .. } => Some(earliest_ms),
+        _ => None,
+    };
+    match (facts.advertised_ms, earliest) {
+        (Some(advertised), Some(earliest)) if advertised as f64 > earliest => {
+            warning = Some(format!(
+                "the server advertises Keep-Alive: timeout={} but closes idle connections after \
+                 {earliest:.0} ms: clients that trust the header will race",
+                advertised / 1000
+            ));
+        }
+        (Some(advertised), _) if safe.is_some_and(|safe| advertised > safe) => {
+            let _ = write!(
+                words,
+                " Its Keep-Alive: timeout={} leaves less than that margin: a client that waits \
+                 the whole advertised time may still race.",
+                advertised / 1000
+            );
+        }
+        (Some(advertised), _) if safe.is_some() => {
+            let _ = write!(
+                words,
+                " Its Keep-Alive: timeout={} is safe to trust.",
+                advertised / 1000
+            );
+        }
+        (None, _) if safe.is_some() => {
+            words.push_str(" It advertises no Keep-Alive timeout: configure the pool's.");
+        }
+        _ => {}
+    }
+    Advice {
+        safe_pool_idle_timeout_ms: safe,
+        explanation: words.trim().to_owned(),
+        warning,
+    }
+}
+
+/// The sentence on when the server closes.
+fn close_words(
+    source: Source,
+    earliest: f64,
+    seen: Option<(f64, f64)>,
+    period: Option<f64>,
+) -> String {
+    let origin = match source {
+        Source::Configured => "configured, on the server's clock",
+        Source::MeasuredFromClient => {
+            "measured from the client: response received to close received"
+        }
+    };
+    match (seen, period) {
+        (Some((min, max)), Some(period)) => format!(
+            "The server closes idle connections in passes every {period:.0} ms, so a connection \
+             closes {min:.0} to {max:.0} ms after its last response by when it went idle \
+             ({origin}); the earliest possible is {earliest:.0} ms."
+        ),
+        (Some((min, max)), None) if max - min > (0.005 * min).max(5.0) => format!(
+            "The server's closes came {min:.0} to {max:.0} ms after the last response, varying \
+             with when the connection went idle ({origin}); the earliest is taken as \
+             {earliest:.0} ms."
+        ),
+        (Some((min, _)), None) => format!(
+            "The server closes idle connections after {min:.0} ms ({origin}; {earliest:.0} ms \
+             allowing for the measurement)."
+        ),
+        (None, _) => format!(
+            "The server closes idle connections {earliest:.0} ms after their last response \
+             ({origin})."
+        ),
+    }
+}
+
+/// A round trip with the digits that matter: 0.031 ms, 1.2 ms, 85 ms.
+fn round_trip_text(ms: f64) -> String {
+    match ms {
+        ms if ms < 1.0 => format!("{ms:.3} ms"),
+        ms if ms < 10.0 => format!("{ms:.1} ms"),
+        ms => format!("{ms:.0} ms"),
+    }
+}
+
+/// Rounds down to two significant digits (2934 → 2900, 456 → 450).
+pub fn round_down(ms: f64) -> u64 {
+    let ms = ms.max(0.0).floor() as u64;
+    if ms < 100 {
+        return ms;
+    }
+    let step = 10u64.pow(ms.ilog10() - 1);
+    ms / step * step
+}
+
+/// Seconds without trailing zeros: 1.9, 2, 0.05.
+fn trim(seconds: f64) -> String {
+    let text = format!("{seconds:.3}");
+    text.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The explanation holds `words`.
+    fn says(advice: &Advice, words: &str) {
+        let text = &advice.explanation;
+        assert!(text.contains(words), "{words:?} not in: {text}");
+    }
+
+    fn measured(earliest: f64, round_trip: Option<f64>) -> IdleCloseFacts {
+        IdleCloseFacts {
+            source: Source::MeasuredFromClient,
+            keeps_alive: true,
+            advertised_ms: None,
+            close: Close::At {
+                earliest_ms: earliest,
+                seen_ms: Some((earliest + 1.0, earliest + 2.0)),
+                period_ms: None,
+            },
+            round_trip_ms: round_trip,
+            lowest_failure_ms: None,
+            highest_success_below_failure_ms: None,
+        }
+    }
+
+    #[test]
+    fn the_limit_is_the_earliest_close_less_round_trip_and_guard_rounded_down() {
+        let advice = safe_pool_idle_timeout(&measured(3000.0, Some(1.0)));
+        // 3000 - (1 + 60) = 2939, rounded down.
+        assert_eq!(advice.safe_pool_idle_timeout_ms, Some(2900));
+        says(&advice, "2939 ms rounded down");
+        says(&advice, "measured from the client");
+    }
+
+    #[test]
+    fn probe_and_peers_agree_for_one_server_given_one_round_trip() {
+        // --keep-alive-timeout 2s --keep-alive-buffer 0s: the server knows
+        // 2000 ms; the probe measures a little later, less its uncertainty.
+        let peers = IdleCloseFacts {
+            source: Source::Configured,
+            advertised_ms: Some(2000),
+            close: Close::At {
+                earliest_ms: 2000.0,
+                seen_ms: None,
+                period_ms: None,
+            },
+            ..measured(0.0, Some(0.1))
+        };
+        let probe = IdleCloseFacts {
+            advertised_ms: Some(2000),
+            ..measured(1997.5, Some(0.1))
+        };
+        let (peers, probe) = (
+            safe_pool_idle_timeout(&peers),
+            safe_pool_idle_timeout(&probe),
+        );
+        assert_eq!(peers.safe_pool_idle_timeout_ms, Some(1900));
+        assert_eq!(probe.safe_pool_idle_timeout_ms, Some(1900));
+        says(&peers, "configured");
+        // Without a round trip the server side allows one, and says so.
+        let unknown = IdleCloseFacts {
+            round_trip_ms: None,
+            ..measured(2000.0, None)
+        };
+        let advice = safe_pool_idle_timeout(&unknown);
+        assert_eq!(advice.safe_pool_idle_timeout_ms, Some(1800));
+        says(&advice, "assumed");
+    }
+
+    #[test]
+    fn passes_are_explained_and_the_earliest_possible_close_is_used() {
+        let facts = IdleCloseFacts {
+            close: Close::At {
+                earliest_ms: 2010.0,
+                seen_ms: Some((2042.0, 2956.0)),
+                period_ms: Some(1000.0),
+            },
+            ..measured(0.0, Some(0.2))
+        };
+        let advice = safe_pool_idle_timeout(&facts);
+        // 2010 - 0.2 - 40.2 = 1969.6.
+        assert_eq!(advice.safe_pool_idle_timeout_ms, Some(1900));
+        says(&advice, "passes every 1000 ms");
+    }
+
+    #[test]
+    fn failures_below_the_closes_limit_leave_only_what_was_seen_answered() {
+        let mut facts = measured(1000.0, Some(1.0));
+        facts.lowest_failure_ms = Some(900.0);
+        facts.highest_success_below_failure_ms = Some(700.0);
+        let advice = safe_pool_idle_timeout(&facts);
+        assert_eq!(advice.safe_pool_idle_timeout_ms, Some(700));
+        // None answered below the failure: no number.
+        facts.highest_success_below_failure_ms = None;
+        let advice = safe_pool_idle_timeout(&facts);
+        assert_eq!(advice.safe_pool_idle_timeout_ms, None);
+        says(&advice, "no idle timeout is known");
+        // A failure past the deadline changes nothing.
+        facts.lowest_failure_ms = Some(1005.0);
+        let advice = safe_pool_idle_timeout(&facts);
+        assert_eq!(advice.safe_pool_idle_timeout_ms, Some(970));
+    }
+
+    #[test]
+    fn unknown_and_unlimited_closes_give_no_number() {
+        let mut facts = measured(0.0, Some(1.0));
+        facts.close = Close::Unknown {
+            why: "every close came in one pass".into(),
+        };
+        let advice = safe_pool_idle_timeout(&facts);
+        assert_eq!(advice.safe_pool_idle_timeout_ms, None);
+        says(&advice, "one pass");
+        facts.close = Close::NotWithin { watched_ms: 300.0 };
+        let advice = safe_pool_idle_timeout(&facts);
+        assert_eq!(advice.safe_pool_idle_timeout_ms, None);
+        says(&advice, "more than 0.3 s");
+    }
+
+    #[test]
+    fn no_keep_alive_and_too_soon_mean_keep_none() {
+        let mut facts = measured(10.0, Some(1.0));
+        assert_eq!(
+            safe_pool_idle_timeout(&facts).safe_pool_idle_timeout_ms,
+            Some(0)
+        );
+        facts.keeps_alive = false;
+        let advice = safe_pool_idle_timeout(&facts);
+        assert_eq!(advice.safe_pool_idle_timeout_ms, Some(0));
+        says(&advice, "after every response");
+    }
+
+    #[test]
+    fn the_advertised_timeout_is_judged() {
+        let mut facts = measured(2000.0, Some(1.0));
+        facts.advertised_ms = Some(5000);
+        let warning = safe_pool_idle_timeout(&facts).warning.expect("a warning");
+        assert!(warning.contains("timeout=5"), "{warning}");
+        facts.advertised_ms = Some(1000);
+        let advice = safe_pool_idle_timeout(&facts);
+        says(&advice, "safe to trust");
+        facts.advertised_ms = Some(2000);
+        let advice = safe_pool_idle_timeout(&facts);
+        says(&advice, "may still race");
+    }
+
+    #[test]
+    fn round_down_keeps_two_digits() {
+        assert_eq!(round_down(2934.9), 2900);
+        assert_eq!(round_down(456.0), 450);
+        assert_eq!(round_down(63_700.0), 63_000);
+        assert_eq!(round_down(42.5), 42);
+        assert_eq!(round_down(-3.0), 0);
+    }
+
+    fn close() -> impl Strategy<Value = Close> {
+        prop_oneof![
+            (
+                1.0..200_000.0f64,
+                proptest::option::of((0.0..5000.0f64, 0.0..5000.0f64)),
+                proptest::option::of(1.0..5000.0f64)
+            )
+                .prop_map(|(earliest, seen, period)| Close::At {
+                    earliest_ms: earliest,
+                    seen_ms: seen.map(|(a, b)| (earliest + a, earliest + a + b)),
+                    period_ms: period,
+                }),
+            Just(Close::Unknown {
+                why: "one pass".into()
+            }),
+            (1.0..600_000.0f64).prop_map(|watched| Close::NotWithin {
+                watched_ms: watched
+            }),
+        ]
+    }
+
+    fn facts() -> impl Strategy<Value = IdleCloseFacts> {
+        (
+            any::<bool>(),
+            any::<bool>(),
+            proptest::option::of(0u64..300_000),
+            close(),
+            proptest::option::of(0.0..2000.0f64),
+            proptest::option::of(1.0..200_000.0f64),
+            proptest::option::of(0.0..200_000.0f64),
+        )
+            .prop_map(
+                |(configured, keeps_alive, advertised, close, rtt, failure, success)| {
+                    IdleCloseFacts {
+                        source: if configured {
+                            Source::Configured
+                        } else {
+                            Source::MeasuredFromClient
+                        },
+                        keeps_alive,
+                        advertised_ms: advertised,
+                        close,
+                        round_trip_ms: rtt,
+                        lowest_failure_ms: failure,
+                        highest_success_below_failure_ms: success,
+                    }
+                },
+            )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// The advice is never at or above a close or a failure it was given.
+        #[test]
+        fn never_at_or_above_a_close_or_a_failure(facts in facts()) {
+            let advice = safe_pool_idle_timeout(&facts);
+            prop_assert!(!advice.explanation.is_empty());
+            if let Some(safe) = advice.safe_pool_idle_timeout_ms {
+                let safe = safe as f64;
+                if let Close::At { earliest_ms, seen_ms, .. } = facts.close {
+                    prop_assert!(safe < earliest_ms, "{safe} vs close {earliest_ms}: {advice:?}");
+                    if let Some((min, _)) = seen_ms {
+                        prop_assert!(safe < min, "{safe} vs seen {min}");
+                    }
+                }
+                if let Some(failed) = facts.lowest_failure_ms {
+                    prop_assert!(safe < failed, "{safe} vs failure {failed}: {advice:?}");
+                }
+                let says_it = advice.explanation.contains(&format!("{safe} ms"));
+                prop_assert!(safe == 0.0 || says_it, "{advice:?}");
+            } else if facts.keeps_alive {
+                let known = matches!(facts.close, Close::At { .. });
+                prop_assert!(!known || facts.lowest_failure_ms.is_some(), "{advice:?}");
+            }
+        }
+    }
+}

@@ -1,0 +1,537 @@
+//! What the idle connections' closes say, without sockets: whether the
+//! server closes each connection on its own timer or in periodic passes,
+//! the passes' period and whether their phase holds, which samples the
+//! probe took while it was stalled, and the earliest idle time at which
+//! the server may close a connection.
+//!
+//! ```text
+//!  went idle   s1      s2      s3            (starts spread over ≥ 1 s)
+//!  pass        |───────P───────|───────P───────|
+//!  closes              c1=c2           c3     idle = c − s: T … T + P by phase
+//! ```
+//!
+//! Each sample is one connection on the probe's timeline (ms), from one
+//! round of connections: when its response arrived (`idle_from_ms`, a
+//! kernel receive stamp), when the loop saw the close (`closed_ms`), and
+//! the latest moment the loop is sure the close had not yet arrived
+//! (`closed_lo_ms`: the previous poll, or older when that poll returned a
+//! full buffer of events). A window wider than [`STALL_MS`] means the probe
+//! was not running when the close came: the sample was taken during a
+//! stall.
+//!
+//! - **Steady**: the idle times agree within 5 ms (0.5%): a timer per
+//!   connection. The earliest close is the lowest `closed_lo − idle_from`.
+//! - **Passes**: closes fall at shared instants, on a grid of period P or
+//!   with most instants closing several connections that went idle at
+//!   different times. A connection still open at a pass had not reached
+//!   the timeout then, so the timeout is more than `pass − idle_from` for
+//!   the pass before the one that closed it (and, on a grid, more than its
+//!   own idle time − P). The earliest close is the largest such bound.
+//!   When the passes' phase moved between rounds, the server's passes
+//!   follow its load, and its close may depend on where a pass falls (a
+//!   pass each second over whole-second stamps, as lighttpd's: closes from
+//!   N s to N s + 1 s by the phase); then a connection can close up to a
+//!   period earlier than any round showed, and the bound is lowered by P.
+//! - **One pass**: every close at one instant although the connections went
+//!   idle at different times: the passes are further apart than the starts
+//!   were spread, and how early one can close is not known.
+//! - **Irregular**: the idle times vary, not in passes found: the earliest
+//!   is taken a whole spread below the lowest seen.
+
+use crate::measure::stats::Spread;
+
+/// A close window wider than this, ms, was a stall of the probe.
+pub const STALL_MS: f64 = 10.0;
+/// Closes this close together, ms, are one pass.
+const PASS_GAP_MS: f64 = 5.0;
+/// Idle times within this many ms (or [`STEADY_SHARE`] of them) are one
+/// timeout.
+const STEADY_MS: f64 = 5.0;
+const STEADY_SHARE: f64 = 0.005;
+
+/// One connection's close on the probe's timeline, ms.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CloseSample {
+    /// The round of connections it was one of.
+    pub round: u32,
+    /// The response arrived (the connection went idle).
+    pub idle_from_ms: f64,
+    /// The probe saw the close.
+    pub closed_ms: f64,
+    /// The close had not arrived yet.
+    pub closed_lo_ms: f64,
+}
+
+impl CloseSample {
+    /// Response to close, as seen.
+    pub fn idle_ms(&self) -> f64 {
+        self.closed_ms - self.idle_from_ms
+    }
+
+    /// The earliest the close can have come, response to close.
+    pub fn idle_lo_ms(&self) -> f64 {
+        self.closed_lo_ms - self.idle_from_ms
+    }
+
+    /// How late the probe may have seen the close.
+    pub fn window_ms(&self) -> f64 {
+        self.closed_ms - self.closed_lo_ms
+    }
+
+    /// The probe was stalled when the close arrived.
+    pub fn stalled(&self) -> bool {
+        self.window_ms() > STALL_MS
+    }
+}
+
+/// Whether the passes keep their phase from round to round.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum PassPhase {
+    /// Seen in one round only.
+    Unchecked,
+    /// The same in every round (a fixed timer).
+    Fixed,
+    /// Moved this many ms between rounds (passes that follow the load).
+    Moved { by_ms: f64 },
+}
+
+/// How the closes are made.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Pattern {
+    /// A timer per connection: one idle time.
+    Steady,
+    /// Periodic passes: `period_ms` apart (the grid's step when a round's
+    /// passes lie on one, else the shortest interval seen between two).
+    Passes {
+        period_ms: f64,
+        on_grid: bool,
+        passes: usize,
+        phase: PassPhase,
+    },
+    /// Every close in one pass: passes further apart than the starts.
+    OnePass,
+    /// Varying idle times, no passes found.
+    Irregular,
+}
+
+/// The closes, reduced.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Closes {
+    /// Idle times seen, ms (samples taken while the probe ran on time;
+    /// all of them when none did).
+    pub spread: Spread,
+    pub pattern: Pattern,
+    /// The lowest idle time at which the server may close a connection,
+    /// ms; `None` when not known (one pass).
+    pub earliest_ms: Option<f64>,
+    /// Samples taken on time and during a stall.
+    pub on_time: usize,
+    pub stalled: usize,
+    /// The widest window of a stalled sample, ms.
+    pub worst_stall_ms: f64,
+}
+
+/// Reduces `samples` (any order); `None` when there are none.
+pub fn analyse(samples: &[CloseSample]) -> Option<Closes> {
+    let on_time: Vec<CloseSample> = samples.iter().copied().filter(|s| !s.stalled()).collect();
+    let stalled = samples.len() - on_time.len();
+    let worst_stall_ms = samples
+        .iter()
+        .filter(|s| s.stalled())
+        .map(CloseSample::window_ms)
+        .fold(0.0, f64::max);
+    let used = if on_time.is_empty() {
+        samples
+    } else {
+        &on_time
+    };
+    let idle: Vec<f64> = used.iter().map(CloseSample::idle_ms).collect();
+    let spread = Spread::of(&idle)?;
+    // Every sample's lower bound counts: a stalled one only lowers it.
+    let lowest = samples
+        .iter()
+        .map(CloseSample::idle_lo_ms)
+        .fold(f64::INFINITY, f64::min)
+        .max(0.0);
+    let varies = spread.max - spread.min;
+    let (pattern, earliest_ms) = if varies <= STEADY_MS.max(STEADY_SHARE * spread.min) {
+        (Pattern::Steady, Some(lowest))
+    } else {
+        passes_pattern(used, varies, lowest)
+    };
+    Some(Closes {
+        spread,
+        pattern,
+        earliest_ms,
+        on_time: on_time.len(),
+        stalled,
+        worst_stall_ms,
+    })
+}
+
+/// The pattern of closes that vary, and the earliest close it allows.
+fn passes_pattern(samples: &[CloseSample], varies: f64, lowest: f64) -> (Pattern, Option<f64>) {
+    let mut rounds: Vec<u32> = samples.iter().map(|s| s.round).collect();
+    rounds.sort_unstable();
+    rounds.dedup();
+    // Each round's samples and passes (rounds follow one another, so a
+    // pass of one round closed none of another's connections).
+    let by_round: Vec<(Vec<CloseSample>, Vec<Pass>)> = rounds
+        .iter()
+        .map(|&r| {
+            let own: Vec<CloseSample> = samples.iter().copied().filter(|s| s.round == r).collect();
+            let passes = passes(&own);
+            (own, passes)
+        })
+        .filter(|(_, passes)| !passes.is_empty())
+        .collect();
+    let most = by_round.iter().map(|(_, p)| p.len()).max().unwrap_or(0);
+    if most < 2 {
+        return (Pattern::OnePass, None);
+    }
+    // The period from the round with the most passes.
+    let Some((own, passes)) = by_round.iter().find(|(_, p)| p.len() == most) else {
+        return (Pattern::Irregular, Some((lowest - varies).max(0.0)));
+    };
+    let Some((period_ms, on_grid)) = find_period(passes, spread_of(own)) else {
+        return (Pattern::Irregular, Some((lowest - varies).max(0.0)));
+    };
+    let grid = on_grid.then_some(period_ms);
+    let bound = by_round
+        .iter()
+        .filter_map(|(own, passes)| pass_bound(own, passes, grid))
+        .reduce(f64::max);
+    let phase = pass_phase(&by_round, period_ms);
+    let earliest = match (bound, phase) {
+        (None, _) => lowest - varies,
+        (Some(bound), PassPhase::Moved { .. }) => (bound - period_ms).min(lowest),
+        (Some(bound), _) => bound.min(lowest),
+    };
+    let pattern = Pattern::Passes {
+        period_ms,
+        on_grid,
+        passes: by_round.iter().map(|(_, p)| p.len()).sum(),
+        phase,
+    };
+    (pattern, Some(earliest.max(0.0)))
+}
+
+fn spread_of(samples: &[CloseSample]) -> f64 {
+    let idle: Vec<f64> = samples.iter().map(CloseSample::idle_ms).collect();
+    Spread::of(&idle).map_or(0.0, |s| s.max - s.min)
+}
+
+/// Whether the first pass of every round falls on the first round's grid.
+fn pass_phase(by_round: &[(Vec<CloseSample>, Vec<Pass>)], period_ms: f64) -> PassPhase {
+    let firsts: Vec<f64> = by_round.iter().map(|(_, passes)| passes[0].at_ms).collect();
+    if firsts.len() < 2 {
+        return PassPhase::Unchecked;
+    }
+    let moved = firsts[1..]
+        .iter()
+        .map(|at| {
+            let off = (at - firsts[0]).rem_euclid(period_ms);
+            off.min(period_ms - off)
+        })
+        .fold(0.0, f64::max);
+    if moved > (0.02 * period_ms).max(PASS_GAP_MS) {
+        PassPhase::Moved { by_ms: moved }
+    } else {
+        PassPhase::Fixed
+    }
+}
+
+/// Closes at one instant: when the first was seen, the earliest it can
+/// have come, and how many connections it closed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Pass {
+    at_ms: f64,
+    lo_ms: f64,
+    members: usize,
+}
+
+/// The samples' closes grouped into passes, in time order.
+fn passes(samples: &[CloseSample]) -> Vec<Pass> {
+    let mut sorted = samples.to_vec();
+    sorted.sort_by(|a, b| a.closed_ms.total_cmp(&b.closed_ms));
+    let mut passes: Vec<Pass> = Vec::new();
+    let mut last = f64::NEG_INFINITY;
+    for sample in sorted {
+        match passes.last_mut() {
+            Some(pass) if sample.closed_ms - last <= PASS_GAP_MS => {
+                pass.members += 1;
+                pass.lo_ms = pass.lo_ms.min(sample.closed_lo_ms);
+            }
+            _ => passes.push(Pass {
+                at_ms: sample.closed_ms,
+                lo_ms: sample.closed_lo_ms,
+                members: 1,
+            }),
+        }
+        last = sample.closed_ms;
+    }
+    passes
+}
+
+/// The passes' period and whether they lie on a grid; `None` when the
+/// closes do not look like passes. `varies`: the idle times' range, which
+/// passes on a grid keep within one period.
+fn find_period(passes: &[Pass], varies: f64) -> Option<(f64, bool)> {
+    let intervals: Vec<f64> = passes.windows(2).map(|w| w[1].at_ms - w[0].at_ms).collect();
+    let shortest = intervals.iter().copied().fold(f64::INFINITY, f64::min);
+    let tolerance = |period: f64| (0.02 * period).max(2.0);
+    if passes.len() >= 3 {
+        let steps: Vec<f64> = intervals.iter().map(|d| (d / shortest).round()).collect();
+        let total: f64 = steps.iter().sum();
+        let period = (passes[passes.len() - 1].at_ms - passes[0].at_ms) / total;
+        let mut k = 0.0;
+        let fits = passes.iter().enumerate().all(|(i, pass)| {
+            if i > 0 {
+                k += steps[i - 1];
+            }
+            (pass.at_ms - passes[0].at_ms - k * period).abs() <= tolerance(period)
+        });
+        if fits && varies <= period + tolerance(period) {
+            return Some((period, true));
+        }
+    }
+    // Shared instants: most closes came with another connection's.
+    let shared: usize = passes
+        .iter()
+        .filter(|p| p.members > 1)
+        .map(|p| p.members)
+        .sum();
+    let total: usize = passes.iter().map(|p| p.members).sum();
+    (2 * shared >= total).then_some((shortest, false))
+}
+
+/// The largest lower bound on the timeout the passes give: a connection
+/// still open at a pass had been idle less than the timeout then.
+fn pass_bound(samples: &[CloseSample], passes: &[Pass], grid: Option<f64>) -> Option<f64> {
+    let mut best: Option<f64> = None;
+    for sample in samples {
+        let own = passes
+            .iter()
+            .rposition(|p| p.at_ms <= sample.closed_ms)
+            .unwrap_or(0);
+        let mut bounds = Vec::new();
+        if own > 0 {
+            let before = passes[own - 1];
+            if before.lo_ms > sample.idle_from_ms {
+                bounds.push(before.lo_ms - sample.idle_from_ms);
+            }
+        }
+        if let Some(period) = grid {
+            let bound = sample.idle_lo_ms() - period;
+            if bound > 0.0 {
+                bounds.push(bound);
+            }
+        }
+        for bound in bounds {
+            best = Some(best.map_or(bound, |b: f64| b.max(bound)));
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Connections of `round` going idle at `starts` and closed at
+    /// `close(start)`, seen 0.3 ms after each close with a 3 ms window.
+    fn closed(round: u32, starts: &[f64], close: impl Fn(f64) -> f64) -> Vec<CloseSample> {
+        starts
+            .iter()
+            .map(|&s| CloseSample {
+                round,
+                idle_from_ms: s,
+                closed_ms: close(s) + 0.3,
+                closed_lo_ms: close(s) - 2.7,
+            })
+            .collect()
+    }
+
+    /// A server with timeout `t` closing in passes every `p` ms at
+    /// `phase + k p`.
+    fn periodic(round: u32, t: f64, p: f64, phase: f64, starts: &[f64]) -> Vec<CloseSample> {
+        closed(round, starts, |s| phase + ((s + t - phase) / p).ceil() * p)
+    }
+
+    /// lighttpd at `n` s: a pass each second, `phase` ms past its clock's
+    /// whole second, closing what has more than `n` whole seconds between
+    /// its stamps.
+    fn stamped(round: u32, n: f64, phase: f64, starts: &[f64]) -> Vec<CloseSample> {
+        closed(round, starts, |s| {
+            ((s / 1000.0).floor() + n + 1.0) * 1000.0 + phase
+        })
+    }
+
+    fn spread_starts(from: f64, n: usize, span: f64) -> Vec<f64> {
+        (0..n)
+            .map(|i| from + i as f64 * span / (n - 1) as f64)
+            .collect()
+    }
+
+    #[test]
+    fn a_timer_per_connection_is_steady_and_its_earliest_is_the_lowest_bound() {
+        let samples: Vec<CloseSample> = spread_starts(100.0, 8, 1000.0)
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| CloseSample {
+                round: 1,
+                idle_from_ms: s,
+                closed_ms: s + 2000.2 + i as f64 * 0.1,
+                closed_lo_ms: s + 1998.0,
+            })
+            .collect();
+        let closes = analyse(&samples).unwrap();
+        assert_eq!(closes.pattern, Pattern::Steady);
+        assert!(
+            (closes.earliest_ms.unwrap() - 1998.0).abs() < 1e-6,
+            "{closes:?}"
+        );
+        assert!((closes.spread.min - 2000.2).abs() < 1e-6);
+    }
+
+    #[test]
+    fn passes_every_250_ms_are_found_and_bound_the_timeout_from_below() {
+        for phase in [0.0, 37.0, 111.0, 249.0] {
+            let mut samples = periodic(1, 400.0, 250.0, phase, &spread_starts(100.0, 8, 1000.0));
+            samples.extend(periodic(
+                2,
+                400.0,
+                250.0,
+                phase,
+                &spread_starts(2170.0, 8, 1000.0),
+            ));
+            let closes = analyse(&samples).unwrap();
+            let Pattern::Passes {
+                period_ms,
+                phase: pass_phase,
+                ..
+            } = closes.pattern
+            else {
+                panic!("phase {phase}: {closes:?}");
+            };
+            assert!((period_ms - 250.0).abs() < 3.0, "phase {phase}: {closes:?}");
+            assert_eq!(pass_phase, PassPhase::Fixed, "phase {phase}");
+            let earliest = closes.earliest_ms.unwrap();
+            assert!(
+                earliest <= 400.0 && earliest > 360.0,
+                "phase {phase}: {closes:?}"
+            );
+            assert!(closes.spread.max > 600.0, "{closes:?}");
+        }
+    }
+
+    #[test]
+    fn two_passes_a_second_apart_bound_the_timeout() {
+        // Exact idle times checked once a second: 8 connections over 1 s
+        // close in two passes.
+        for phase in [10.0, 420.0, 990.0] {
+            let samples = periodic(1, 2000.0, 1000.0, phase, &spread_starts(100.0, 8, 1000.0));
+            let closes = analyse(&samples).unwrap();
+            assert!(
+                matches!(closes.pattern, Pattern::Passes { period_ms, phase: PassPhase::Unchecked, .. } if (period_ms - 1000.0).abs() < 5.0),
+                "phase {phase}: {closes:?}"
+            );
+            let earliest = closes.earliest_ms.unwrap();
+            assert!(
+                earliest <= 2000.0 && earliest > 1850.0,
+                "phase {phase}: {closes:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn passes_that_move_between_rounds_lower_the_bound_by_a_period() {
+        // lighttpd at 2 s, its passes 146 ms past its second in one round
+        // and 700 ms in the next: one round alone bounds at 2146 ms, but a
+        // connection can close from 2000 ms on.
+        let mut samples = stamped(1, 2.0, 146.0, &spread_starts(100.0, 8, 1000.0));
+        let alone = analyse(&samples).unwrap();
+        assert!(alone.earliest_ms.unwrap() > 2000.0, "{alone:?}");
+        samples.extend(stamped(2, 2.0, 700.0, &spread_starts(4250.0, 8, 1000.0)));
+        let closes = analyse(&samples).unwrap();
+        let Pattern::Passes {
+            period_ms, phase, ..
+        } = closes.pattern
+        else {
+            panic!("{closes:?}");
+        };
+        assert!((period_ms - 1000.0).abs() < 5.0, "{closes:?}");
+        assert!(
+            matches!(phase, PassPhase::Moved { by_ms } if (by_ms - 446.0).abs() < 2.0),
+            "{closes:?}"
+        );
+        let earliest = closes.earliest_ms.unwrap();
+        assert!(earliest <= 2000.0 && earliest > 1500.0, "{closes:?}");
+    }
+
+    #[test]
+    fn every_close_in_one_pass_leaves_the_earliest_unknown() {
+        let samples = periodic(
+            1,
+            2000.0,
+            30_000.0,
+            5000.0,
+            &spread_starts(100.0, 8, 1000.0),
+        );
+        let closes = analyse(&samples).unwrap();
+        assert_eq!(closes.pattern, Pattern::OnePass);
+        assert_eq!(closes.earliest_ms, None);
+    }
+
+    #[test]
+    fn stalled_samples_are_counted_apart_and_only_lower_the_earliest() {
+        let mut samples: Vec<CloseSample> = (0..4)
+            .map(|i| {
+                let s = i as f64 * 300.0;
+                CloseSample {
+                    round: 1,
+                    idle_from_ms: s,
+                    closed_ms: s + 1000.5,
+                    closed_lo_ms: s + 998.0,
+                }
+            })
+            .collect();
+        // Seen up to 205 ms late: the probe was not running.
+        samples.push(CloseSample {
+            round: 1,
+            idle_from_ms: 50.0,
+            closed_ms: 1235.0,
+            closed_lo_ms: 1030.0,
+        });
+        let closes = analyse(&samples).unwrap();
+        assert_eq!((closes.on_time, closes.stalled), (4, 1));
+        assert_eq!(closes.pattern, Pattern::Steady);
+        assert!(closes.spread.max < 1001.0, "{closes:?}");
+        assert!((closes.earliest_ms.unwrap() - 980.0).abs() < 1e-6);
+        assert!((closes.worst_stall_ms - 205.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn irregular_closes_are_taken_a_spread_below_the_lowest() {
+        let jitter = [0.0, 37.0, 12.0, 80.0, 55.0];
+        let samples: Vec<CloseSample> = jitter
+            .iter()
+            .enumerate()
+            .map(|(i, j)| {
+                let s = i as f64 * 250.0;
+                CloseSample {
+                    round: 1,
+                    idle_from_ms: s,
+                    closed_ms: s + 1000.0 + j,
+                    closed_lo_ms: s + 1000.0 + j - 1.0,
+                }
+            })
+            .collect();
+        let closes = analyse(&samples).unwrap();
+        assert_eq!(closes.pattern, Pattern::Irregular, "{closes:?}");
+        assert!(
+            (closes.earliest_ms.unwrap() - 919.0).abs() < 1e-6,
+            "{closes:?}"
+        );
+    }
+}
