@@ -4,6 +4,7 @@
 //! once). SIGHUP reloads the `--config` file; SIGUSR1 reopens the access log.
 
 use std::ffi::OsString;
+use std::io::Write as _;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::process::ExitCode;
 
@@ -19,10 +20,13 @@ fn main() -> ExitCode {
     }
     let config = Config::load_from(&args).unwrap_or_else(|e| e.exit());
     if config.check {
+        // Written without print!, which panics on a closed pipe: the exit
+        // status says whether the configuration is valid, read or not
+        // (`--check | head -1`).
         for warning in config.warnings() {
-            eprintln!("warning: {warning}");
+            let _ = writeln!(std::io::stderr(), "warning: {warning}");
         }
-        print!("{}", config.check_report());
+        let _ = std::io::stdout().write_all(config.check_report().as_bytes());
         return ExitCode::SUCCESS;
     }
     logging::init(config.log_format);

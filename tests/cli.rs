@@ -484,3 +484,23 @@ fn an_access_log_that_cannot_be_opened_is_named_at_start() {
         "{stderr}"
     );
 }
+
+/// `--check | head -1`, and its warnings to a closed stderr: the report
+/// nobody reads does not turn a valid configuration into a panic (exit
+/// 101); the status still says valid.
+#[test]
+fn check_with_its_output_closed_still_exits_0() {
+    let closed = || {
+        let (reader, writer) = std::io::pipe().expect("a pipe");
+        drop(reader);
+        writer
+    };
+    // 1500ms: a valid value that --check warns about.
+    let mut check = command(&["--check", "--keep-alive-timeout", "1500ms"]);
+    check
+        .stdin(std::process::Stdio::null())
+        .stdout(closed())
+        .stderr(closed());
+    let status = check.status().expect("run --check");
+    assert_eq!(status.code(), Some(0), "{status}");
+}
