@@ -162,6 +162,10 @@ fn shipped_config_starts_the_server_unchanged() {
     assert_eq!(response.status, 200);
     assert_eq!(response.body, b"Hello, World!");
     assert_eq!(response.header("keep-alive"), Some("timeout=65"));
+    // The packaged file turns the lab's query controls off: ignored, not
+    // obeyed (a reset) nor refused (400 for the bad value).
+    assert_eq!(client.request("/?ka=bad&after=rst").status, 200);
+    assert_eq!(client.request("/").status, 200, "after=rst was obeyed");
 }
 
 #[test]

@@ -278,12 +278,13 @@ mod tests {
     }
 
     /// config/server.toml names every option, and loads once uncommented.
+    /// The lines already in force (not commented) load as they are.
     #[test]
     fn sample_config_lists_every_option() {
         let sample = include_str!("../../config/server.toml");
         let uncommented: String = sample
             .lines()
-            .filter_map(|line| line.strip_prefix("# "))
+            .map(|line| line.strip_prefix("# ").unwrap_or(line))
             .filter(|line| {
                 line.split_once(" = ")
                     .is_some_and(|(key, _)| !key.contains(' '))
@@ -304,6 +305,7 @@ mod tests {
         let loaded = loaded.expect("the uncommented sample loads");
         assert_eq!(loaded.keep_alive_timeout, Duration::from_secs(65));
         assert_eq!(loaded.admin, Some("127.0.0.1:9901".parse().unwrap()));
+        assert!(!loaded.test_controls, "the packaged file turns them off");
     }
 
     #[test]
