@@ -34,6 +34,7 @@ fn decode(mut decoder: BodyDecoder, input: &[u8], sizes: &[usize], limit: u64) -
             out: BodyOut::Raw(&mut body),
             received: &mut received,
             limit,
+            response_begun: false,
         };
         let progress = decoder.decode(&buffered, &mut sink)?;
         assert!(progress.consumed <= buffered.len());
