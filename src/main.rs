@@ -4,6 +4,7 @@
 //! once). SIGHUP reloads the `--config` file; SIGUSR1 reopens the access log.
 
 use std::ffi::OsString;
+use std::io::Write as _;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::process::ExitCode;
 
@@ -19,10 +20,13 @@ fn main() -> ExitCode {
     }
     let config = Config::load_from(&args).unwrap_or_else(|e| e.exit());
     if config.check {
+        // Written without print!, which panics on a closed pipe: the exit
+        // status says whether the configuration is valid, read or not
+        // (`--check | head -1`).
         for warning in config.warnings() {
-            eprintln!("warning: {warning}");
+            let _ = writeln!(std::io::stderr(), "warning: {warning}");
         }
-        print!("{}", config.check_report());
+        let _ = std::io::stdout().write_all(config.check_report().as_bytes());
         return ExitCode::SUCCESS;
     }
     logging::init(config.log_format);
@@ -58,12 +62,6 @@ fn run(config: Config, args: Vec<OsString>) -> Result<(), String> {
     for warning in config.warnings() {
         tracing::warn!("{warning}");
     }
-    let listen = handle.local_addr();
-    let every_interface = if listen.ip().is_unspecified() {
-        " (every interface)"
-    } else {
-        ""
-    };
     tracing::info!(
         workers = settings.workers,
         keep_alive_timeout = %format_duration(config.keep_alive_timeout),
@@ -72,16 +70,28 @@ fn run(config: Config, args: Vec<OsString>) -> Result<(), String> {
         headers_timeout = %format_duration(config.headers_timeout),
         request_timeout = %format_duration(config.request_timeout),
         shutdown_timeout = %format_duration(config.shutdown_timeout),
-        admin = %admin_addr.map_or_else(|| "off".to_owned(), url),
+        admin = %admin_addr.map_or_else(|| "off".to_owned(), bound),
         access_log = %config.access_log,
-        "listening on {}{every_interface}",
-        url(listen)
+        "listening on {}",
+        bound(handle.local_addr())
     );
     watch_signals(signals, handle.remote(), config, args)
         .map_err(|e| format!("cannot install signal handlers: {e}"))?;
     handle.join().map_err(|e| e.to_string())?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// A bound address as the startup line shows it: the URL to open, and
+/// `(every interface)` after it for an unspecified address (whose URL
+/// names loopback).
+fn bound(addr: SocketAddr) -> String {
+    let every_interface = if addr.ip().is_unspecified() {
+        " (every interface)"
+    } else {
+        ""
+    };
+    format!("{}{every_interface}", url(addr))
 }
 
 /// The URL to open for a listening address (loopback for "every interface").

@@ -134,6 +134,27 @@ impl Output {
     }
 }
 
+/// How far a partial request head has been looked at, so that parsing it
+/// again as it trickles in costs time linear in its size (the session's
+/// `worth_parsing` decides when). All zero: nothing yet.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HeadProgress {
+    /// Input bytes the last parse found to be an incomplete head.
+    pub parsed: usize,
+    /// Input bytes searched for the empty line that ends a head.
+    pub searched: usize,
+}
+
+impl HeadProgress {
+    /// The whole input was parsed and found incomplete.
+    pub fn incomplete(len: usize) -> Self {
+        HeadProgress {
+            parsed: len,
+            searched: len,
+        }
+    }
+}
+
 /// What a connection holds while it is not idle.
 #[derive(Debug)]
 pub struct Buffers {
@@ -141,8 +162,8 @@ pub struct Buffers {
     pub output: Output,
     /// The request body, kept for the echo route.
     pub body: Vec<u8>,
-    /// How much of a partial head has been parsed already (0: none).
-    pub head_scanned: usize,
+    /// How far a partial head has been looked at.
+    pub head_progress: HeadProgress,
     /// The request being answered, for the access log (only when it is on).
     pub log: AccessRecord,
     /// The request in progress, once its head is parsed, until its
@@ -156,7 +177,7 @@ impl Buffers {
             input: Input::new(),
             output: Output::default(),
             body: Vec::new(),
-            head_scanned: 0,
+            head_progress: HeadProgress::default(),
             log: AccessRecord::default(),
             in_flight: None,
         }
@@ -180,7 +201,7 @@ impl Buffers {
     fn reset(&mut self) {
         self.input.reset();
         self.output.reset();
-        self.head_scanned = 0;
+        self.head_progress = HeadProgress::default();
         self.in_flight = None;
         self.log.reset();
         self.body.clear();

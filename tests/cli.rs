@@ -484,3 +484,57 @@ fn an_access_log_that_cannot_be_opened_is_named_at_start() {
         "{stderr}"
     );
 }
+
+/// `--check | head -1`, and its warnings to a closed stderr: the report
+/// nobody reads does not turn a valid configuration into a panic (exit
+/// 101); the status still says valid.
+#[test]
+fn check_with_its_output_closed_still_exits_0() {
+    let closed = || {
+        let (reader, writer) = std::io::pipe().expect("a pipe");
+        drop(reader);
+        writer
+    };
+    // 1500ms: a valid value that --check warns about.
+    let mut check = command(&["--check", "--keep-alive-timeout", "1500ms"]);
+    check
+        .stdin(std::process::Stdio::null())
+        .stdout(closed())
+        .stderr(closed());
+    let status = check.status().expect("run --check");
+    assert_eq!(status.code(), Some(0), "{status}");
+}
+
+/// `--admin 9907` binds every interface: the startup line says so (as the
+/// main listener's does), and a warning says who can reach what it serves;
+/// an admin listener on loopback draws no warning.
+#[test]
+fn an_admin_listener_on_every_interface_is_named_so_and_warned_about() {
+    for (admin, every_interface) in [(":0", true), ("127.0.0.1:0", false)] {
+        let running = Running::start(command(&["--listen", "127.0.0.1:0", "--admin", admin]));
+        let log = running.log();
+        let startup = log
+            .iter()
+            .find(|line| line.contains("listening on"))
+            .expect("a startup line");
+        let (_, shown) = startup
+            .split_once(" admin=")
+            .unwrap_or_else(|| panic!("no admin= in {startup}"));
+        let (url, after) = shown.split_once(' ').expect("more fields after admin=");
+        let port = url
+            .strip_prefix("http://127.0.0.1:")
+            .and_then(|rest| rest.strip_suffix('/'))
+            .unwrap_or_else(|| panic!("admin={url} is not a loopback URL"));
+        assert_eq!(
+            after.starts_with("(every interface)"),
+            every_interface,
+            "--admin {admin}: {startup}"
+        );
+        let healthz = common_ops::get(format!("127.0.0.1:{port}").parse().unwrap(), "/healthz");
+        assert_eq!(healthz.status, 200, "the admin URL shown answers");
+        let warned = log.iter().any(|line| {
+            line.contains("WARN") && line.contains("admin listener is on every interface")
+        });
+        assert_eq!(warned, every_interface, "--admin {admin}: {log:#?}");
+    }
+}

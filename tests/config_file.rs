@@ -115,6 +115,7 @@ fn a_bad_value_in_the_file_exits_2_naming_key_and_file() {
         ("keep_alive_timeout = 5.5\n", "keep_alive_timeout"),
         ("log_format = \"xml\"\n", "log_format"),
         ("max_header_size = 100\n", "max_header_size"),
+        ("max_headers = -1\n", "max_headers"),
         ("workers = 0\n", "workers"),
     ] {
         let file = TempFile::new("server.toml", contents);
@@ -162,6 +163,10 @@ fn shipped_config_starts_the_server_unchanged() {
     assert_eq!(response.status, 200);
     assert_eq!(response.body, b"Hello, World!");
     assert_eq!(response.header("keep-alive"), Some("timeout=65"));
+    // The packaged file turns the lab's query controls off: ignored, not
+    // obeyed (a reset) nor refused (400 for the bad value).
+    assert_eq!(client.request("/?ka=bad&after=rst").status, 200);
+    assert_eq!(client.request("/").status, 200, "after=rst was obeyed");
 }
 
 #[test]
@@ -270,6 +275,7 @@ fn check_prints_the_effective_configuration_and_its_origins() {
     );
     let mut cmd = command(&["--check", "--config", file.arg(), "--timeout", "90s"]);
     cmd.env("KAS_MAX_CONNECTIONS", "100");
+    cmd.env("KAS_MAX_HEADERS", "500");
     let (status, stdout, stderr) = run_to_exit(cmd, EXIT_WITHIN);
     assert!(status.success(), "status {status}: {stderr}");
     let line = |key: &str| {
@@ -288,6 +294,9 @@ fn check_prints_the_effective_configuration_and_its_origins() {
     assert!(
         line("max_connections").contains("100")
             && line("max_connections").ends_with("# KAS_MAX_CONNECTIONS")
+    );
+    assert!(
+        line("max_headers").contains("500") && line("max_headers").ends_with("# KAS_MAX_HEADERS")
     );
     assert!(line("listen").ends_with("# default"));
     // What it prints is itself a config file that loads.

@@ -281,6 +281,66 @@ fn head_over_default_max_header_size_is_431() {
     assert_rejected(&server, &request, 431, "20KiB head over the 16KiB default");
 }
 
+/// A GET carrying `fields` header fields: Host and `X-Field-N: v` lines.
+fn get_with_fields(fields: usize) -> Vec<u8> {
+    let mut request = b"GET / HTTP/1.1\r\nHost: t\r\n".to_vec();
+    for n in 1..fields {
+        request.extend_from_slice(format!("X-{n}: v\r\n").as_bytes());
+    }
+    request.extend_from_slice(b"\r\n");
+    request
+}
+
+/// nginx and Node (2000 by default) take thousands of fields within their
+/// size limits; 65 used to be refused.
+#[test]
+fn many_header_fields_within_the_size_limit_are_answered() {
+    let server = server();
+    for fields in [65, 1000] {
+        let request = get_with_fields(fields);
+        assert!(
+            request.len() < 16 * 1024,
+            "{fields} fields fit the 16KiB head"
+        );
+        let mut client = server.client();
+        client.send(&request);
+        let response = client.read_response();
+        assert_eq!(response.status, 200, "{fields} fields: {response:?}");
+        assert_eq!(response.body, HELLO);
+        // The connection stays usable after a head that took the heap.
+        client.send(GET);
+        assert_eq!(client.read_response().status, 200);
+    }
+}
+
+#[test]
+fn header_fields_over_max_headers_are_431() {
+    let server = start(|c| c.max_headers = 100);
+    let mut client = server.client();
+    client.send(&get_with_fields(100));
+    assert_eq!(
+        client.read_response().status,
+        200,
+        "100 fields at --max-headers 100"
+    );
+    assert_rejected(&server, &get_with_fields(101), 431, "101 fields over 100");
+    // The default, 2000: short fields, well inside the 16 KiB head.
+    let server = start(|_| {});
+    let mut over = b"GET / HTTP/1.1\r\nHost: t\r\n".to_vec();
+    over.extend(b"X:1\r\n".repeat(2000));
+    over.extend_from_slice(b"\r\n");
+    assert!(over.len() < 16 * 1024);
+    assert_rejected(&server, &over, 431, "2001 fields over the default 2000");
+}
+
+#[test]
+fn many_header_fields_over_max_header_size_are_431() {
+    let server = start(|c| c.max_header_size = 4096);
+    let request = get_with_fields(1000);
+    assert!(request.len() > 4096);
+    assert_rejected(&server, &request, 431, "1000 fields in a head over 4KiB");
+}
+
 #[test]
 fn body_over_max_body_size_is_413() {
     let server = start(|c| c.max_body_size = 1024);

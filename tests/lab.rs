@@ -145,6 +145,7 @@ fn bad_control_values_get_400_naming_the_control() {
     let cases = [
         ("/?ka=0", "ka"),
         ("/?ka=11m", "ka"),
+        ("/?ka=10m1ms", "ka"),
         ("/delay/5?advertise=soon", "advertise"),
         ("/bytes/4?close=gently", "close"),
         ("/x?after=reset", "after"),

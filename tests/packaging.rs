@@ -1,5 +1,6 @@
 //! What packaging promises: the systemd unit is valid (`systemd-analyze
-//! verify`, where installed) and stops after the server's own drain, and
+//! verify`, where installed), stops after the server's own drain and runs
+//! with the lab's test controls off (through the packaged config file), and
 //! the package installs one binary and says its license and minimum Rust.
 
 mod common_ops;
@@ -8,7 +9,7 @@ mod skip;
 use std::process::Command;
 use std::time::Duration;
 
-use common_ops::{BIN, TempFile, repo_path};
+use common_ops::{BIN, TempFile, command, repo_path, run_to_exit};
 
 fn unit() -> String {
     std::fs::read_to_string(repo_path("config/keepalive-server.service")).expect("the unit file")
@@ -41,6 +42,39 @@ fn the_unit_stops_by_sigterm_after_the_shutdown_timeout_and_reloads_by_sighup() 
     );
     let files: u64 = values(&unit, "LimitNOFILE")[0].parse().unwrap();
     assert!(files >= 65536, "LimitNOFILE={files}");
+}
+
+/// The unit's command line, with the config file it names replaced by the
+/// packaged one (where its header says to copy it), checked by the binary
+/// itself: the lab's query controls are off, set so by that file (the
+/// built-in default, for the lab demo, is on).
+#[test]
+fn the_unit_with_the_packaged_config_runs_with_test_controls_off() {
+    let unit = unit();
+    const INSTALLED: &str = "/etc/keepalive-server/server.toml";
+    assert!(
+        unit.contains(&format!("config/server.toml to {INSTALLED}")),
+        "the unit's header no longer says where the packaged config goes"
+    );
+    let packaged = repo_path("config/server.toml");
+    let start = values(&unit, "ExecStart");
+    let args: Vec<String> = start[0]
+        .split_whitespace()
+        .skip(1)
+        .map(|arg| arg.replace(INSTALLED, packaged.to_str().unwrap()))
+        .chain(["--check".to_owned()])
+        .collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (status, report, stderr) = run_to_exit(command(&args), Duration::from_secs(10));
+    assert!(status.success(), "{status}: {stderr}");
+    let line = report
+        .lines()
+        .find(|line| line.starts_with("test_controls = "))
+        .unwrap_or_else(|| panic!("no test_controls in the report:\n{report}"));
+    assert!(
+        line.starts_with("test_controls = \"off\"") && line.ends_with("# config file"),
+        "{line}"
+    );
 }
 
 #[test]

@@ -86,6 +86,27 @@ fn timers_armed_after_a_reload_use_the_new_durations() {
     assert_running(&mut server);
 }
 
+/// `max_headers` is no restart option: the next head is counted against
+/// the reloaded limit.
+#[test]
+fn a_reloaded_header_count_limit_applies_to_the_next_request() {
+    let file = TempFile::new("server.toml", "max_headers = 100\n");
+    let mut server = start(&file, &["--workers", "1"]);
+    let mut fifty_fields = b"GET / HTTP/1.1\r\nHost: t\r\n".to_vec();
+    fifty_fields.extend(b"X:1\r\n".repeat(49));
+    fifty_fields.extend_from_slice(b"\r\n");
+    let status = |request: &[u8]| {
+        let mut client = Client::connect(server.addr);
+        client.send(request);
+        client.read_response().status
+    };
+    assert_eq!(status(&fifty_fields), 200);
+    let line = reload(&server, &file, "max_headers = 10\n", "reloaded");
+    assert!(line.contains("max_headers 100 -> 10"), "{line}");
+    assert_eq!(status(&fifty_fields), 431);
+    assert_running(&mut server);
+}
+
 #[test]
 fn an_invalid_file_keeps_the_running_configuration() {
     let file = TempFile::new("server.toml", "keep_alive_timeout = \"5s\"\n");

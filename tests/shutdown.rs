@@ -1,15 +1,18 @@
 //! Signals against the built binary: SIGTERM drains (idle sockets closed at
 //! once, in-flight requests finished with `Connection: close`, exit 0), a
-//! second signal exits at once, and `--shutdown-timeout` cuts a drain short
-//! (`0` never does).
+//! second signal exits at once, `--shutdown-timeout` cuts a drain short
+//! (`0` never does), and a stderr nobody reads any more stops nothing.
 
 mod common_ops;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, ChildStderr, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common_ops::{Client, Running, command};
+use common_ops::exposition::Exposition;
+use common_ops::{Client, Running, STARTUP_TIMEOUT, command, eventually, get, wait_timeout};
 
 /// Generous: the machine is shared.
 const EXIT_WITHIN: Duration = Duration::from_secs(10);
@@ -402,4 +405,136 @@ fn a_partial_requests_own_timeout_ends_it_during_the_drain() {
         "held for {:?}: the 30 s shutdown timeout, not the 400 ms headers timeout",
         signalled.elapsed()
     );
+}
+
+/// The child, killed if the test fails before it exits.
+struct KillOnDrop(Child);
+
+impl KillOnDrop {
+    fn signal(&self, signal: &str) {
+        let status = std::process::Command::new("kill")
+            .args([signal, &self.0.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill {signal}");
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// Starts the binary (`RUST_LOG` at `level`, the admin listener on) with
+/// stderr a pipe, and reads that pipe up to the startup line. Returns the
+/// server, its address, its admin address and the pipe's only read end,
+/// left unread from there on.
+fn start_with_stderr_pipe(
+    level: &str,
+) -> (KillOnDrop, SocketAddr, SocketAddr, BufReader<ChildStderr>) {
+    let args = [
+        "--listen",
+        "127.0.0.1:0",
+        "--workers",
+        "1",
+        "--admin",
+        "127.0.0.1:0",
+    ];
+    let mut child = command(&args)
+        .env("RUST_LOG", level)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the server binary");
+    let stderr = child.stderr.take().unwrap();
+    let server = KillOnDrop(child);
+    let (startup_tx, startup) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(stderr);
+        let mut line = String::new();
+        while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
+            if line.contains("listening on") {
+                let _ = startup_tx.send((line, reader));
+                return;
+            }
+            line.clear();
+        }
+    });
+    let (line, reader) = startup
+        .recv_timeout(STARTUP_TIMEOUT)
+        .expect("a startup line in time");
+    let addr = common_ops::listening_on(&line)
+        .expect("listening on http://ADDR/")
+        .parse()
+        .unwrap();
+    let (_, after) = line
+        .split_once("admin=http://")
+        .expect("admin= in the startup line");
+    let admin = after.split_once('/').expect("admin=http://ADDR/").0;
+    (server, addr, admin.parse().unwrap(), reader)
+}
+
+/// `kas_log_lines_dropped_total` from the admin listener.
+fn log_lines_dropped(admin: SocketAddr) -> Option<f64> {
+    Exposition::parse(&get(admin, "/metrics").text()).value("kas_log_lines_dropped_total", &[])
+}
+
+/// SIGTERM, then the exit: status 0, soon.
+fn assert_sigterm_exits(server: &mut KillOnDrop) {
+    let signalled = Instant::now();
+    server.signal("-TERM");
+    let status = wait_timeout(&mut server.0, EXIT_WITHIN)
+        .unwrap_or_else(|| panic!("still running {EXIT_WITHIN:?} after SIGTERM"));
+    assert!(status.success(), "exit status {status}");
+    assert!(
+        signalled.elapsed() < Duration::from_secs(3),
+        "exited {:?} after SIGTERM",
+        signalled.elapsed()
+    );
+}
+
+/// `keepalive-server 2>&1 | head -1`: once the startup line is read, the
+/// reader of stderr is gone and every diagnostic line meets EPIPE. Each is
+/// dropped and counted (SIGHUP's "nothing to reload" here), and SIGTERM
+/// still drains and exits 0 (it used to kill the signal thread, through
+/// tracing-subscriber's own panicking report of the failed write).
+#[test]
+fn a_closed_stderr_drops_log_lines_and_stops_no_signal() {
+    let (mut server, _, admin, stderr) = start_with_stderr_pipe("info");
+    drop(stderr);
+    assert_eq!(log_lines_dropped(admin), Some(0.0), "nothing dropped yet");
+    server.signal("-HUP");
+    eventually(Duration::from_secs(10), || match log_lines_dropped(admin) {
+        Some(n) if n >= 1.0 => Ok(()),
+        other => Err(format!("kas_log_lines_dropped_total: {other:?}")),
+    });
+    assert_sigterm_exits(&mut server);
+}
+
+/// A stderr pipe that is open but never read fills up (64 KiB) under
+/// debug logging (a line per refused request): the worker keeps answering
+/// rather than wait in write(2), the lines that find the pipe full are
+/// dropped and counted, and SIGTERM still exits.
+#[test]
+fn a_full_stderr_pipe_stalls_neither_requests_nor_shutdown() {
+    const REQUESTS: usize = 2000; // about 120 bytes of log each
+    let (mut server, addr, admin, _unread) = start_with_stderr_pipe("debug");
+    for i in 0..REQUESTS {
+        let mut client = Client::connect(addr);
+        client.send(b"NOT HTTP\r\n\r\n");
+        let response = client
+            .try_read_response()
+            .unwrap_or_else(|e| panic!("request {i} of {REQUESTS} unanswered: {e}"));
+        assert_eq!(response.status, 400);
+    }
+    assert!(
+        log_lines_dropped(admin).is_some_and(|n| n >= 1.0),
+        "the pipe never filled: no line dropped"
+    );
+    assert_sigterm_exits(&mut server);
 }

@@ -4,13 +4,14 @@
 //! and a body decodes alike in one piece or byte by byte).
 //!
 //! Input layout: byte 0 picks the limits (bits 0-1 max header size, 2-3
-//! max body size) and bit 4 also decodes the rest as a bare chunked body;
+//! max body size, 5-6 max header fields) and bit 4 also decodes the rest
+//! as a bare chunked body;
 //! byte 1 seeds the split of the body; the rest is the request bytes.
 
 #![no_main]
 
 use keepalive_server::http::body::{BodyOut, BodySink};
-use keepalive_server::http::{BodyDecoder, Framing, RequestError, parse_head};
+use keepalive_server::http::{BodyDecoder, Framing, HeadLimits, RequestError, parse_head};
 use libfuzzer_sys::fuzz_target;
 
 type Decoded = Result<(usize, bool, Vec<u8>), RequestError>;
@@ -33,6 +34,7 @@ fn decode(mut decoder: BodyDecoder, input: &[u8], sizes: &[usize], limit: u64) -
             out: BodyOut::Raw(&mut body),
             received: &mut received,
             limit,
+            response_begun: false,
         };
         let progress = decoder.decode(&buffered, &mut sink)?;
         assert!(progress.consumed <= buffered.len());
@@ -83,9 +85,15 @@ fuzz_target!(|data: &[u8]| {
     };
     let max_header = [16 * 1024, 64, 300, 2048][usize::from(limits & 3)];
     let max_body = [1 << 20, 0, 10, 200][usize::from(limits >> 2 & 3)];
+    let max_fields = [2000, 0, 3, 65][usize::from(limits >> 5 & 3)];
+    let head_limits = HeadLimits {
+        head_size: max_header,
+        header_fields: max_fields,
+        body_size: max_body,
+    };
 
     let mut bytes = input.to_vec();
-    let result = parse_head(&mut bytes, max_header, max_body);
+    let result = parse_head(&mut bytes, head_limits);
     match result {
         Ok(Some((head, len))) => {
             assert!(
@@ -101,12 +109,12 @@ fuzz_target!(|data: &[u8]| {
             }
             // The head alone parses the same.
             let mut alone = input[..len].to_vec();
-            assert_eq!(parse_head(&mut alone, max_header, max_body), result);
+            assert_eq!(parse_head(&mut alone, head_limits), result);
             // Every shorter prefix is only incomplete: a connection may
             // receive the head cut anywhere.
             for cut in 0..len {
                 let mut prefix = input[..cut].to_vec();
-                let partial = parse_head(&mut prefix, max_header, max_body);
+                let partial = parse_head(&mut prefix, head_limits);
                 assert_eq!(
                     partial,
                     Ok(None),
@@ -129,7 +137,7 @@ fuzz_target!(|data: &[u8]| {
             for more in [&b"\r\n\r\n"[..], b"\n\n", b"Host: a\r\n\r\n"] {
                 let mut longer = [input, more].concat();
                 assert!(
-                    parse_head(&mut longer, max_header, max_body).is_err(),
+                    parse_head(&mut longer, head_limits).is_err(),
                     "refused, then accepted with {more:?} appended"
                 );
             }

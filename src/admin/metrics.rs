@@ -1,7 +1,8 @@
 //! `/metrics`: the Prometheus text exposition (format 0.0.4). Counters and
 //! histograms are summed over the workers' [`Stats`]; gauges of state come
 //! from the snapshot round that the scrape asked for; `process_*` from
-//! /proc. Every family is listed in the README.
+//! /proc; dropped diagnostic lines from the process-wide count in
+//! `crate::logging`. Every family is listed in the README.
 //!
 //! Why not the `prometheus-client` crate: its label families are hash maps
 //! behind a lock, looked up (and the label set cloned) on every increment,
@@ -180,6 +181,12 @@ pub fn render(remote: &Remote, snapshots: &[Snapshot], viewers: usize) -> String
         "counter",
         "Snapshots the workers built for the admin view (each woke a worker).",
         sum(&|s| s.snapshots.get()),
+    );
+    out.single(
+        "kas_log_lines_dropped_total",
+        "counter",
+        "Diagnostic lines dropped because stderr was closed, failing or full (never waited for).",
+        crate::logging::lines_dropped(),
     );
     out.family(
         "kas_build_info",

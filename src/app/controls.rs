@@ -265,6 +265,7 @@ mod tests {
             ("/?ka=0", "ka"),
             ("/?ka=5", "ka"),
             ("/?ka=11m", "ka"),
+            ("/?ka=10m1ms", "ka"),
             ("/?ka=-1s", "ka"),
             ("/?ka=soon", "ka"),
             ("/?advertise=", "advertise"),

@@ -30,10 +30,26 @@ pub(super) fn check(config: &Config) -> Result<(), String> {
 
 /// What a valid configuration does that its author may not expect: a
 /// keep-alive timeout below a second is advertised as `timeout=0`, and a
-/// fractional one rounded down (Keep-Alive counts whole seconds).
+/// fractional one rounded down (Keep-Alive counts whole seconds); an admin
+/// listener that other hosts can reach.
 pub(super) fn warnings(config: &Config) -> Vec<String> {
     let timeout = config.keep_alive_timeout;
     let mut warnings = Vec::new();
+    if let Some(admin) = config.admin
+        && !admin.ip().to_canonical().is_loopback()
+    {
+        let reach = if admin.ip().is_unspecified() {
+            "every interface"
+        } else {
+            "an address other hosts can reach"
+        };
+        warnings.push(format!(
+            "{} {admin}: the admin listener is on {reach}; it serves /metrics, /peers \
+             (client addresses) and live connection details to anyone who connects: \
+             bind it to 127.0.0.1 or firewall its port",
+            named(config, "admin"),
+        ));
+    }
     if !timeout.is_zero() && timeout.subsec_nanos() != 0 {
         let secs = timeout.as_secs();
         let but = if secs == 0 {
@@ -102,6 +118,23 @@ mod tests {
         assert!(warned.contains("Keep-Alive: timeout=0"), "{warned}");
         config.keep_alive_timeout = std::time::Duration::from_millis(1500);
         assert!(warnings(&config)[0].contains("timeout=1`"));
+    }
+
+    #[test]
+    fn an_admin_listener_beyond_loopback_warns() {
+        let mut config = Config::with_listen("127.0.0.1:0".parse().unwrap());
+        for quiet in ["127.0.0.1:9901", "[::1]:9901", "[::ffff:127.0.0.1]:9901"] {
+            config.admin = Some(quiet.parse().unwrap());
+            assert!(warnings(&config).is_empty(), "{quiet}");
+        }
+        config.admin = Some("0.0.0.0:9907".parse().unwrap());
+        let warned = warnings(&config).join("\n");
+        assert!(
+            warned.contains("--admin 0.0.0.0:9907") && warned.contains("every interface"),
+            "{warned}"
+        );
+        config.admin = Some("192.0.2.7:9901".parse().unwrap());
+        assert!(warnings(&config)[0].contains("other hosts can reach"));
     }
 
     #[test]

@@ -59,6 +59,7 @@ impl Config {
                 Some(self.max_requests_per_socket.to_string()),
             ),
             ("max_header_size", size(self.max_header_size)),
+            ("max_headers", Some(self.max_headers.to_string())),
             ("max_body_size", size(self.max_body_size)),
             ("max_connections", Some(self.max_connections.to_string())),
             ("defer_accept", Some(self.defer_accept.to_string())),

@@ -100,6 +100,10 @@ pub struct Config {
     #[arg(long, env = "KAS_MAX_HEADER_SIZE", value_name = "SIZE", default_value = "16KiB", value_parser = parse_header_size, allow_hyphen_values = true)]
     pub max_header_size: usize,
 
+    /// Most header fields in a request head (Node's maxHeadersCount); more gets 431; 0 leaves the count to --max-header-size.
+    #[arg(long, env = "KAS_MAX_HEADERS", value_name = "N", default_value = "2000", value_parser = parse_count::<usize>, allow_hyphen_values = true)]
+    pub max_headers: usize,
+
     /// Largest request body accepted; larger gets 413.
     #[arg(long, env = "KAS_MAX_BODY_SIZE", value_name = "SIZE", default_value = "1MiB", value_parser = values::parse_size, allow_hyphen_values = true)]
     pub max_body_size: usize,
@@ -156,6 +160,8 @@ pub struct Settings {
     pub request_ms: Option<u64>,
     pub max_requests_per_socket: u32,
     pub max_header_size: usize,
+    /// Header fields a request head may carry; 0: no count, only the size.
+    pub max_headers: usize,
     pub max_body_size: usize,
     /// Per worker; 0 is unlimited.
     pub max_connections: usize,
@@ -211,6 +217,7 @@ impl Config {
             request_ms: enabled_ms(self.request_timeout),
             max_requests_per_socket: self.max_requests_per_socket,
             max_header_size: self.max_header_size,
+            max_headers: self.max_headers,
             max_body_size: self.max_body_size,
             max_connections: self.max_connections,
             defer_accept: self.defer_accept,
@@ -288,12 +295,13 @@ mod tests {
     }
 
     /// config/server.toml names every option, and loads once uncommented.
+    /// The lines already in force (not commented) load as they are.
     #[test]
     fn sample_config_lists_every_option() {
         let sample = include_str!("../../config/server.toml");
         let uncommented: String = sample
             .lines()
-            .filter_map(|line| line.strip_prefix("# "))
+            .map(|line| line.strip_prefix("# ").unwrap_or(line))
             .filter(|line| {
                 line.split_once(" = ")
                     .is_some_and(|(key, _)| !key.contains(' '))
@@ -314,6 +322,7 @@ mod tests {
         let loaded = loaded.expect("the uncommented sample loads");
         assert_eq!(loaded.keep_alive_timeout, Duration::from_secs(65));
         assert_eq!(loaded.admin, Some("127.0.0.1:9901".parse().unwrap()));
+        assert!(!loaded.test_controls, "the packaged file turns them off");
     }
 
     #[test]

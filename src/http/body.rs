@@ -6,11 +6,18 @@
 //!
 //! Everything a client sends is bounded, not only the data: a chunk-size
 //! line (with its extensions, which are ignored) may take
-//! [`MAX_CHUNK_LINE`] bytes, the trailer section (read and discarded) counts
-//! against the head limit, and the framing as a whole may not outgrow the
-//! data it frames by more than [`FRAMING_ALLOWANCE`]. So a body of N bytes
-//! costs at most about 2N + 64 KiB on the wire, whatever its shape (the
-//! class of Node's CVE-2024-22019).
+//! [`MAX_CHUNK_LINE`] bytes and the trailer section (read and discarded)
+//! counts against the head limit; both make the body malformed. The
+//! class of Node's CVE-2024-22019, framing that dwarfs its data, is
+//! refused as long as a status can still say so: until a response byte is
+//! queued, size lines and CRLFs may not exceed [`FRAMING_ALLOWANCE`] plus
+//! [`FRAMING_PER_DATA_BYTE`] per data byte, which any chunking passes whose
+//! size lines carry no extensions (one-byte chunks take 5 framing bytes
+//! each, 19 at most with 15 zero-padded digits). Once an echo has begun
+//! streaming, only the per-line limits can end it: a body of N data bytes
+//! then costs at most about 4 KiB × N on the wire (4 GiB under the default
+//! 1 MiB `--max-body-size`), read at O(1) work a byte and cut by
+//! `--request-timeout` (300 s by default).
 
 use super::RequestError;
 use super::response::push_chunk;
@@ -19,8 +26,14 @@ use super::response::push_chunk;
 const MAX_CHUNK_SIZE_DIGITS: u32 = 15;
 /// Longest chunk-size line, extensions and CRLF included.
 pub const MAX_CHUNK_LINE: u32 = 4096;
-/// How far framing bytes (size lines, CRLFs, trailers) may exceed the data.
+/// Framing bytes (size lines and CRLFs) a chunked body may spend beyond
+/// [`FRAMING_PER_DATA_BYTE`] per data byte, before its response begins.
 pub const FRAMING_ALLOWANCE: u64 = 64 * 1024;
+/// Framing bytes a chunked body may spend per data byte, beyond
+/// [`FRAMING_ALLOWANCE`], before its response begins: more than the
+/// longest chunk-size line without extensions (15 hex digits and CRLF)
+/// and the CRLF after its data take for a one-byte chunk (19).
+pub const FRAMING_PER_DATA_BYTE: u64 = 20;
 
 /// Where decoded body bytes go.
 pub enum BodyOut<'a> {
@@ -39,6 +52,11 @@ pub struct BodySink<'a> {
     /// Bytes decoded so far, kept or not.
     pub received: &'a mut u64,
     pub limit: u64,
+    /// A byte of the response is queued (a streamed echo has begun), so no
+    /// status can refuse the body any more: its framing is no longer
+    /// weighed against its data, and only what makes it malformed (a size
+    /// line or trailers over their limits) ends it.
+    pub response_begun: bool,
 }
 
 impl BodySink<'_> {
@@ -93,7 +111,8 @@ pub struct ChunkedDecoder {
     trailers: u32,
     /// Most bytes the trailer section may take (the head limit).
     trailer_limit: u32,
-    /// Framing bytes (everything but chunk data) so far.
+    /// Framing bytes so far: size lines and the CRLFs after chunk data
+    /// (trailers have a limit of their own).
     framing: u64,
 }
 
@@ -217,7 +236,7 @@ impl ChunkedDecoder {
                 }
                 continue;
             }
-            self.count_framing_byte(*sink.received)?;
+            self.count_framing_byte(sink)?;
             self.state = step(self.state, input[at])?;
             at += 1;
             if let Chunked::Data { remaining } = self.state {
@@ -233,9 +252,9 @@ impl ChunkedDecoder {
     }
 
     /// Accounts for one byte outside chunk data, refusing the body once its
-    /// size line, its trailers or its framing as a whole grow too long.
-    fn count_framing_byte(&mut self, data_received: u64) -> Result<(), RequestError> {
-        self.framing += 1;
+    /// size line or its trailers grow too long, or, before its response
+    /// has begun, its framing outweighs its data.
+    fn count_framing_byte(&mut self, sink: &BodySink<'_>) -> Result<(), RequestError> {
         if self.state.in_size_line() {
             if matches!(self.state, Chunked::Size { digits: 0, .. }) {
                 self.line = 0;
@@ -251,8 +270,12 @@ impl ChunkedDecoder {
             if self.trailers > self.trailer_limit {
                 return Err(RequestError::TrailersTooLarge);
             }
+            return Ok(());
         }
-        if self.framing > data_received.saturating_add(FRAMING_ALLOWANCE) {
+        self.framing += 1;
+        let allowed =
+            FRAMING_ALLOWANCE.saturating_add(FRAMING_PER_DATA_BYTE.saturating_mul(*sink.received));
+        if !sink.response_begun && self.framing > allowed {
             return Err(RequestError::BodyFramingTooLarge(
                 "chunked framing outweighs its data",
             ));
@@ -349,6 +372,7 @@ mod tests {
                 out: BodyOut::Raw(&mut body),
                 received: &mut received,
                 limit: 1 << 20,
+                response_begun: false,
             };
             let progress = decoder.decode(&input[at..end], &mut sink)?;
             at += progress.consumed;
@@ -416,6 +440,7 @@ mod tests {
             out: BodyOut::Discard,
             received: &mut received,
             limit: 3,
+            response_begun: false,
         };
         let result = BodyDecoder::chunked(TRAILER_LIMIT).decode(b"5\r\n", &mut sink);
         assert_eq!(result, Err(RequestError::BodyTooLarge));
@@ -428,6 +453,7 @@ mod tests {
             out: BodyOut::Discard,
             received: &mut received,
             limit: 3,
+            response_begun: false,
         };
         let result =
             BodyDecoder::chunked(TRAILER_LIMIT).decode(b"5\r\nhello\r\n0\r\n\r\n", &mut sink);
@@ -444,14 +470,7 @@ mod tests {
 
         let mut flood = b"5;".to_vec();
         flood.resize(1 << 20, b'x');
-        let mut received = 0;
-        let mut sink = BodySink {
-            out: BodyOut::Discard,
-            received: &mut received,
-            limit: 1 << 20,
-        };
-        let mut decoder = BodyDecoder::chunked(TRAILER_LIMIT);
-        let result = decoder.decode(&flood, &mut sink);
+        let result = decode_counting(TRAILER_LIMIT, &flood, false);
         assert!(
             matches!(result, Err(RequestError::BodyFramingTooLarge(_))),
             "{result:?}"
@@ -502,6 +521,70 @@ mod tests {
         assert_eq!(body.len(), 1 << 20);
     }
 
+    /// `chunks` chunks of one byte, each size line written `size_line`
+    /// (`1`, `01`, `1;ext`...), then the last chunk.
+    fn one_byte_chunks(chunks: usize, size_line: &str) -> Vec<u8> {
+        let chunk = format!("{size_line}\r\nz\r\n");
+        let mut input = chunk.repeat(chunks).into_bytes();
+        input.extend_from_slice(b"0\r\n\r\n");
+        input
+    }
+
+    /// Decodes `input` as a whole chunked body (trailers of up to
+    /// `trailer_limit` bytes) into a sink that counts, with the response
+    /// begun or not; the data bytes decoded.
+    fn decode_counting(
+        trailer_limit: usize,
+        input: &[u8],
+        response_begun: bool,
+    ) -> Result<u64, RequestError> {
+        let mut received = 0;
+        let mut sink = BodySink {
+            out: BodyOut::Discard,
+            received: &mut received,
+            limit: 1 << 20,
+            response_begun,
+        };
+        let progress = BodyDecoder::chunked(trailer_limit).decode(input, &mut sink)?;
+        assert!(progress.done && progress.consumed == input.len());
+        Ok(received)
+    }
+
+    #[test]
+    fn any_chunk_size_line_without_extensions_passes_the_framing_guard() {
+        // 5, 6 and 19 framing bytes per data byte, far past 64 KiB of them.
+        for size_line in ["1", "01", "000000000000001"] {
+            let input = one_byte_chunks(100_000, size_line);
+            assert_eq!(
+                decode_counting(TRAILER_LIMIT, &input, false),
+                Ok(100_000),
+                "{size_line}"
+            );
+        }
+    }
+
+    #[test]
+    fn extensions_that_dwarf_their_data_are_413_only_before_the_response() {
+        let input = one_byte_chunks(10_000, &format!("1;x={}", "e".repeat(40)));
+        assert!(matches!(
+            decode_counting(TRAILER_LIMIT, &input, false),
+            Err(RequestError::BodyFramingTooLarge(_))
+        ));
+        // Once an echo has begun, only a malformed body can end it.
+        assert_eq!(decode_counting(TRAILER_LIMIT, &input, true), Ok(10_000));
+    }
+
+    #[test]
+    fn trailers_are_weighed_against_the_head_limit_not_the_data() {
+        let mut input = b"0\r\n".to_vec();
+        for _ in 0..(FRAMING_ALLOWANCE / 64 + 10) {
+            input.extend_from_slice(format!("X: {}\r\n", "t".repeat(59)).as_bytes());
+        }
+        input.extend_from_slice(b"\r\n");
+        // 70 KiB of trailers, within a 1 MiB head limit.
+        assert_eq!(decode_counting(1 << 20, &input, false), Ok(0));
+    }
+
     #[test]
     fn streamed_data_comes_out_as_chunks() {
         let mut out = Vec::new();
@@ -510,6 +593,7 @@ mod tests {
             out: BodyOut::Chunks(&mut out),
             received: &mut received,
             limit: 1 << 20,
+            response_begun: false,
         };
         let mut decoder = BodyDecoder::Length { remaining: 20 };
         decoder.decode(b"0123456789", &mut sink).unwrap();

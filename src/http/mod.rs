@@ -13,7 +13,7 @@ pub mod target;
 
 pub use body::{BodyDecoder, BodyProgress};
 pub use method::Method;
-pub use request::{Framing, RequestHead, parse_head};
+pub use request::{Framing, HeadLimits, RequestHead, parse_head};
 pub use response::Status;
 
 /// Why a request is refused. Each is answered with [`RequestError::status`]
@@ -26,7 +26,7 @@ pub enum RequestError {
     HeadTooLarge,
     /// The request line alone did not fit in `--max-header-size`.
     TargetTooLong,
-    /// More header fields than the parser holds.
+    /// More header fields than `--max-headers`.
     TooManyHeaders,
     /// The body is over `--max-body-size`.
     BodyTooLarge,

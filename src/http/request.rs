@@ -14,10 +14,39 @@ use version::{
     patch_later_minor_version, version_incomplete,
 };
 
-/// Header fields one head may carry; more is 431.
-pub const MAX_HEADERS: usize = 64;
+/// Header fields parsed into an array on the stack (2 KiB). A head with
+/// more is parsed again into room for up to its limit, on the heap: what
+/// nearly every request pays stays small, and the count a head may carry
+/// is a setting (`--max-headers`), not a stack size.
+const INLINE_HEADER_FIELDS: usize = 64;
+/// Fewest bytes a header field line takes: a name, `:` and a line end.
+const MIN_FIELD_LINE: usize = 3;
 /// Empty lines tolerated before a request line (RFC 9112 §2.2 "at least one").
 const MAX_LEADING_EMPTY_LINES: usize = 8;
+
+/// What one request head may take; past these it is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeadLimits {
+    /// Bytes of the head, request line included (`--max-header-size`):
+    /// more is 431 (414 when the request line alone does not fit).
+    pub head_size: usize,
+    /// Header fields (`--max-headers`): more is 431; 0 leaves the count to
+    /// `head_size` alone.
+    pub header_fields: usize,
+    /// Body bytes a `Content-Length` may announce (`--max-body-size`): more
+    /// is 413.
+    pub body_size: usize,
+}
+
+impl HeadLimits {
+    /// The most header fields a head may carry.
+    fn most_fields(&self) -> usize {
+        match self.header_fields {
+            0 => usize::MAX,
+            n => n,
+        }
+    }
+}
 
 /// How a request's body is delimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,8 +92,7 @@ impl RequestHead<'_> {
 /// HTTP/1.1 (RFC 9112 §2.6), by rewriting the minor digit in place.
 pub fn parse_head(
     input: &mut [u8],
-    max_header_size: usize,
-    max_body_size: usize,
+    limits: HeadLimits,
 ) -> Result<Option<(RequestHead<'_>, usize)>, RequestError> {
     let leading = input
         .iter()
@@ -81,9 +109,9 @@ pub fn parse_head(
     // that ends so is parsed twice: the head returned borrows the input,
     // so the rewrite has to come before the parse that returns it.)
     if names_later_minor_version(input) {
-        match parse_as_is(input, max_header_size, max_body_size)? {
+        match parse_as_is(input, limits)? {
             Parsed::LaterMinorVersion if later_minor_version_line_incomplete(input) => {
-                if input.len() >= max_header_size {
+                if input.len() >= limits.head_size {
                     return Err(RequestError::TargetTooLong);
                 }
                 return Ok(None);
@@ -95,7 +123,7 @@ pub fn parse_head(
             Parsed::Head(..) => {}
         }
     }
-    match parse_as_is(input, max_header_size, max_body_size)? {
+    match parse_as_is(input, limits)? {
         Parsed::Head(head, len) => Ok(Some((head, len))),
         Parsed::Incomplete => Ok(None),
         Parsed::LaterMinorVersion => Err(RequestError::Malformed("invalid HTTP-version")),
@@ -111,17 +139,50 @@ enum Parsed<'a> {
     LaterMinorVersion,
 }
 
-/// Parses the head at the start of `input` as it stands.
-fn parse_as_is(
-    input: &[u8],
-    max_header_size: usize,
-    max_body_size: usize,
-) -> Result<Parsed<'_>, RequestError> {
+/// Parses the head at the start of `input` as it stands: into the stack
+/// array, and only when that is too small (and the limit allows more),
+/// again into room on the heap for as many fields as the head can hold.
+fn parse_as_is(input: &[u8], limits: HeadLimits) -> Result<Parsed<'_>, RequestError> {
     // Uninitialised: httparse writes only the fields it finds, so a
-    // request does not pay for zeroing all MAX_HEADERS slots (2 KiB).
-    let mut headers = [const { MaybeUninit::uninit() }; MAX_HEADERS];
+    // request does not pay for zeroing all the slots.
+    let mut inline = [const { MaybeUninit::uninit() }; INLINE_HEADER_FIELDS];
+    let most = limits.most_fields();
+    let room = most.min(INLINE_HEADER_FIELDS);
+    match parse_into(input, &mut inline[..room], limits) {
+        Err(RequestError::TooManyHeaders) if most > INLINE_HEADER_FIELDS => {
+            parse_spilled(input, most, limits)
+        }
+        parsed => parsed,
+    }
+}
+
+/// [`parse_as_is`] for a head with more fields than the stack array holds:
+/// room for `most` of them, or for as many as the head's bytes can hold if
+/// that is fewer.
+#[cold]
+fn parse_spilled(
+    input: &[u8],
+    most: usize,
+    limits: HeadLimits,
+) -> Result<Parsed<'_>, RequestError> {
+    let head = input.len().min(limits.head_size);
+    let room = most.min(head / MIN_FIELD_LINE + 1);
+    let mut spilled = Vec::with_capacity(room);
+    spilled.resize_with(room, MaybeUninit::uninit);
+    parse_into(input, &mut spilled, limits)
+}
+
+/// Parses the head at the start of `input` with room for `headers.len()`
+/// fields: more is [`RequestError::TooManyHeaders`].
+#[inline]
+fn parse_into<'b>(
+    input: &'b [u8],
+    headers: &mut [MaybeUninit<httparse::Header<'b>>],
+    limits: HeadLimits,
+) -> Result<Parsed<'b>, RequestError> {
+    let max_header_size = limits.head_size;
     let mut request = httparse::Request::new(&mut []);
-    let head_len = match request.parse_with_uninit_headers(input, &mut headers) {
+    let head_len = match request.parse_with_uninit_headers(input, headers) {
         Ok(httparse::Status::Complete(len)) if len <= max_header_size => len,
         Ok(httparse::Status::Complete(_)) => return Err(too_large(input, max_header_size)),
         Ok(httparse::Status::Partial) if input.len() >= max_header_size => {
@@ -156,7 +217,7 @@ fn parse_as_is(
         // A well-formed CONNECT: this server is not a proxy.
         return Err(RequestError::MethodNotAllowed);
     }
-    let framing = fields.framing(minor_version, max_body_size)?;
+    let framing = fields.framing(minor_version, limits.body_size)?;
     Ok(Parsed::Head(
         RequestHead {
             target,

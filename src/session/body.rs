@@ -60,6 +60,7 @@ impl Session {
             out,
             received: &mut received,
             limit: ctx.settings.max_body_size as u64,
+            response_begun: matches!(target, BodyTarget::Stream(_)),
         };
         let outcome = decoder.decode(offered, &mut sink);
         buffers.in_flight = Some(InFlight::Body {

@@ -7,7 +7,7 @@ use crate::app::{ReplyHead, Terms};
 use crate::ctx::Ctx;
 use crate::http::response::BodyLength;
 use crate::http::{Method, RequestError, Status};
-use crate::pool::Buffers;
+use crate::pool::{Buffers, HeadProgress};
 use crate::stats::CloseCause;
 
 impl Session {
@@ -61,7 +61,7 @@ impl Session {
             log.remember_partial(input.bytes());
         }
         buffers.input.clear();
-        buffers.head_scanned = 0;
+        buffers.head_progress = HeadProgress::default();
         let length = BodyLength::Known(reason.len() as u64);
         let out = &mut buffers.output.buf;
         let head = ReplyHead {

@@ -3,10 +3,25 @@
 
 use super::*;
 
+/// The defaults: 16 KiB heads, 2000 fields, 1 MiB bodies.
+const DEFAULTS: HeadLimits = HeadLimits {
+    head_size: 16 * 1024,
+    header_fields: 2000,
+    body_size: 1 << 20,
+};
+
+/// The defaults with heads of at most `head_size` bytes.
+fn heads_of(head_size: usize) -> HeadLimits {
+    HeadLimits {
+        head_size,
+        ..DEFAULTS
+    }
+}
+
 /// Parses `text` from a buffer of its own, kept for the test's life.
 fn parse(text: &str) -> Result<Option<(RequestHead<'static>, usize)>, RequestError> {
     let bytes = Box::leak(text.as_bytes().to_vec().into_boxed_slice());
-    parse_head(bytes, 16 * 1024, 1 << 20)
+    parse_head(bytes, DEFAULTS)
 }
 
 fn head(text: &str) -> RequestHead<'static> {
@@ -38,7 +53,7 @@ fn partial_head_asks_for_more_until_the_limit() {
     let mut big = b"GET / HTTP/1.1\r\nX: ".to_vec();
     big.resize(2000, b'a');
     assert_eq!(
-        parse_head(&mut big, 1024, 1 << 20),
+        parse_head(&mut big, heads_of(1024)),
         Err(RequestError::HeadTooLarge)
     );
 }
@@ -129,7 +144,7 @@ fn versions() {
         );
     }
     let mut client_hello = b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03".to_vec();
-    assert!(parse_head(&mut client_hello, 16384, 1024).is_err());
+    assert!(parse_head(&mut client_hello, DEFAULTS).is_err());
 }
 
 /// Fuzz regression (fuzz/fuzz_targets/parse_head.rs): the request line
@@ -151,7 +166,7 @@ fn later_minor_version_cut_anywhere_is_incomplete() {
     }
     let mut tiny = b"GET / HTTP/1.7".to_vec();
     assert_eq!(
-        parse_head(&mut tiny, 10, 1024),
+        parse_head(&mut tiny, heads_of(10)),
         Err(RequestError::TargetTooLong)
     );
 }
@@ -216,22 +231,75 @@ fn an_overlong_request_line_is_414_and_overlong_headers_431() {
     let mut long_target = b"GET /".to_vec();
     long_target.resize(2000, b'a');
     assert_eq!(
-        parse_head(&mut long_target, 1024, 1 << 20),
+        parse_head(&mut long_target, heads_of(1024)),
         Err(RequestError::TargetTooLong)
     );
     let mut whole_line = b"GET /".to_vec();
     whole_line.resize(2000, b'a');
     whole_line.extend_from_slice(b" HTTP/1.1\r\nHost: a\r\n\r\n");
     assert_eq!(
-        parse_head(&mut whole_line, 1024, 1 << 20),
+        parse_head(&mut whole_line, heads_of(1024)),
         Err(RequestError::TargetTooLong)
     );
     let mut long_field = b"GET / HTTP/1.1\r\nX: ".to_vec();
     long_field.resize(2000, b'a');
     assert_eq!(
-        parse_head(&mut long_field, 1024, 1 << 20),
+        parse_head(&mut long_field, heads_of(1024)),
         Err(RequestError::HeadTooLarge)
     );
+}
+
+/// A head of `fields` header fields (Host first), without its final CRLF.
+fn head_with_fields(fields: usize) -> Vec<u8> {
+    let mut head = b"GET / HTTP/1.1\r\nHost: a\r\n".to_vec();
+    for _ in 1..fields {
+        head.extend_from_slice(b"X:1\r\n");
+    }
+    head
+}
+
+fn parse_fields(fields: usize, limits: HeadLimits) -> Result<usize, RequestError> {
+    let mut head = head_with_fields(fields);
+    head.extend_from_slice(b"\r\n");
+    parse_head(&mut head, limits).map(|parsed| parsed.expect("complete").1)
+}
+
+#[test]
+fn header_fields_up_to_the_limit_parse_and_more_are_431() {
+    for fields in [1, 64, 65, 1000, 2000] {
+        assert!(parse_fields(fields, DEFAULTS).is_ok(), "{fields} fields");
+    }
+    assert_eq!(
+        parse_fields(2001, DEFAULTS),
+        Err(RequestError::TooManyHeaders)
+    );
+    // A limit within the stack array, and one past it.
+    for limit in [10, 100] {
+        let limits = HeadLimits {
+            header_fields: limit,
+            ..DEFAULTS
+        };
+        assert!(parse_fields(limit, limits).is_ok(), "{limit}");
+        let over = parse_fields(limit + 1, limits);
+        assert_eq!(over, Err(RequestError::TooManyHeaders), "{limit}");
+    }
+    // 0: only the size limits the count.
+    let uncounted = HeadLimits {
+        header_fields: 0,
+        ..heads_of(64 * 1024)
+    };
+    assert!(parse_fields(10_000, uncounted).is_ok());
+    let too_large = parse_fields(20_000, uncounted);
+    assert_eq!(too_large, Err(RequestError::HeadTooLarge));
+}
+
+#[test]
+fn a_partial_head_past_the_stack_array_is_incomplete_wherever_cut() {
+    let head = head_with_fields(300);
+    for cut in (head.len() / 2..head.len()).step_by(7) {
+        let mut prefix = head[..cut].to_vec();
+        assert_eq!(parse_head(&mut prefix, DEFAULTS), Ok(None), "cut at {cut}");
+    }
 }
 
 #[test]
