@@ -109,7 +109,7 @@ impl Worker {
         poll.registry()
             .register(&mut listener, LISTENER, Interest::READABLE)?;
         let clock = LoopClock::starting_at(settings.loop_clock_start)?;
-        let lab = Lab::new(Arc::clone(&shared.stats.lab));
+        let lab = Lab::new(Arc::clone(&shared.stats.lab), settings.peers_window_us);
         clock.register(poll.registry(), ALARM)?;
         Ok(Worker {
             index,
@@ -149,6 +149,7 @@ impl Worker {
         loop {
             let now = self.clock.now();
             if let Some(settings) = self.shared.reloaded.take() {
+                self.lab.set_window(settings.peers_window_us);
                 self.settings = settings; // SIGHUP: timers armed from now on use these
             }
             if self.control.stopping.load(Ordering::Acquire) && !self.draining {
