@@ -2,11 +2,11 @@
 """Tables and SVG line charts for BENCHMARKS.md, from measured results.
 
   scripts/charts.py timers [--criterion target/criterion] [--memory FILE] [--out docs]
-      ns per operation of the timer benchmarks (`cargo bench --bench
-      timers`), one table and one chart per operation (enroll, refresh,
-      unenroll, expire all) over the timer count; with --memory, the
-      Markdown table printed by `cargo bench --bench timer_memory`, charted
-      as bytes per timer.
+      ns per operation of the timer benchmarks (`cargo bench -p
+      timer-bench --bench timers`), one table and one chart per operation
+      (enroll, refresh, unenroll, expire all) over the timer count; with
+      --memory, the Markdown table printed by `cargo bench -p timer-bench
+      --bench timer_memory`, charted as bytes per timer.
   scripts/charts.py scale FILE [--out docs]
       the CSV written by scripts/scale.sh: requests/s and p99 over the
       number of keep-alive connections, per server.
@@ -171,7 +171,7 @@ OPERATIONS = [
 def timers(args):
     results = criterion_results(args.criterion)
     if not results:
-        sys.exit(f"no criterion results under {args.criterion}: run cargo bench --bench timers")
+        sys.exit(f"no criterion results under {args.criterion}: run cargo bench -p timer-bench --bench timers")
     print("| operation | timers | " + " | ".join(CONTENDERS) + " |")
     print("|---|---|" + "---|" * len(CONTENDERS))
     for group, name in OPERATIONS:
@@ -186,7 +186,7 @@ def timers(args):
             series,
             "timers enrolled",
             "ns per operation",
-            subtitle="criterion, cargo bench --bench timers; four durations, shuffled order",
+            subtitle="criterion, cargo bench -p timer-bench --bench timers; four durations, shuffled order",
         )
     if args.memory:
         rows = [
@@ -207,7 +207,7 @@ def timers(args):
             "timers enrolled",
             "bytes per timer",
             y_log=False,
-            subtitle="cargo bench --bench timer_memory; sized up front, every timer refreshed once",
+            subtitle="cargo bench -p timer-bench --bench timer_memory; sized up front, every timer refreshed once",
         )
 
 
