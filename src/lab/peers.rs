@@ -675,6 +675,7 @@ impl Entry {
                 let lazy = self
                     .last_use
                     .is_some_and(|used| now.saturating_sub(used) < LAZY_CLOSE_US);
+                bucket.note_round_trip(end.round_trip_us);
                 if lazy {
                     bucket.add(Count::LazyClientCloses);
                     self.unpaired_close = None;
