@@ -49,6 +49,7 @@ pub mod session;
 pub mod shared;
 pub mod stats;
 pub mod timers;
+pub mod tls;
 
 mod clock;
 mod conn;

@@ -38,6 +38,7 @@ use crate::session::Phase;
 use crate::shared::{Control, WorkerShared};
 use crate::stats::{CloseCause, TimerKind};
 use crate::timers::Micros;
+use crate::tls::ServerTls;
 
 pub const LISTENER: Token = Token(usize::MAX - 1);
 pub const WAKER: Token = Token(usize::MAX - 2);
@@ -394,9 +395,17 @@ impl Worker {
             self.shared.stats.refused.fetch_add(1, Ordering::Relaxed);
             return; // dropping the stream closes it
         }
+        let tls = match self.settings.tls.as_ref().map(ServerTls::accept) {
+            None => None,
+            Some(Ok(tls)) => Some(tls),
+            Some(Err(e)) => {
+                tracing::warn!(error = %e, "cannot start TLS on a connection: closing it");
+                return;
+            }
+        };
         let key = self
             .conns
-            .insert(Conn::new(stream, ConnLabel::next_id(), peer, now));
+            .insert(Conn::new(stream, tls, ConnLabel::next_id(), peer, now));
         self.shared.stats.accepted();
         self.lab.observe(peer.ip(), now, Event::Accepted);
         if self.settings.defer_accept {
@@ -414,7 +423,8 @@ impl Worker {
     fn evict_oldest_idle(&mut self, now: Micros) -> bool {
         let candidate = self
             .oldest_in(Phase::Idle)
-            .or_else(|| self.oldest_in(Phase::Fresh));
+            .or_else(|| self.oldest_in(Phase::Fresh))
+            .or_else(|| self.oldest_in(Phase::Handshake));
         let Some(key) = candidate else {
             return false;
         };
@@ -472,7 +482,9 @@ impl Worker {
         let idle: Vec<usize> = self
             .conns
             .iter()
-            .filter(|(_, conn)| matches!(conn.phase(), Phase::Idle | Phase::Fresh))
+            .filter(|(_, conn)| {
+                matches!(conn.phase(), Phase::Idle | Phase::Fresh | Phase::Handshake)
+            })
             .map(|(key, _)| key)
             .collect();
         for key in idle {
@@ -536,7 +548,7 @@ impl Worker {
         let mut counts = ConnCounts::default();
         for (_, conn) in &self.conns {
             let count = match conn.phase() {
-                Phase::Fresh | Phase::Head | Phase::Body => &mut counts.reading,
+                Phase::Fresh | Phase::Handshake | Phase::Head | Phase::Body => &mut counts.reading,
                 Phase::Writing | Phase::Delayed { .. } => &mut counts.writing,
                 Phase::Idle => &mut counts.idle,
                 Phase::Closing | Phase::Watching => &mut counts.closing,
