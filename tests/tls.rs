@@ -227,3 +227,71 @@ fn check_loads_the_pair_and_refuses_a_key_of_another_certificate_or_half_a_pair(
     assert_eq!(status.code(), Some(2), "half a pair: {stderr}");
     assert!(stderr.contains("tls_key is not"), "{stderr}");
 }
+
+/// Runs the built binary's `probe --json` with `args`; its exit status,
+/// its document (when it printed one) and its stderr.
+fn probe(args: &[&str]) -> (Option<i32>, Option<serde_json::Value>, String) {
+    let mut all = vec!["probe", "--json"];
+    all.extend_from_slice(args);
+    let (status, stdout, stderr) = run_to_exit(command(&all), Duration::from_secs(60));
+    (status.code(), serde_json::from_str(&stdout).ok(), stderr)
+}
+
+#[test]
+fn the_probe_measures_the_tls_server_and_sees_close_notify() {
+    let cert = TestCert::new();
+    let server = start(&cert, |c| {
+        c.keep_alive_timeout = Duration::from_secs(1);
+        c.keep_alive_buffer = Duration::ZERO;
+    });
+    let url = format!("https://localhost:{}/", server.addr.port());
+    let (code, report, stderr) = probe(&["--connections", "3", "--cacert", cert.cert_arg(), &url]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let report = report.expect("a JSON report");
+    assert_eq!(report["tls"]["version"], "TLSv1.3", "{report}");
+    assert_eq!(report["tls"]["idle_close"], "close_notify", "{report}");
+    assert_eq!(report["close_style"], "fin", "{report}");
+    assert_eq!(report["advertised_timeout_s"], 1, "{report}");
+    let min = report["idle_timeout_ms"]["min"]
+        .as_f64()
+        .expect("closes timed");
+    let max = report["idle_timeout_ms"]["max"].as_f64().unwrap();
+    assert!(
+        min >= 995.0,
+        "no close before the timeout, allowing the probe's own slack: {report}"
+    );
+    assert!(max < 1000.0 + SLACK.as_millis() as f64, "{report}");
+    let advice = report["advice"].as_str().unwrap();
+    assert!(advice.contains("close_notify"), "{advice}");
+    // Three idle connections and the limit's one, each a full handshake.
+    let handshakes = handshakes(&server, TlsVersion::Tls13);
+    assert!(handshakes >= 4, "{handshakes} handshakes");
+}
+
+#[test]
+fn the_probe_reports_a_reset_over_tls_as_rst() {
+    let cert = TestCert::new();
+    let server = start(&cert, |c| c.keep_alive_buffer = Duration::ZERO);
+    let url = format!(
+        "https://127.0.0.1:{}/?ka=400ms&close=rst",
+        server.addr.port()
+    );
+    let (code, report, stderr) = probe(&["--connections", "2", "--insecure", &url]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let report = report.expect("a JSON report");
+    assert_eq!(report["tls"]["idle_close"], "rst", "{report}");
+    assert_eq!(report["close_style"], "rst", "{report}");
+}
+
+#[test]
+fn the_probe_refuses_a_certificate_it_cannot_verify() {
+    let cert = TestCert::new();
+    let server = start(&cert, |_| {});
+    let stranger = TestCert::new();
+    let url = format!("https://localhost:{}/", server.addr.port());
+    let (code, _, stderr) = probe(&["--connections", "1", "--cacert", stranger.cert_arg(), &url]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("certificate"), "{stderr}");
+    let (code, _, stderr) = probe(&["--insecure", "http://127.0.0.1:9/"]);
+    assert_eq!(code, Some(2), "--insecure is for https: {stderr}");
+}

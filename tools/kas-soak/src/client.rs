@@ -85,6 +85,7 @@ pub fn soak(args: &Args, pid: Option<u32>) -> Result<Soak, String> {
                     args.addr,
                     request.clone(),
                     false,
+                    None,
                     poll.registry(),
                     Token(i),
                 )
