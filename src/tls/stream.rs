@@ -164,14 +164,16 @@ impl TlsConn {
     }
 
     /// Queues `close_notify` (once) and sends it with whatever is still
-    /// queued, best effort: the close that follows is the FIN. Nothing is
-    /// sent for a handshake that never completed, nor after [`Self::abort`].
+    /// queued, best effort: the close or shutdown that follows at once is
+    /// the FIN, so the alert goes with MSG_MORE and the FIN rides in its
+    /// segment. Nothing is sent for a handshake that never completed, nor
+    /// after [`Self::abort`].
     pub fn close_notify(&mut self, tcp: &TcpStream) {
         if std::mem::replace(&mut self.closed, true) || self.tls.is_handshaking() {
             return;
         }
         self.tls.send_close_notify();
-        let _ = self.send(tcp, false);
+        let _ = self.send(tcp, true);
     }
 
     /// The connection is about to be reset: nothing more is sent.

@@ -54,6 +54,9 @@ const EVENTS_CAPACITY: usize = 128;
 /// Connections a worker has room for before its slab and lists grow;
 /// each has up to two timers.
 const INITIAL_CONNECTIONS: usize = 1024;
+/// How old a TLS worker lets the turn's clock reading get before it
+/// stamps what it has touched with a fresh one (see `Worker::restamp`).
+const RESTAMP_AFTER_US: Micros = 250;
 /// At most one eviction warning per this many milliseconds.
 const EVICTION_WARNING_EVERY_MS: u64 = 10_000;
 /// At most one warning about a failing access log per this many milliseconds.
@@ -182,7 +185,7 @@ impl Worker {
             // What the poll delivered is stamped with a reading taken
             // after it (it may have slept): when a request's bytes came,
             // when a response left (see `stats::timing`).
-            let now = self.clock.now();
+            let mut now = self.clock.now();
             for event in events.iter() {
                 match event.token() {
                     LISTENER => self.accept(now),
@@ -192,6 +195,7 @@ impl Worker {
                         self.with_conn(key, now, |conn, ctx| conn.on_ready(readiness, ctx));
                     }
                 }
+                now = self.restamp(now);
             }
             if self.accept_pending {
                 self.accept(now);
@@ -199,6 +203,7 @@ impl Worker {
             let mut ready = std::mem::take(&mut self.ready);
             for key in ready.drain(..) {
                 self.with_conn(key as usize, now, |conn, ctx| conn.on_ready_again(ctx));
+                now = self.restamp(now);
             }
             if self.ready.is_empty() {
                 self.ready = ready; // keep its capacity for the next turn
@@ -294,6 +299,27 @@ impl Worker {
                 tracing::trace!(conn = id, ?cause, "connection closed");
             }
         }
+    }
+
+    /// Over TLS, one event can cost a handshake (a signature, ~0.3 ms),
+    /// and a turn of them tens of milliseconds: stamped with the next
+    /// turn's reading, a keep-alive timer started early in such a turn
+    /// would start that much late. So a TLS worker reads the clock after
+    /// each event (a vDSO call, nothing beside a handshake) and, once the
+    /// turn's reading is [`RESTAMP_AFTER_US`] old, stamps what the turn
+    /// has touched so far and goes on with the fresh reading. Stamps stay
+    /// taken after their activity: never early. A plain worker keeps its
+    /// one reading per turn (its events cost microseconds).
+    fn restamp(&mut self, now: Micros) -> Micros {
+        if self.settings.tls.is_none() {
+            return now;
+        }
+        let fresh = self.clock.now();
+        if fresh.saturating_sub(now) < RESTAMP_AFTER_US {
+            return now;
+        }
+        self.sync_touched(fresh);
+        fresh
     }
 
     fn sync_touched(&mut self, now: Micros) {
