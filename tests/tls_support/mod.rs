@@ -81,18 +81,27 @@ impl TestCert {
 
     /// A TLS connection to `addr` as `localhost`, handshake done.
     pub fn connect(&self, addr: SocketAddr) -> TlsClient {
-        let tcp = TcpStream::connect(addr).unwrap();
-        tcp.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+        self.try_connect(addr).expect("handshake")
+    }
+
+    /// The same, or why the handshake failed (a certificate this one does
+    /// not vouch for, say).
+    pub fn try_connect(&self, addr: SocketAddr) -> std::io::Result<TlsClient> {
+        let tcp = TcpStream::connect(addr)?;
+        tcp.set_read_timeout(Some(READ_TIMEOUT))?;
         let name = ServerName::try_from("localhost").unwrap();
         let conn = ClientConnection::new(self.client_config(), name).unwrap();
         let mut stream = StreamOwned::new(conn, tcp);
         while stream.conn.is_handshaking() {
-            stream
-                .conn
-                .complete_io(&mut stream.sock)
-                .expect("handshake");
+            stream.conn.complete_io(&mut stream.sock)?;
         }
-        TlsClient { stream }
+        Ok(TlsClient { stream })
+    }
+
+    /// Writes this certificate and key over `other`'s files.
+    pub fn copy_over(&self, other: &TestCert) {
+        std::fs::write(&other.cert, std::fs::read(&self.cert).unwrap()).unwrap();
+        std::fs::write(&other.key, std::fs::read(&self.key).unwrap()).unwrap();
     }
 }
 
