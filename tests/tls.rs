@@ -1,13 +1,14 @@
 //! HTTPS (`--tls-cert`, `--tls-key`): the server on port 0 in-process with
 //! a certificate made by the test, spoken to by a rustls client. Keep-alive
 //! works as over plain HTTP (reuse, `Keep-Alive` headers, the access log
-//! saying TLS), the idle close says `close_notify` before its FIN (and
+//! saying TLS, GoAccess still reading it), the idle close says `close_notify` before its FIN (and
 //! `close=rst` still resets), a handshake is under the headers deadline
 //! from accept, garbage fails the handshake and is counted, and a bad
 //! certificate path stops the binary at start with one line naming it.
 
 mod common;
 mod common_ops;
+mod skip;
 mod tls_support;
 
 use std::io::{Read, Write};
@@ -75,10 +76,52 @@ fn keep_alive_over_tls_reuses_one_handshake_and_logs_the_version() {
     let _ = std::fs::remove_file(&log);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 3, "{text}");
-    for line in lines {
+    for line in &lines {
         assert!(line.contains("\"GET / HTTP/1.1\"") || line.contains("\"GET /nope HTTP/1.1\""));
         assert!(line.ends_with(" TLSv1.3"), "the line says TLS: {line}");
     }
+    goaccess_reads(&text, lines.len());
+}
+
+/// GoAccess's COMBINED format reads every line, the TLS version after
+/// the combined prefix included.
+fn goaccess_reads(text: &str, lines: usize) {
+    if std::process::Command::new("goaccess")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        skip::because("goaccess is not installed (apt-get install goaccess; .ci/run does)");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("kas-tls-goaccess-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (log, report) = (dir.join("access.log"), dir.join("report.json"));
+    std::fs::write(&log, text).unwrap();
+    let output = std::process::Command::new("goaccess")
+        .arg(&log)
+        .args(["--log-format=COMBINED", "--no-progress", "-o"])
+        .arg(&report)
+        .output()
+        .expect("run goaccess");
+    let json = std::fs::read_to_string(&report);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_str(&json.unwrap()).unwrap();
+    assert_eq!(
+        report["general"]["valid_requests"], lines,
+        "{}",
+        report["general"]
+    );
+    assert_eq!(
+        report["general"]["failed_requests"], 0,
+        "{}",
+        report["general"]
+    );
 }
 
 #[test]
@@ -97,6 +140,51 @@ fn the_idle_close_sends_close_notify_then_fin() {
     assert!(waited >= Duration::from_secs(1), "never early: {waited:?}");
     assert!(waited < Duration::from_secs(1) + SLACK, "late: {waited:?}");
     server.wait_for_closed_by(CloseCause::KeepAliveTimeout, 1);
+}
+
+#[test]
+fn the_watch_after_close_notify_tells_a_late_request_from_the_peers_close() {
+    let cert = TestCert::new();
+    let server = start(&cert, |c| {
+        c.keep_alive_timeout = Duration::from_secs(1);
+        c.keep_alive_buffer = Duration::ZERO;
+    });
+    let late = |server: &common::TestServer| -> u64 {
+        server
+            .handle
+            .stats()
+            .map(|s| s.lab.late_requests.get())
+            .sum()
+    };
+    let peer_closes = |server: &common::TestServer| -> u64 {
+        server
+            .handle
+            .stats()
+            .map(|s| s.lab.peer_close_delay.read().count())
+            .sum()
+    };
+    // A client that answers the close_notify with its own: a close, not a
+    // request.
+    let mut polite = cert.connect(server.addr);
+    polite.get("/");
+    let mut buf = [0u8; 64];
+    assert_eq!(polite.stream.read(&mut buf).unwrap(), 0, "close_notify");
+    polite.stream.conn.send_close_notify();
+    polite.stream.flush().unwrap();
+    common_ops::eventually(SLACK, || match peer_closes(&server) {
+        0 => Err("no peer close seen".to_owned()),
+        _ => Ok(()),
+    });
+    assert_eq!(late(&server), 0, "a close_notify is not a request");
+    // A client that writes a request after the close_notify lost the race.
+    let mut racing = cert.connect(server.addr);
+    racing.get("/");
+    assert_eq!(racing.stream.read(&mut buf).unwrap(), 0, "close_notify");
+    racing.send(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    common_ops::eventually(SLACK, || match late(&server) {
+        1 => Ok(()),
+        n => Err(format!("{n} late requests")),
+    });
 }
 
 #[test]

@@ -71,11 +71,15 @@ impl Conn {
     fn watch_peer_tls(&mut self, mut watch: FinWatch, ctx: &mut Ctx<'_>) -> Flow {
         match self.watch_tls(READ_BUDGET) {
             Ok(WatchRead::Nothing) => Flow::Open,
+            Ok(WatchRead::More) => {
+                self.wants_more = true;
+                Flow::Open
+            }
             Ok(WatchRead::Request) => {
                 if !watch.late {
                     self.late_request(&mut watch, ctx);
                 }
-                self.wants_more = true; // read on next turn, to the peer's close
+                self.wants_more = true; // read on next turn: to WouldBlock or the close
                 Flow::Open
             }
             Ok(WatchRead::Closed) | Err(_) => self.peer_closed_after_fin(watch, ctx),

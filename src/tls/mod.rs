@@ -1,7 +1,7 @@
 //! TLS for the server's main listener and for the probe, with rustls on
 //! the worker's own mio loop (no second runtime, no thread per handshake).
 //!
-//! rustls is sans-I/O: it takes TLS bytes in ([`rustls::ServerConnection::read_tls`])
+//! rustls is sans-I/O: it takes TLS bytes in (`read_tls`)
 //! and hands TLS bytes out (`write_tls`), with plaintext on the other
 //! side. The connection drives it exactly as it drives a plain socket
 //! (read until `WouldBlock`, write until the socket is full), so
@@ -181,7 +181,8 @@ pub enum HandshakeFailure {
     Error,
     /// The headers deadline from accept passed first.
     Timeout,
-    /// The peer closed or reset the connection first.
+    /// The connection ended first: the peer closed or reset it, or the
+    /// server closed it (shutdown, eviction).
     Closed,
 }
 

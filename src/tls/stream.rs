@@ -43,6 +43,9 @@ pub enum Plain {
 pub enum WatchRead {
     /// Nothing more to read now.
     Nothing,
+    /// The read budget ran out with more maybe waiting: read on next turn
+    /// (no edge will come for what is already there).
+    More,
     /// Application data arrived: a request after our `close_notify`.
     Request,
     /// The peer closed: its own `close_notify`, a FIN, a reset or garbage.
@@ -191,7 +194,12 @@ impl TlsConn {
             let mut source = Source { tcp, short: false };
             let got = match self.tls.read_tls(&mut source) {
                 Ok(got) => got,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    return Ok(match request {
+                        true => WatchRead::Request,
+                        false => WatchRead::Nothing,
+                    });
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => return Ok(WatchRead::Closed),
             };
@@ -212,7 +220,7 @@ impl TlsConn {
         Ok(if request {
             WatchRead::Request
         } else {
-            WatchRead::Nothing
+            WatchRead::More
         })
     }
 }
