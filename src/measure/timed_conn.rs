@@ -210,31 +210,46 @@ impl TimedConn {
     }
 
     fn read(&mut self, seen: Seen, scratch: &mut Scratch) {
-        loop {
-            let Some(stream) = self.stream.as_ref() else {
+        while let Some((n, stamp)) = self.recv(seen, scratch) {
+            if !self.take(scratch.data(n), stamp, seen) {
                 return;
-            };
+            }
+        }
+    }
+
+    /// One segment's bytes into `scratch`, with their receive stamp;
+    /// `None` once the socket would block or the connection has ended
+    /// (EOF, reset or error, its phase set accordingly).
+    pub(super) fn recv(
+        &mut self,
+        seen: Seen,
+        scratch: &mut Scratch,
+    ) -> Option<(usize, Option<std::time::SystemTime>)> {
+        loop {
+            let stream = self.stream.as_ref()?;
             match scratch.recv(stream) {
                 Ok((0, _)) => {
                     let error = stream.take_error().ok().flatten();
-                    return self.on_eof(seen, error);
+                    self.on_eof(seen, error);
+                    return None;
                 }
-                Ok((n, stamp)) => {
-                    if !self.take(scratch.data(n), stamp, seen) {
-                        return;
-                    }
-                }
-                Err(e) if would_block(&e) => return,
+                Ok(got) => return Some(got),
+                Err(e) if would_block(&e) => return None,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if is_reset(&e) && self.phase == Phase::Idle => {
                     self.closed_at = Some(seen.at);
-                    return self.phase = Phase::Closed(Closed::Rst);
+                    self.phase = Phase::Closed(Closed::Rst);
+                    return None;
                 }
                 Err(e) if is_reset(&e) && self.reused() && !self.reader.started() => {
                     self.closed_at = Some(seen.at);
-                    return self.phase = Phase::Closed(Closed::Rst);
+                    self.phase = Phase::Closed(Closed::Rst);
+                    return None;
                 }
-                Err(e) => return self.phase = connect_failed(&e, self.written_at.is_some()),
+                Err(e) => {
+                    self.phase = connect_failed(&e, self.written_at.is_some());
+                    return None;
+                }
             }
         }
     }

@@ -26,26 +26,11 @@ impl TimedConn {
             if self.phase.finished() {
                 return;
             }
-            let Some(stream) = self.stream.as_ref() else {
+            let Some((n, stamp)) = self.recv(seen, scratch) else {
                 return;
             };
-            match scratch.recv(stream) {
-                Ok((0, _)) => {
-                    let error = stream.take_error().ok().flatten();
-                    return self.on_eof(seen, error);
-                }
-                Ok((n, stamp)) => {
-                    if !self.decrypt(scratch.data(n), stamp, seen) {
-                        return;
-                    }
-                }
-                Err(e) if would_block(&e) => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if is_reset(&e) && (self.phase == Phase::Idle || self.reused()) => {
-                    self.closed_at = Some(seen.at);
-                    return self.phase = Phase::Closed(Closed::Rst);
-                }
-                Err(e) => return self.phase = connect_failed(&e, self.written_at.is_some()),
+            if !self.decrypt(scratch.data(n), stamp, seen) {
+                return;
             }
         }
     }
