@@ -2,11 +2,11 @@
 """Tables and SVG line charts for BENCHMARKS.md, from measured results.
 
   scripts/charts.py timers [--criterion target/criterion] [--memory FILE] [--out docs]
-      ns per operation of the timer benchmarks (`cargo bench --bench
-      timers`), one table and one chart per operation (enroll, refresh,
-      unenroll, expire all) over the timer count; with --memory, the
-      Markdown table printed by `cargo bench --bench timer_memory`, charted
-      as bytes per timer.
+      ns per operation of the timer benchmarks (`cargo bench -p
+      timer-bench --bench timers`), one table and one chart per operation
+      (enroll, refresh, unenroll, expire all) over the timer count; with
+      --memory, the Markdown table printed by `cargo bench -p timer-bench
+      --bench timer_memory`, charted as bytes per timer.
   scripts/charts.py scale FILE [--out docs]
       the CSV written by scripts/scale.sh: requests/s and p99 over the
       number of keep-alive connections, per server.
@@ -15,7 +15,8 @@
       over the number of connections.
 
 Prints the Markdown tables on stdout and names each SVG it writes. Axes
-spanning more than a decade are logarithmic. Standard library only.
+spanning more than a decade are logarithmic. Draws with matplotlib:
+`pip install matplotlib` (or Debian's `apt-get install python3-matplotlib`).
 """
 
 import argparse
@@ -25,6 +26,21 @@ import math
 import os
 import sys
 from pathlib import Path
+
+try:
+    import matplotlib
+
+    matplotlib.use("svg")
+    matplotlib.rcParams.update(
+        {
+            "svg.fonttype": "none",  # text as text, not paths
+            "svg.hashsalt": "kas",  # the same data draws the same file
+        }
+    )
+    import matplotlib.pyplot as plt
+    from matplotlib import ticker
+except ImportError:
+    sys.exit("scripts/charts.py draws with matplotlib: pip install matplotlib")
 
 COLOURS = {
     "lists": "#1f77b4",
@@ -38,26 +54,6 @@ COLOURS = {
 FALLBACK = ["#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"]
 
 
-def nice_ticks(lo, hi, log):
-    """Tick values: powers of ten (and 2x, 5x when few) on a log axis,
-    a 1-2-5 step on a linear one."""
-    if log:
-        ticks = []
-        first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
-        few = last - first <= 2
-        for e in range(first, last + 1):
-            for m in (1, 2, 5) if few else (1,):
-                v = m * 10**e
-                if lo <= v * 1.0001 and v <= hi * 1.0001:
-                    ticks.append(v)
-        return ticks
-    raw = (hi - lo) / 6 or 1
-    base = 10 ** math.floor(math.log10(raw))
-    step = next(m * base for m in (1, 2, 5, 10) if m * base >= raw)
-    start = math.ceil(lo / step) * step
-    return [start + i * step for i in range(int((hi - start) / step) + 1)]
-
-
 def label(v):
     if v >= 1e6 and v % 1e6 == 0:
         return f"{v / 1e6:g}M"
@@ -69,76 +65,45 @@ def label(v):
 
 
 def line_chart(path, title, series, x_label, y_label, y_log=None, subtitle=""):
-    """series: list of (name, [(x, y), ...]). Writes an SVG to path."""
-    W, H, L, R, T, B = 760, 440, 80, 150, 62, 58
-    pw, ph = W - L - R, H - T - B
+    """series: list of (name, [(x, y), ...]); a None y is left out. Writes
+    an SVG to path, text kept as text."""
     xs = [x for _, pts in series for x, _ in pts]
     ys = [y for _, pts in series for _, y in pts if y is not None]
-    x_lo, x_hi = min(xs), max(xs)
-    x_log = x_hi / x_lo > 20
-    y_lo, y_hi = min(ys), max(ys)
+    x_log = max(xs) / min(xs) > 20
     if y_log is None:
-        y_log = y_lo > 0 and y_hi / y_lo > 20
-    if y_log:
-        y_lo = 10 ** math.floor(math.log10(y_lo))
-        y_hi = 10 ** math.ceil(math.log10(y_hi))
-    else:
-        y_lo = 0
-        y_hi = y_hi * 1.1 or 1
-
-    def fx(x):
-        if x_log:
-            return L + (math.log10(x) - math.log10(x_lo)) / (math.log10(x_hi) - math.log10(x_lo)) * pw
-        return L + (x - x_lo) / ((x_hi - x_lo) or 1) * pw
-
-    def fy(y):
-        if y_log:
-            return T + ph - (math.log10(y) - math.log10(y_lo)) / (math.log10(y_hi) - math.log10(y_lo)) * ph
-        return T + ph - (y - y_lo) / ((y_hi - y_lo) or 1) * ph
-
-    out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="DejaVu Sans, Arial, sans-serif">',
-        f'<rect width="{W}" height="{H}" fill="#ffffff"/>',
-        f'<text x="{L + pw / 2}" y="24" font-size="16" font-weight="bold" text-anchor="middle">{esc(title)}</text>',
-    ]
+        y_log = min(ys) > 0 and max(ys) / min(ys) > 20
+    fig, ax = plt.subplots(figsize=(7.6, 4.4), dpi=100, layout="constrained")
+    fig.suptitle(title, fontsize=14, fontweight="bold")
     if subtitle:
-        out.append(f'<text x="{L + pw / 2}" y="44" font-size="12" text-anchor="middle">{esc(subtitle)}</text>')
-    for v in nice_ticks(y_lo, y_hi, y_log):
-        y = fy(v)
-        out.append(f'<line x1="{L}" y1="{y:.1f}" x2="{L + pw}" y2="{y:.1f}" stroke="#e0e0e0"/>')
-        out.append(f'<text x="{L - 8}" y="{y + 4:.1f}" font-size="12" text-anchor="end">{label(v)}</text>')
-    x_ticks = sorted(set(xs)) if x_log else nice_ticks(x_lo, x_hi, False)
-    for v in x_ticks:
-        x = fx(v)
-        out.append(f'<line x1="{x:.1f}" y1="{T}" x2="{x:.1f}" y2="{T + ph}" stroke="#f0f0f0"/>')
-        out.append(f'<text x="{x:.1f}" y="{T + ph + 18}" font-size="12" text-anchor="middle">{label(v)}</text>')
-    out.append(f'<line x1="{L}" y1="{T}" x2="{L}" y2="{T + ph}" stroke="#000"/>')
-    out.append(f'<line x1="{L}" y1="{T + ph}" x2="{L + pw}" y2="{T + ph}" stroke="#000"/>')
-    out.append(
-        f'<text x="{L + pw / 2}" y="{H - 14}" font-size="13" text-anchor="middle">{esc(x_label)}{" (log scale)" if x_log else ""}</text>'
-    )
-    out.append(
-        f'<text x="18" y="{T + ph / 2}" font-size="13" text-anchor="middle" transform="rotate(-90 18 {T + ph / 2})">{esc(y_label)}{" (log scale)" if y_log else ""}</text>'
-    )
+        ax.set_title(subtitle, fontsize=10)
     for i, (name, pts) in enumerate(series):
-        colour = COLOURS.get(name, FALLBACK[i % len(FALLBACK)])
         pts = [(x, y) for x, y in pts if y is not None]
-        path_d = " ".join(f"{'M' if j == 0 else 'L'}{fx(x):.1f},{fy(y):.1f}" for j, (x, y) in enumerate(pts))
-        out.append(f'<path d="{path_d}" fill="none" stroke="{colour}" stroke-width="2"/>')
-        for x, y in pts:
-            out.append(
-                f'<circle cx="{fx(x):.1f}" cy="{fy(y):.1f}" r="3.5" fill="{colour}"><title>{esc(name)}: {label(x)} → {y:.4g}</title></circle>'
-            )
-        ly = T + 14 + 20 * i
-        out.append(f'<line x1="{L + pw + 14}" y1="{ly - 4}" x2="{L + pw + 38}" y2="{ly - 4}" stroke="{colour}" stroke-width="2"/>')
-        out.append(f'<text x="{L + pw + 44}" y="{ly}" font-size="12">{esc(name)}</text>')
-    out.append("</svg>\n")
-    Path(path).write_text("\n".join(out))
+        colour = COLOURS.get(name, FALLBACK[i % len(FALLBACK)])
+        ax.plot([x for x, _ in pts], [y for _, y in pts], "o-", color=colour, label=name, linewidth=2, markersize=5)
+    if x_log:
+        ax.set_xscale("log")
+        ax.xaxis.set_major_locator(ticker.FixedLocator(sorted(set(xs))))
+        ax.xaxis.set_minor_locator(ticker.NullLocator())
+    if y_log:
+        # Whole decades; 2x and 5x ticks too when they are few.
+        lo, hi = 10 ** math.floor(math.log10(min(ys))), 10 ** math.ceil(math.log10(max(ys)))
+        ax.set_yscale("log")
+        ax.set_ylim(lo, hi)
+        ax.yaxis.set_major_locator(ticker.LogLocator(subs=(1, 2, 5) if hi / lo <= 100 else (1,)))
+        ax.yaxis.set_minor_formatter(ticker.NullFormatter())
+    else:
+        ax.set_ylim(bottom=0, top=max(ys) * 1.1 or 1)
+    ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: label(v)))
+    ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: label(v)))
+    ax.set_xlabel(x_label + (" (log scale)" if x_log else ""))
+    ax.set_ylabel(y_label + (" (log scale)" if y_log else ""))
+    ax.grid(True, axis="y", color="#e0e0e0")
+    ax.grid(True, axis="x", color="#f0f0f0")
+    ax.set_axisbelow(True)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1), frameon=False)
+    fig.savefig(path, format="svg", metadata={"Date": None})
+    plt.close(fig)
     print(f"wrote {path}", file=sys.stderr)
-
-
-def esc(s):
-    return str(s).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def criterion_results(root):
@@ -171,7 +136,7 @@ OPERATIONS = [
 def timers(args):
     results = criterion_results(args.criterion)
     if not results:
-        sys.exit(f"no criterion results under {args.criterion}: run cargo bench --bench timers")
+        sys.exit(f"no criterion results under {args.criterion}: run cargo bench -p timer-bench --bench timers")
     print("| operation | timers | " + " | ".join(CONTENDERS) + " |")
     print("|---|---|" + "---|" * len(CONTENDERS))
     for group, name in OPERATIONS:
@@ -186,7 +151,7 @@ def timers(args):
             series,
             "timers enrolled",
             "ns per operation",
-            subtitle="criterion, cargo bench --bench timers; four durations, shuffled order",
+            subtitle="criterion, cargo bench -p timer-bench --bench timers; four durations, shuffled order",
         )
     if args.memory:
         rows = [
@@ -207,7 +172,7 @@ def timers(args):
             "timers enrolled",
             "bytes per timer",
             y_log=False,
-            subtitle="cargo bench --bench timer_memory; sized up front, every timer refreshed once",
+            subtitle="cargo bench -p timer-bench --bench timer_memory; sized up front, every timer refreshed once",
         )
 
 

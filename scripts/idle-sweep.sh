@@ -20,6 +20,8 @@ batch=${BATCH:-200}
 pin=${PIN:-1}
 csv=${CSV:-target/idle.csv}
 out=${OUT:-docs}
+python3 -c 'import matplotlib' 2>/dev/null \
+  || { echo "scripts/charts.py draws with matplotlib: pip install matplotlib" >&2; exit 1; }
 mkdir -p "$(dirname "$csv")" "$out"
 echo "server,connections,batch,bytes_per_conn,closed,early,min_ms,p50_ms,p99_ms,max_ms" >"$csv"
 for n in $counts; do

@@ -26,6 +26,8 @@ declare -A pid_of port_of
 port_of=([kas]=$port_base [nginx]=$((port_base + 1)) [node]=$((port_base + 2)))
 
 command -v wrk >/dev/null || { echo "wrk not found: apt-get install wrk" >&2; exit 1; }
+python3 -c 'import matplotlib' 2>/dev/null \
+  || { echo "scripts/charts.py draws with matplotlib: pip install matplotlib" >&2; exit 1; }
 ulimit -n 20000 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 cargo build --release --quiet --bin keepalive-server
 work=$(mktemp -d)

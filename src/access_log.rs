@@ -32,8 +32,10 @@ use std::net::IpAddr;
 use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::sync::Mutex;
+use std::time::{Duration, UNIX_EPOCH};
 
 use crate::config::AccessLogTarget;
+use crate::date::DATE_LEN;
 use crate::http::response::push_decimal;
 use crate::timers::Micros;
 use crate::tls::TlsVersion;
@@ -295,50 +297,29 @@ fn quoted(out: &mut Vec<u8>, field: &[u8]) {
     out.push(b'"');
 }
 
-/// Common Log Format's time, in UTC: `06/Nov/1994:08:49:37 +0000`.
+/// Common Log Format's time, in UTC: `06/Nov/1994:08:49:37 +0000`. The
+/// calendar is httpdate's (the Date header's crate): its IMF-fixdate,
+/// `Sun, 06 Nov 1994 08:49:37 GMT`, holds every field CLF needs at fixed
+/// places, so only their order is ours.
 fn clf_time(unix_second: u64) -> [u8; CLF_TIME_LEN] {
-    const MONTHS: [&[u8; 3]; 12] = [
-        b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov",
-        b"Dec",
-    ];
-    let (year, month, day) = civil_from_days((unix_second / 86_400) as i64);
-    let of_day = unix_second % 86_400;
-    let two = |n: u64| [b'0' + (n / 10 % 10) as u8, b'0' + (n % 10) as u8];
+    // httpdate ends with 9999 (the Date cache, where the second comes
+    // from, never passes it).
+    const LAST_SECOND: u64 = 253_402_300_799;
+    let wall = UNIX_EPOCH + Duration::from_secs(unix_second.min(LAST_SECOND));
+    let mut imf = [0u8; DATE_LEN];
+    let mut cursor = io::Cursor::new(&mut imf[..]);
+    let written = write!(cursor, "{}", httpdate::HttpDate::from(wall));
+    debug_assert!(written.is_ok() && cursor.position() as usize == DATE_LEN);
     let mut out = [0u8; CLF_TIME_LEN];
-    out[0..2].copy_from_slice(&two(day));
+    out[0..2].copy_from_slice(&imf[5..7]); // day
     out[2] = b'/';
-    out[3..6].copy_from_slice(MONTHS[(month - 1) as usize]);
+    out[3..6].copy_from_slice(&imf[8..11]); // month
     out[6] = b'/';
-    out[7..9].copy_from_slice(&two(year / 100));
-    out[9..11].copy_from_slice(&two(year % 100));
+    out[7..11].copy_from_slice(&imf[12..16]); // year
     out[11] = b':';
-    out[12..14].copy_from_slice(&two(of_day / 3600));
-    out[14] = b':';
-    out[15..17].copy_from_slice(&two(of_day / 60 % 60));
-    out[17] = b':';
-    out[18..20].copy_from_slice(&two(of_day % 60));
+    out[12..20].copy_from_slice(&imf[17..25]); // HH:MM:SS
     out[20..].copy_from_slice(b" +0000");
     out
-}
-
-/// (year, month 1-12, day 1-31) of a day counted from 1970-01-01 (Howard
-/// Hinnant's `civil_from_days`).
-fn civil_from_days(days: i64) -> (u64, u64, u64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z.rem_euclid(146_097);
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let shifted_month = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * shifted_month + 2) / 5 + 1;
-    let month = if shifted_month < 10 {
-        shifted_month + 3
-    } else {
-        shifted_month - 9
-    };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    (year as u64, month as u64, day as u64)
 }
 
 /// Where every worker's lines go: the open file (or standard output),
@@ -494,6 +475,8 @@ mod tests {
         assert_eq!(&clf_time(951_782_400), b"29/Feb/2000:00:00:00 +0000");
         assert_eq!(&clf_time(1_795_342_438), b"22/Nov/2026:10:13:58 +0000");
         assert_eq!(&clf_time(4_102_444_799), b"31/Dec/2099:23:59:59 +0000");
+        assert_eq!(&clf_time(4_107_542_400), b"01/Mar/2100:00:00:00 +0000");
+        assert_eq!(&clf_time(u64::MAX), b"31/Dec/9999:23:59:59 +0000");
     }
 
     #[test]

@@ -1,31 +1,41 @@
 //! keepalive-server: a non-blocking HTTP/1.0–1.1 server built to show socket
 //! idle timeouts done right, on Node.js's design: per-duration timer lists
 //! (O(1) enroll, refresh and cancel) under one heap of list heads that
-//! drives a single poll timeout.
+//! drives a single kernel timer.
 //!
-//! - [`timers`]: the pure, clock-injected timer lists.
+//! The serving path, top-down:
+//! - `worker` / `conn` / `clock`: the event loop, one connection's I/O and
+//!   timers (and the watch after an idle FIN), and the loop clock with its
+//!   one kernel timer (a timerfd); [`tls`]: HTTPS on the same loop (the
+//!   certificate, a connection's rustls state, the probe's TLS client).
+//! - [`session`]: one connection's HTTP/1.1 exchange, without the socket;
+//!   [`in_flight`]: the request in progress, kept with the pooled buffers.
 //! - [`http`]: request parsing, body framing, responses.
-//! - [`app`]: what is answered: the demonstration routes and each
-//!   response's keep-alive terms.
-//! - [`date`]: the cached `Date` header.
+//! - [`app`]: what is answered: the demonstration routes, each response's
+//!   keep-alive terms, and the test controls that set a connection's.
+//! - [`timers`]: the pure, clock-injected timer lists.
+//! - [`pool`], [`ctx`], [`stats`], [`date`]: buffers, what a worker lends a
+//!   connection, counters and request timing, the cached `Date` header;
+//!   `memory`: handing memory freed after a burst back to the system.
+//!
+//! Beside it:
+//! - [`observe`]: the events the serving path reports (accepted, reused
+//!   after an idle gap, responses done, an idle end, after the idle FIN);
+//!   [`lab`]: the keep-alive lab that learns from them (peers, verdicts,
+//!   its metrics); [`advice`]: the one advice model turning what is known
+//!   of a server's idle close into a safe pool idle timeout, for `/peers`
+//!   and the probe alike.
 //! - [`config`]: flags, environment variables, the config file, defaults;
 //!   [`reload`]: re-reading the file on SIGHUP; [`logging`]: diagnostics;
 //!   [`access_log`]: the nginx-format access log, buffered per worker.
 //! - [`server`]: binding, worker threads, graceful shutdown.
 //! - [`shared`]: what threads share (the stop flag, each worker's counters,
 //!   snapshot mailbox and reload slot) and [`Remote`], the handle on it.
-//! - [`admin`], [`introspect`]: the admin listener and the worker snapshots it shows.
-//! - [`session`]: one connection's HTTP/1.1 exchange, without the socket.
-//! - [`pool`], [`ctx`], [`stats`]: buffers, what a worker lends a
-//!   connection, counters.
-//! - `worker` / `conn` / `clock`: the event loop, one connection's I/O and
-//!   timers, and the loop clock with its one kernel timer (a timerfd).
-//! - `memory`: handing memory freed after a burst back to the system.
+//! - [`admin`], [`introspect`]: the admin listener and the worker snapshots
+//!   it shows.
 //! - [`probe`]: `keepalive-server probe URL`, measuring any server's real
 //!   keep-alive behaviour; [`measure`]: its timed client connections and
-//!   receive stamps, shared with tools/kas-soak; [`advice`]: the one advice
-//!   model turning what is known of a server's idle close into a safe pool
-//!   idle timeout (the probe's, and `/peers`' to come).
+//!   receive stamps, shared with tools/kas-soak.
 
 pub mod access_log;
 pub mod admin;

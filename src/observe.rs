@@ -38,8 +38,12 @@ impl Observer for Ignore {
 pub enum Event<'a> {
     /// The connection was accepted.
     Accepted,
-    /// Its first request named the client (`User-Agent`, as sent).
-    ClientNamed { user_agent: &'a [u8] },
+    /// Its first request's head: the client's `User-Agent` (as sent), and
+    /// whether a proxy forwarded the request.
+    ClientNamed {
+        user_agent: Option<&'a [u8]>,
+        forwarded: bool,
+    },
     /// A request began on it after it had been idle since a response.
     Reused(Reuse),
     /// This many responses finished (their last byte left).
@@ -78,6 +82,9 @@ pub struct IdleEnd {
     /// connection's terms asked for one (`close=rst`), after which a
     /// request that lost the race cannot be seen.
     pub reset: bool,
+    /// The connection's smoothed round trip as the kernel measured it
+    /// (`TCP_INFO`), µs, when the server closed it.
+    pub round_trip_us: Option<u32>,
 }
 
 /// Who ended a connection that was idle between requests.
@@ -105,8 +112,16 @@ impl Closer {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AfterFin {
     /// Sent a request (the first bytes after the FIN), this long after it:
-    /// a request that lost the race.
-    Request { delay_us: Micros },
+    /// a request that lost the race. It crossed the FIN in flight (the
+    /// client could not have known) when the delay is under the round trip.
+    Request {
+        delay_us: Micros,
+        /// The connection's idle timeout, ms: the request came this plus
+        /// the delay after the last response left.
+        idle_timeout_ms: u64,
+        /// The connection's smoothed round trip (`TCP_INFO`), µs.
+        round_trip_us: Option<u32>,
+    },
     /// Closed (FIN or reset), this long after it.
     Closed { delay_us: Micros },
 }

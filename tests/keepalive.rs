@@ -207,13 +207,21 @@ fn max_requests_per_socket_applies_to_pipelined_requests() {
 }
 
 #[test]
-fn sub_second_timeout_advertises_zero_seconds() {
-    // Never promise more than the server keeps: floor(0.3s) = 0.
-    let server = start(|c| c.keep_alive_timeout = ms(300));
+fn a_sub_second_timeout_is_kept_but_not_advertised() {
+    // Never promise more than the server keeps, and never `timeout=0`,
+    // which reads as "do not reuse": no Keep-Alive field at all, not even
+    // for a request limit (it would have no field to sit in).
+    let server = start(|c| {
+        c.keep_alive_timeout = ms(300);
+        c.max_requests_per_socket = 5;
+    });
     let mut client = server.client();
     client.send(GET);
     let response = client.read_response();
-    assert_eq!(response.header("keep-alive"), Some("timeout=0"));
+    assert_eq!(response.header("keep-alive"), None, "{response:?}");
+    assert_eq!(response.header("connection"), Some("keep-alive"));
+    client.send(GET);
+    assert_eq!(client.read_response().status, 200, "kept and reused");
 }
 
 #[test]

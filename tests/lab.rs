@@ -14,7 +14,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common_ops::exposition::Exposition;
-use common_ops::{AdminFixture, Client, eventually, get};
+use common_ops::{AdminFixture, Client, Running, eventually, get};
 use keepalive_server::Config;
 use keepalive_server::config::parse_duration;
 use serde_json::Value;
@@ -314,4 +314,200 @@ fn the_peer_table_stays_bounded_with_ten_thousand_addresses() {
     assert_eq!(all.len(), 64 + 1, "64 peers and other");
     assert_eq!(all.last().unwrap()["addr"], "other");
     assert_eq!(all.last().unwrap()["connections"], ADDRESSES - 64);
+}
+
+/// One request from `from` on `path` (its controls kept by the connection),
+/// idle for `idle`, then a request the server's idle close has overtaken:
+/// what the client's next read meets.
+fn lose_a_race(
+    addr: SocketAddr,
+    from: IpAddr,
+    path: &str,
+    idle: Duration,
+    agent: &str,
+) -> &'static str {
+    let mut client = Client::connect_from(from, addr);
+    client
+        .send(format!("GET {path} HTTP/1.1\r\nHost: t\r\nUser-Agent: {agent}\r\n\r\n").as_bytes());
+    assert_eq!(client.read_response().status, 200);
+    thread::sleep(idle);
+    let request = b"GET / HTTP/1.1\r\nHost: t\r\n\r\n";
+    match io::Write::write_all(&mut client.stream, request) {
+        // A reset already in: the write reports it (and the read sees EOF).
+        Err(e) if e.kind() == io::ErrorKind::ConnectionReset => "rst",
+        _ => next_read(&mut client, WITHIN),
+    }
+}
+
+#[test]
+fn the_verdict_describes_the_recent_window_and_the_totals_stay() {
+    // A one-second window: a client that raced and then behaves reads "ok"
+    // again once the race is a window old; the totals keep the race.
+    let fixture = start("30s", "0s", |config| {
+        config.peers_window = Duration::from_secs(1);
+    });
+    let from = loopback(6);
+    let seen = lose_a_race(
+        fixture.addr,
+        from,
+        "/?ka=200ms",
+        Duration::from_millis(500),
+        "t",
+    );
+    assert_ne!(seen, "data");
+    let raced = peer_when(&fixture, from, |p| p["verdict"] == "race");
+    assert_eq!(raced["recent"]["late_requests"], 1, "{raced}");
+    let doc = peers(&fixture);
+    assert_eq!(doc["window_s"], 1.0, "{doc}");
+    // The client behaves from now on: the verdict comes back.
+    let mut client = Client::connect_from(from, fixture.addr);
+    assert_eq!(client.request("/").status, 200);
+    let back = peer_when(&fixture, from, |p| p["verdict"] == "ok");
+    assert_eq!(
+        back["late_requests"], 1,
+        "the total since start stays: {back}"
+    );
+    assert_eq!(back["recent"]["late_requests"], 0, "{back}");
+    assert!(
+        back["advice"]
+            .as_str()
+            .unwrap()
+            .contains("none in the last 1 s"),
+        "{back}"
+    );
+}
+
+#[test]
+fn lost_requests_are_judged_against_their_connections_own_timeout() {
+    // One address, two idle timeouts: the server's 30 s, and 200 ms set by
+    // `ka=` on the connection that lost the race. The advice is about the
+    // 200 ms one, and says so, with the client's own setting (httpx).
+    let fixture = start("30s", "0s", |_| {});
+    let from = loopback(7);
+    let mut calm = Client::connect_from(from, fixture.addr);
+    assert_eq!(calm.request("/").status, 200);
+    let seen = lose_a_race(
+        fixture.addr,
+        from,
+        "/?ka=200ms",
+        Duration::from_millis(500),
+        "python-httpx/0.27.0",
+    );
+    assert_ne!(seen, "data");
+    assert_eq!(calm.request("/").status, 200);
+    let entry = peer_when(&fixture, from, |p| p["verdict"] == "race");
+    assert_eq!(entry["judged_idle_timeout_ms"], 200, "{entry}");
+    assert_eq!(entry["client"], "httpx", "{entry}");
+    let advice = entry["advice"].as_str().unwrap();
+    assert!(advice.contains("own idle timeout of 200 ms"), "{entry}");
+    assert!(advice.contains("keepalive_expiry="), "{entry}");
+    // Sent half a second after the FIN: after it, not across it.
+    assert_eq!(entry["recent"]["late_requests"], 1, "{entry}");
+    assert_eq!(entry["recent"]["late_requests_crossed_fin"], 0, "{entry}");
+    assert!(entry["round_trip_ms"].as_f64().is_some(), "{entry}");
+}
+
+#[test]
+fn a_server_that_resets_idle_connections_says_lost_requests_cannot_be_seen() {
+    let fixture = start("30s", "0s", |_| {});
+    let from = loopback(8);
+    let seen = lose_a_race(
+        fixture.addr,
+        from,
+        "/?ka=200ms&close=rst",
+        Duration::from_millis(500),
+        "t",
+    );
+    assert_eq!(seen, "rst", "the client met the reset");
+    let entry = peer_when(&fixture, from, |p| p["recent"]["server_resets"] == 1);
+    assert_eq!(entry["late_requests"], 0, "the server saw nothing: {entry}");
+    assert_eq!(
+        entry["verdict"], "at risk",
+        "never ok after a reset: {entry}"
+    );
+    assert!(
+        entry["advice"]
+            .as_str()
+            .unwrap()
+            .contains("cannot be counted"),
+        "{entry}"
+    );
+}
+
+#[test]
+fn a_pool_that_closes_when_it_is_next_used_is_an_upper_bound() {
+    // httpx drops an expired idle connection only when it is next used:
+    // its close comes with its next connection, and the close age is the
+    // pause between requests, not its idle timeout.
+    let fixture = start("30s", "1s", |_| {});
+    let from = loopback(9);
+    let mut old = Client::connect_from(from, fixture.addr);
+    assert_eq!(old.request("/").status, 200);
+    for pause in [300, 360, 330] {
+        thread::sleep(Duration::from_millis(pause));
+        drop(old); // the expired one, dropped as the pool is used...
+        old = Client::connect_from(from, fixture.addr); // ...for this request
+        assert_eq!(old.request("/").status, 200);
+    }
+    let entry = peer_when(&fixture, from, |p| p["client_idle_closes"] == 3);
+    assert_eq!(entry["recent"]["lazy_client_closes"], 3, "{entry}");
+    assert_eq!(entry["client_idle_timeout_is_upper_bound"], true, "{entry}");
+    assert!(
+        entry["advice"].as_str().unwrap().contains("upper bound"),
+        "{entry}"
+    );
+}
+
+#[test]
+fn a_reuse_served_past_the_deadline_is_at_risk_and_its_late_timer_is_counted() {
+    // The worker stalls (SIGSTOP) across an idle connection's 1 s deadline;
+    // the client's request arrives meanwhile and is served when the worker
+    // wakes (the idle close reads first). Nothing was lost: "at risk", not
+    // "race". The timer was overdue when the worker woke, and the lateness
+    // figures say so whether it fired or the request cancelled it first
+    // (that case: conn::tests::a_request_that_cancels_an_overdue_idle_timer…).
+    let args = [
+        "--listen",
+        "127.0.0.1:0",
+        "--workers",
+        "1",
+        "--admin",
+        "127.0.0.1:0",
+        "--keep-alive-timeout",
+        "1s",
+        "--keep-alive-buffer",
+        "0s",
+    ];
+    let server = Running::start(common_ops::command(&args));
+    let admin = server.admin_addr();
+    let lateness = || {
+        let metrics = Exposition::parse(&get(admin, "/metrics").text());
+        metrics.value("kas_timer_lateness_seconds_count", &[])
+    };
+    let before = lateness().expect("the lateness histogram");
+    let mut client = Client::connect(server.addr);
+    assert_eq!(client.request("/").status, 200);
+    thread::sleep(Duration::from_millis(400));
+    server.signal("STOP");
+    thread::sleep(Duration::from_millis(900)); // the deadline passes meanwhile
+    client.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+    server.signal("CONT");
+    assert_eq!(client.read_response().status, 200, "served after the stall");
+    let fixture_peers = || {
+        let response = get(admin, "/peers");
+        serde_json::from_slice::<Value>(&response.body).expect("JSON")
+    };
+    let entry = eventually(WITHIN, || {
+        let doc = fixture_peers();
+        match doc["peers"].get(0) {
+            Some(p) if p["recent"]["reuses"] == 1 => Ok(p.clone()),
+            other => Err(format!("{other:?}")),
+        }
+    });
+    assert_eq!(entry["verdict"], "at risk", "{entry}");
+    assert_eq!(entry["late_requests"], 0, "{entry}");
+    assert!(
+        lateness().unwrap() > before,
+        "the overdue timer is not in kas_timer_lateness_seconds"
+    );
 }

@@ -65,7 +65,7 @@ pub struct Client {
     pub state: State,
     /// The client shut its write side (it may still read).
     pub eof: bool,
-    /// Its deadline (reading), stall watch (writing) or linger timer.
+    /// Its deadline (reading), stall timer (writing) or linger timer.
     pub timer: Option<TimerId>,
 }
 

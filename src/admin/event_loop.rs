@@ -10,7 +10,7 @@
 //! sleeps until someone connects, and the workers are never asked.
 //!
 //! Each client holds at most one timer: a deadline for its request head,
-//! a stall watch while output waits (refreshed by every write that moves
+//! a stall timer while output waits (refreshed by every write that moves
 //! bytes), or a short linger after its response. Timers are enrolled with
 //! the reading taken just after the poll, so they may start a few µs
 //! early; that is nothing against timeouts of seconds.
@@ -442,7 +442,7 @@ impl AdminLoop {
     }
 
     /// Sends what the client has queued; a finished response shuts the
-    /// write side and lingers, a stalled one keeps its stall watch.
+    /// write side and lingers, a stalled one keeps its stall timer.
     fn flush(&mut self, key: usize, now: Micros) {
         let Some(client) = self.clients.get_mut(key) else {
             return;

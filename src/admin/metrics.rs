@@ -168,7 +168,7 @@ pub fn render(remote: &Remote, snapshots: &[Snapshot], viewers: usize) -> String
     }
     out.histogram(
         "kas_timer_lateness_seconds",
-        "How long after its deadline a connection timer fired (loop clock at expiry).",
+        "How long after its deadline a connection timer fired, or was cancelled while overdue (loop clock).",
         &histogram(&TIMER_LATENESS_US, |s| s.timer_lateness.read()),
         1e6,
     );

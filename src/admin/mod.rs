@@ -5,8 +5,10 @@
 //!
 //! - `GET /`: the live dashboard (HTML, CSS and JS embedded in the binary).
 //! - `GET /events`: its Server-Sent Events feed: the [`view::View`] JSON
-//!   every 250 ms (`?interval=` 100 ms to 5 s), only while someone watches.
+//!   every 250 ms (`?interval=` 100 ms to 5 s), only while a viewer is on.
 //! - `GET /metrics`: Prometheus text exposition.
+//! - `GET /peers`: the keep-alive lab's per-client report (verdicts and
+//!   advice over the recent window, totals since start), as JSON.
 //! - `GET /timers`: the same JSON as the feed, once: each worker's timer
 //!   lists labelled with what they hold, the ref count, the cached Date.
 //! - `GET /healthz`: 200 while accepting, 503 once shutting down.
@@ -33,7 +35,7 @@ use crate::shared::Remote;
 /// What a timer in the admin loop's lists stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AdminTimer {
-    /// A client's deadline, stall watch or linger, by slab key.
+    /// A client's deadline, stall timer or linger, by slab key.
     Client(usize),
     /// The snapshot round in flight waited long enough.
     Round,

@@ -1,7 +1,10 @@
-//! The filler `/bytes/<n>` answers with: lines of `abc…xyzabc…k\n`,
-//! written straight from one static block (a vectored write of slices of
-//! it, as the socket takes them), so a body of any size costs no memory
-//! and no copy per response.
+//! The filler `/bytes/<n>` answers with: lines of `abc…xyzabc…k\n`. Each
+//! worker keeps 1 MiB of it in a memory-backed file ([`FillerFile`])
+//! and sends a body from there with `sendfile`, so the kernel copies from
+//! its own pages and this process not at all; where no memfd can be made,
+//! it is written straight from one static block (a vectored write of
+//! slices of it, as the socket takes them). Either way a body of any size
+//! costs no memory per response.
 
 use std::io::{self, Write};
 use std::os::fd::{AsFd, OwnedFd};

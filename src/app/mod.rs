@@ -246,7 +246,7 @@ fn terms(request: &Request<'_>, settings: &Settings) -> Terms {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     };
-    let allowed = settings.keep_alive_advertised_secs.is_some()
+    let allowed = settings.keep_alive
         && !request.draining
         && requests_left != Some(0)
         && controls.after() != After::Close
@@ -259,7 +259,11 @@ fn terms(request: &Request<'_>, settings: &Settings) -> Terms {
             Persistence::Close
         },
         // No Keep-Alive field, no max= in it.
-        requests_left: requests_left.filter(|_| advertise != Some(AdvertiseOverride::Nothing)),
+        requests_left: requests_left.filter(|_| match advertise {
+            Some(AdvertiseOverride::Nothing) => false,
+            Some(AdvertiseOverride::Secs(_)) => true,
+            None => settings.keep_alive_advertised_secs.is_some(),
+        }),
         advertise,
     }
 }

@@ -55,7 +55,7 @@ pub(super) fn load_tls(config: &Config) -> Result<Option<ServerTls>, String> {
 }
 
 /// What a valid configuration does that its author may not expect: a
-/// keep-alive timeout below a second is advertised as `timeout=0`, and a
+/// keep-alive timeout below a second is not advertised at all, and a
 /// fractional one rounded down (Keep-Alive counts whole seconds); an admin
 /// listener that other hosts can reach.
 pub(super) fn warnings(config: &Config) -> Vec<String> {
@@ -77,17 +77,19 @@ pub(super) fn warnings(config: &Config) -> Vec<String> {
         ));
     }
     if !timeout.is_zero() && timeout.subsec_nanos() != 0 {
-        let secs = timeout.as_secs();
-        let but = if secs == 0 {
-            "; clients that take 0 as \"do not reuse\" will not reuse connections"
-        } else {
-            ""
-        };
-        warnings.push(format!(
-            "{} {}: responses advertise `Keep-Alive: timeout={secs}` (whole seconds, rounded down){but}",
-            named(config, "keep_alive_timeout"),
-            super::format_duration(timeout),
-        ));
+        let named = named(config, "keep_alive_timeout");
+        let timeout_text = super::format_duration(timeout);
+        warnings.push(match timeout.as_secs() {
+            0 => format!(
+                "{named} {timeout_text}: under a second, so responses send no `Keep-Alive` \
+                 timeout (`timeout=0` would read as \"do not reuse\"): clients fall back on \
+                 their own pool idle timeouts"
+            ),
+            secs => format!(
+                "{named} {timeout_text}: responses advertise `Keep-Alive: timeout={secs}` \
+                 (whole seconds, rounded down)"
+            ),
+        });
     }
     warnings
 }
@@ -141,7 +143,7 @@ mod tests {
         config.keep_alive_timeout = std::time::Duration::from_millis(500);
         let warned = warnings(&config).join("\n");
         assert!(warned.contains("--keep-alive-timeout 500ms"), "{warned}");
-        assert!(warned.contains("Keep-Alive: timeout=0"), "{warned}");
+        assert!(warned.contains("send no `Keep-Alive` timeout"), "{warned}");
         config.keep_alive_timeout = std::time::Duration::from_millis(1500);
         assert!(warnings(&config)[0].contains("timeout=1`"));
     }

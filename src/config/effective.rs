@@ -75,6 +75,7 @@ impl Config {
                 "test_controls",
                 text(if self.test_controls { "on" } else { "off" }),
             ),
+            ("peers_window", duration(self.peers_window)),
             ("log_format", text(&log_format)),
         ]
     }

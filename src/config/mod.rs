@@ -26,7 +26,7 @@ pub use load::{MAX_CONFIG_FILE, Origin, Origins, read_config_file};
 pub use values::{AccessLogTarget, format_duration, format_size, parse_duration, parse_size};
 use values::{
     AdminAddr, parse_access_log, parse_admin, parse_bool, parse_count, parse_header_size,
-    parse_listen, parse_workers,
+    parse_listen, parse_peers_window, parse_workers,
 };
 
 const AFTER_HELP: &str = "\
@@ -142,6 +142,10 @@ pub struct Config {
     #[arg(long, env = "KAS_TEST_CONTROLS", value_name = "on|off", default_value = "on", value_parser = parse_bool, action = clap::ArgAction::Set, allow_hyphen_values = true)]
     pub test_controls: bool,
 
+    /// How far back the admin listener's /peers looks for its verdicts and advice (totals since start are shown too); at least 1s.
+    #[arg(long, env = "KAS_PEERS_WINDOW", value_name = "DURATION", default_value = "10m", value_parser = parse_peers_window, allow_hyphen_values = true)]
+    pub peers_window: Duration,
+
     /// How diagnostics are written to stderr.
     #[arg(long, env = "KAS_LOG_FORMAT", value_name = "FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -166,7 +170,12 @@ pub struct Config {
 pub struct Settings {
     pub listen: SocketAddr,
     pub workers: usize,
-    /// Advertised keep-alive timeout in whole seconds; `None` disables keep-alive.
+    /// Connections may persist (`--keep-alive-timeout` is not zero).
+    pub keep_alive: bool,
+    /// What `Keep-Alive: timeout=` advertises, in whole seconds (rounded
+    /// down, so it never promises more than is kept); `None` when keep-alive
+    /// is off, or under a second: `timeout=0` would read as "do not reuse"
+    /// (Node's agent then never reuses), so no `Keep-Alive` field is sent.
     pub keep_alive_advertised_secs: Option<u64>,
     /// How long an idle persistent connection is really kept: timeout + buffer.
     pub keep_alive_ms: u64,
@@ -193,6 +202,8 @@ pub struct Settings {
     pub keep_alive_header: Vec<u8>,
     /// The keep-alive lab's query controls are obeyed.
     pub test_controls: bool,
+    /// How far back `/peers` judges a peer, in µs.
+    pub peers_window_us: u64,
     /// What each worker's loop clock reads when it starts, in µs: zero,
     /// except in tests that start it just before the wrap point of a
     /// narrower stamp (2³² µs, 2³² ms) to show that nothing wraps.
@@ -214,21 +225,24 @@ impl Settings {
 impl Config {
     /// The settings the workers run on.
     pub fn settings(&self) -> Settings {
+        let keep_alive = !self.keep_alive_timeout.is_zero();
         let keep_alive_advertised_secs =
-            (!self.keep_alive_timeout.is_zero()).then_some(self.keep_alive_timeout.as_secs());
+            Some(self.keep_alive_timeout.as_secs()).filter(|&secs| secs > 0);
         // Keep-Alive is hop-by-hop, so Connection names it (as nginx and
         // Node do): some proxies drop it otherwise.
-        let keep_alive_header = keep_alive_advertised_secs
-            .map(|secs| {
-                format!("Connection: keep-alive\r\nKeep-Alive: timeout={secs}").into_bytes()
-            })
-            .unwrap_or_default();
+        let keep_alive_header = match keep_alive_advertised_secs {
+            Some(secs) => format!("Connection: keep-alive\r\nKeep-Alive: timeout={secs}"),
+            None if keep_alive => "Connection: keep-alive".to_owned(),
+            None => String::new(),
+        }
+        .into_bytes();
         Settings {
             listen: self.listen,
             workers: self
                 .workers
                 .or_else(|| std::thread::available_parallelism().ok())
                 .map_or(1, NonZeroUsize::get),
+            keep_alive,
             keep_alive_advertised_secs,
             keep_alive_ms: whole_ms(self.keep_alive_timeout + self.keep_alive_buffer),
             inactivity_ms: enabled_ms(self.timeout),
@@ -244,6 +258,7 @@ impl Config {
             access_log: self.access_log.clone(),
             keep_alive_header,
             test_controls: self.test_controls,
+            peers_window_us: self.peers_window.as_micros() as u64,
             loop_clock_start: self.loop_clock_start.as_micros() as u64,
             tls: self.tls.clone(),
         }
@@ -363,6 +378,16 @@ mod tests {
     }
 
     #[test]
+    fn a_sub_second_keep_alive_advertises_no_timeout() {
+        let mut config = Config::with_listen("127.0.0.1:0".parse().unwrap());
+        config.keep_alive_timeout = Duration::from_millis(500);
+        let settings = config.settings();
+        assert!(settings.keep_alive);
+        assert_eq!(settings.keep_alive_advertised_secs, None);
+        assert_eq!(settings.keep_alive_header, b"Connection: keep-alive");
+    }
+
+    #[test]
     fn zero_disables_a_timeout() {
         let mut config = Config::with_listen("127.0.0.1:0".parse().unwrap());
         config.timeout = Duration::ZERO;
@@ -372,6 +397,7 @@ mod tests {
         assert_eq!(settings.shutdown_ms, None);
         assert_eq!(settings.inactivity_ms, None);
         assert_eq!(settings.keep_alive_advertised_secs, None);
+        assert!(!settings.keep_alive);
         assert!(settings.keep_alive_header.is_empty());
     }
 }

@@ -133,6 +133,21 @@ pub fn parse_header_size(text: &str) -> Result<usize, String> {
     Ok(size)
 }
 
+/// The shortest recent window `/peers` judges a peer over.
+const MIN_PEERS_WINDOW: Duration = Duration::from_secs(1);
+
+/// How far back `/peers` looks for its verdicts: a duration of a second
+/// or more.
+pub fn parse_peers_window(text: &str) -> Result<Duration, String> {
+    let window = parse_duration(text)?;
+    if window < MIN_PEERS_WINDOW {
+        return Err(format!(
+            "'{text}' is too short: the recent window is at least 1s (the default is 10m)"
+        ));
+    }
+    Ok(window)
+}
+
 /// A whole number, refused with a message people understand.
 pub fn parse_count<T: std::str::FromStr>(text: &str) -> Result<T, String> {
     let text = text.trim();
@@ -307,6 +322,15 @@ mod tests {
         assert!(parse_header_size("0").unwrap_err().contains("too small"));
         assert!(parse_header_size("1023").is_err());
         assert_eq!(parse_header_size("1KiB"), Ok(1024));
+    }
+
+    #[test]
+    fn the_peers_window_is_a_second_or_more() {
+        assert_eq!(parse_peers_window("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_peers_window("1s"), Ok(Duration::from_secs(1)));
+        assert!(parse_peers_window("0").unwrap_err().contains("too short"));
+        assert!(parse_peers_window("500ms").is_err());
+        assert!(parse_peers_window("soon").is_err());
     }
 
     #[test]

@@ -320,6 +320,11 @@ impl Conn {
             Some(deadline) => signed(deadline) - signed(now),
             None => signed(idle_timeout_ms.saturating_mul(1000)) - signed(gap_us),
         };
+        if let Some(deadline) = deadline.filter(|&deadline| deadline < now) {
+            // The request cancels a timer that was already due: the loop
+            // was late for it, as it would be had the timer fired now.
+            ctx.stats.timer_overdue(now - deadline);
+        }
         Reuse {
             gap_us,
             headroom_us,
@@ -423,6 +428,10 @@ impl Conn {
                 age_us,
                 idle_timeout_ms: self.idle_timeout_ms(ctx.settings),
                 reset,
+                round_trip_us: match closer {
+                    Closer::Server => self.round_trip_us(),
+                    Closer::Client => None,
+                },
             };
             ctx.observe(Event::IdleEnded(end));
         }

@@ -4,6 +4,7 @@
 
 use std::io::{self, IoSlice, Read, Write};
 use std::net::Shutdown;
+use std::os::fd::AsRawFd;
 
 use mio::{Interest, Registry, Token};
 
@@ -88,6 +89,31 @@ impl Conn {
             self.nodelay = true;
             let _ = self.stream.set_nodelay(true);
         }
+    }
+
+    /// The connection's smoothed round trip as the kernel measures it
+    /// (`TCP_INFO`'s `tcpi_rtt`), µs; `None` if the socket cannot say.
+    /// One system call: made at an idle close and a late request only.
+    pub(super) fn round_trip_us(&self) -> Option<u32> {
+        let mut info = std::mem::MaybeUninit::<libc::tcp_info>::zeroed();
+        let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+        // SAFETY: getsockopt writes at most `len` bytes into `info`, a
+        // buffer of exactly that size that lives here, for a descriptor
+        // this connection owns. `tcp_info` holds only integers, so the
+        // zeroed value, or one the kernel filled in part (an older kernel's
+        // shorter struct), is a valid one to read. Neither socket2 nor
+        // rustix offers TCP_INFO.
+        let rc = unsafe {
+            libc::getsockopt(
+                self.stream.as_raw_fd(),
+                libc::IPPROTO_TCP,
+                libc::TCP_INFO,
+                info.as_mut_ptr().cast(),
+                &mut len,
+            )
+        };
+        // SAFETY: as above, every bit pattern of it is valid.
+        (rc == 0).then(|| unsafe { info.assume_init() }.tcpi_rtt)
     }
 
     /// Shuts the write side once (over TLS, after `close_notify`); false

@@ -51,8 +51,13 @@ impl Worker {
     }
 
     fn ctx(&mut self) -> Ctx<'_> {
+        self.ctx_at(0)
+    }
+
+    /// A context at loop time `now`.
+    fn ctx_at(&mut self, now: Micros) -> Ctx<'_> {
         let heard = &mut self.heard;
-        let mut ctx = self.resources.lend(0, &self.settings, &self.stats, heard);
+        let mut ctx = self.resources.lend(now, &self.settings, &self.stats, heard);
         ctx.watch_allowed = self.watch_allowed;
         ctx
     }
@@ -437,4 +442,33 @@ fn an_idle_connection_keeps_only_a_small_slab_entry() {
     let stream_extra = if cfg!(debug_assertions) { 8 } else { 0 };
     assert!(std::mem::size_of::<Conn>() <= 144 + stream_extra);
     assert_eq!(std::mem::size_of::<Option<crate::timers::TimerId>>(), 4);
+}
+
+#[test]
+fn a_request_that_cancels_an_overdue_idle_timer_counts_its_lateness() {
+    // The loop stalled past the keep-alive deadline; the request that
+    // reuses the connection is read before the timer could fire. Nothing
+    // fired, yet the loop was late: the lateness figures say by how much,
+    // and the reuse had no headroom left.
+    let mut worker = Worker::new();
+    let (mut client, mut conn) = answered_once(&mut worker);
+    conn.sync_timers(0, &mut worker.resources.timers, 0, &worker.settings);
+    let deadline = worker.settings.keep_alive_ms * 1000;
+    send(&mut client, GET);
+    let late = 5_000_000;
+    {
+        let mut ctx = worker.ctx_at(deadline + late);
+        assert_eq!(conn.on_ready(Readiness::default(), &mut ctx), Flow::Open);
+        conn.account(false, &mut ctx);
+    }
+    let lateness = worker.stats.timer_lateness.read();
+    assert_eq!((lateness.count(), lateness.sum), (1, late));
+    assert_eq!(worker.heard.count("Reused(Reuse { gap_us"), 1);
+    let reuse = worker
+        .heard
+        .0
+        .iter()
+        .find(|e| e.starts_with("Reused"))
+        .unwrap();
+    assert!(reuse.contains("headroom_us: -5000000"), "{reuse}");
 }

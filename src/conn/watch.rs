@@ -93,7 +93,12 @@ impl Conn {
         let delay_us = watch.fin.elapsed(ctx.now);
         let ConnLabel { id, peer, .. } = ctx.conn;
         tracing::debug!(conn = id, %peer, delay_us, "late request after the idle FIN");
-        ctx.observe(Event::AfterFin(AfterFin::Request { delay_us }));
+        let late = AfterFin::Request {
+            delay_us,
+            idle_timeout_ms: self.idle_timeout_ms(ctx.settings),
+            round_trip_us: self.round_trip_us(),
+        };
+        ctx.observe(Event::AfterFin(late));
     }
 
     /// The peer closed (FIN or reset) during the watch: the connection ends.

@@ -3,6 +3,15 @@
 //! so a quantile is known to within 6% of its value, in under a kilobyte,
 //! with no allocation and a few instructions per sample. Values below 8 µs
 //! are exact; values beyond about 36 minutes share the last bucket.
+//!
+//! Why not `hdrhistogram` (measured with 7.6, 1 µs to 2^32 µs, `u32`
+//! counts): at its coarsest precision (one significant digit) a histogram
+//! holds 96 bytes inline and 1,920 on the heap, 2,016 against our 968, and
+//! allocates when a peer is admitted or a snapshot cloned; two digits take
+//! 13,920 bytes, three 98,400. Each peer keeps two, so the peer table
+//! (64 peers and `other`) would grow from 142,080 bytes to about 278,000
+//! per worker, past its 200 KiB bound. Recording costs the same (5.1 ns
+//! here, 5.3 there).
 
 /// Buckets per power of two.
 const SUB_BUCKETS: usize = 8;

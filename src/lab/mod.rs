@@ -29,7 +29,7 @@ pub use stats::LabStats;
 
 use crate::observe::{AfterFin, Event, Observer};
 use crate::timers::Micros;
-use peers::{PeerEvent, PeerTable, PeersSnapshot};
+use peers::{PeerTable, PeersSnapshot};
 
 /// A reuse with less than this left before the server's idle deadline is
 /// a near miss.
@@ -45,12 +45,17 @@ pub struct Lab {
 
 impl Lab {
     /// A lab writing its counters to `stats` (the worker's, which
-    /// `/metrics` reads).
-    pub fn new(stats: Arc<LabStats>) -> Self {
+    /// `/metrics` reads), whose peers' recent figures span `window` µs.
+    pub fn new(stats: Arc<LabStats>, window: Micros) -> Self {
         Lab {
-            peers: PeerTable::default(),
+            peers: PeerTable::new(window),
             stats,
         }
+    }
+
+    /// The recent window is `window` µs long from now on (a reload).
+    pub fn set_window(&mut self, window: Micros) {
+        self.peers.set_window(window);
     }
 
     /// The peer table as the admin view shows it, at loop time `now`.
@@ -62,41 +67,24 @@ impl Lab {
 impl Observer for Lab {
     fn observe(&mut self, peer: IpAddr, now: Micros, event: Event<'_>) {
         let stats = &self.stats;
-        let event = match event {
-            Event::Accepted => PeerEvent::Connected,
-            Event::ClientNamed { .. } => return,
+        match event {
             Event::Reused(reuse) => {
                 stats.reuse_gap.record(reuse.gap_us);
                 stats.reuse_headroom.record(reuse.headroom_us.max(0) as u64);
                 if reuse.headroom_us < NEAR_MISS_US as i64 {
                     stats.near_misses.add(1);
                 }
-                PeerEvent::Reuse(peers::Reuse {
-                    gap_us: reuse.gap_us,
-                    headroom_us: reuse.headroom_us,
-                    past_advertised: reuse
-                        .advertised_secs
-                        .is_some_and(|secs| reuse.gap_us > secs * 1_000_000),
-                })
             }
-            Event::ResponsesDone(n) => PeerEvent::Responses(n),
-            Event::IdleEnded(end) => {
-                stats.idle_close_age(end.closer).record(end.age_us);
-                PeerEvent::IdleClosed {
-                    closer: end.closer,
-                    age_us: end.age_us,
-                }
-            }
-            Event::AfterFin(AfterFin::Request { delay_us }) => {
+            Event::IdleEnded(end) => stats.idle_close_age(end.closer).record(end.age_us),
+            Event::AfterFin(AfterFin::Request { delay_us, .. }) => {
                 stats.late_requests.add(1);
                 stats.late_request_delay.record(delay_us);
-                PeerEvent::LateRequest { delay_us }
             }
             Event::AfterFin(AfterFin::Closed { delay_us }) => {
                 stats.peer_close_delay.record(delay_us);
-                PeerEvent::ClosedAfterFin { delay_us }
             }
-        };
-        self.peers.record(peer, now, event);
+            Event::Accepted | Event::ClientNamed { .. } | Event::ResponsesDone(_) => {}
+        }
+        self.peers.record(peer, now, &event);
     }
 }

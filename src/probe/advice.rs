@@ -177,11 +177,21 @@ mod tests {
 
     #[test]
     fn the_safe_timeout_is_the_earliest_close_less_the_margin() {
-        let idle = idle(Some(2), &steady(3000.0, 4));
-        let advice = advise(&idle, None, Some(0.2), Duration::from_secs(300));
+        let unpromised = idle(None, &steady(3000.0, 4));
+        let advice = advise(&unpromised, None, Some(0.2), Duration::from_secs(300));
         // 2999 - (0.2 + 60) = 2938.8, rounded down.
         assert_eq!(advice.safe_pool_idle_timeout_ms, Some(2900));
         assert_eq!(advice.warning, None);
+        // A promise shorter than the real close bounds the advice: what is
+        // kept past it is grace, not room.
+        let promised = idle(Some(2), &steady(3000.0, 4));
+        let advice = advise(&promised, None, Some(0.2), Duration::from_secs(300));
+        assert_eq!(advice.safe_pool_idle_timeout_ms, Some(1900));
+        assert!(
+            advice.paragraph.contains("promises less"),
+            "{}",
+            advice.paragraph
+        );
         assert!(
             advice.paragraph.contains("rounded down"),
             "{}",

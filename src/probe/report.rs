@@ -11,6 +11,7 @@ use super::closes::{PassPhase, Pattern};
 use super::idle::Idle;
 use super::sweep::{Sweep, SweepPoint};
 use super::tls::{TlsClose, TlsJson};
+use crate::advice::clients;
 use crate::measure::stats::Spread;
 use crate::measure::timed_conn::Closed;
 
@@ -73,12 +74,20 @@ impl Report {
         }
     }
 
-    /// The advice paragraph, with the warning after it.
+    /// The advice paragraph, with the warning after it, then the safe
+    /// value in common clients' and proxies' own settings.
     pub fn advice_text(&self) -> String {
-        match &self.advice.warning {
+        let mut text = match &self.advice.warning {
             Some(warning) => format!("{} Warning: {warning}.", self.advice.paragraph),
             None => self.advice.paragraph.clone(),
+        };
+        if let Some(safe) = self.advice.safe_pool_idle_timeout_ms {
+            let settings: Vec<String> = clients::every()
+                .map(|client| format!("{}: {}", client.name, client.advice(safe)))
+                .collect();
+            let _ = write!(text, " In a pool in front: {}.", settings.join("; "));
         }
+        text
     }
 
     pub fn json(&self) -> String {
@@ -305,6 +314,11 @@ impl Report {
         s.push_str(&labelled("advice:", &self.advice.paragraph));
         if let Some(warning) = &self.advice.warning {
             s.push_str(&labelled("warning:", warning));
+        }
+        if let Some(safe) = self.advice.safe_pool_idle_timeout_ms {
+            s.push_str("in a pool in front, that is:\n");
+            s.push_str(&clients::table(safe));
+            s.push('\n');
         }
         s
     }

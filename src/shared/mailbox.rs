@@ -2,7 +2,7 @@
 //! [`Snapshot`] and wakes the worker's poll; the worker builds the snapshot
 //! at the top of its next turn, leaves it here and wakes the asker back.
 //! Nobody blocks on the other, and nothing is published unasked, so an idle
-//! server with no one watching never wakes up.
+//! server with no viewer never wakes up.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};

@@ -268,6 +268,14 @@ impl Stats {
         }
     }
 
+    /// A connection timer that was due `late` µs ago was cancelled or
+    /// moved by the activity it waited for (a request reusing an idle
+    /// connection) before it could fire: the loop was that late for it,
+    /// and the lateness figures say so, though nothing fired.
+    pub fn timer_overdue(&self, late: Micros) {
+        self.timer_lateness.record(late);
+    }
+
     pub fn closed_by(&self, cause: CloseCause) -> u64 {
         self.closed[cause.index()].get()
     }

@@ -2,8 +2,8 @@
 //! connections (`Token` = slab key), its timer lists, buffer pool and Date
 //! cache. Nothing is shared with other workers but counters and the stop flag.
 //!
-//! A loop turn:
-//! 1. read the clock, once;
+//! A loop turn reads the clock twice, never per request:
+//! 1. read the clock;
 //! 2. sync the timers of every connection touched since the last turn,
 //!    stamping them with that reading (taken after their activity, so no
 //!    timer can fire early);
@@ -12,7 +12,10 @@
 //!    disarm it when there are no timers (an idle server sleeps), and poll:
 //!    without a timeout, or with zero when work is pending (before a poll
 //!    that may sleep, buffered access-log lines are written out);
-//! 5. handle readiness events, then the ready list (connections that spent
+//! 5. read the clock again (the poll may have slept): what the poll
+//!    delivered is stamped with this reading (a request's arrival, a
+//!    response's end, see `stats::timing`);
+//! 6. handle readiness events, then the ready list (connections that spent
 //!    their read budget), so one busy client cannot starve the rest.
 
 use std::io;
@@ -113,7 +116,7 @@ impl Worker {
         poll.registry()
             .register(&mut listener, LISTENER, Interest::READABLE)?;
         let clock = LoopClock::starting_at(settings.loop_clock_start)?;
-        let lab = Lab::new(Arc::clone(&shared.stats.lab));
+        let lab = Lab::new(Arc::clone(&shared.stats.lab), settings.peers_window_us);
         clock.register(poll.registry(), ALARM)?;
         Ok(Worker {
             index,
@@ -153,6 +156,7 @@ impl Worker {
         loop {
             let now = self.clock.now();
             if let Some(settings) = self.shared.reloaded.take() {
+                self.lab.set_window(settings.peers_window_us);
                 self.settings = settings; // SIGHUP: timers armed from now on use these
             }
             if self.control.stopping.load(Ordering::Acquire) && !self.draining {

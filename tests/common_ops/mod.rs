@@ -276,6 +276,17 @@ impl Running {
         self.child.id()
     }
 
+    /// The admin listener's address, from the startup line's `admin=`.
+    pub fn admin_addr(&self) -> SocketAddr {
+        let log = self.log();
+        let line = log
+            .iter()
+            .find_map(|line| line.split_once(" admin=http://"))
+            .unwrap_or_else(|| panic!("no admin= in the startup line: {log:?}"));
+        let addr = line.1.split_once('/').expect("admin=http://ADDR/").0;
+        addr.parse().expect("an admin address")
+    }
+
     /// Sends `signal` (e.g. `TERM`, `INT`) with kill(1).
     pub fn signal(&self, signal: &str) {
         let status = Command::new("kill")

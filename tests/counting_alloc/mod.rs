@@ -1,8 +1,8 @@
 //! A global allocator that counts allocations (not frees) and the heap
 //! bytes live, forwarding every call to the system allocator: the
-//! allocation tests and benches/timer_memory.rs install it with
-//! `#[global_allocator]` and read [`allocations`] or [`live_bytes`] around
-//! the work they check.
+//! allocation tests and tools/timer-bench/benches/timer_memory.rs install
+//! it with `#[global_allocator]` and read [`allocations`] or
+//! [`live_bytes`] around the work they check.
 
 #![allow(dead_code)]
 

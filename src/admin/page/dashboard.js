@@ -479,7 +479,8 @@ function renderPeers(report) {
   for (const p of report.peers) {
     const row = body.insertRow();
     row.dataset.addr = p.addr;
-    row.insertCell().innerHTML = `<span class="mono">${p.addr}</span><br><span class="dim">${plural(p.connections, "connection", "connections")}, ${plural(p.requests, "request", "requests")}</span>`;
+    const who = p.client ? ` · ${p.client}` : "";
+    row.insertCell().innerHTML = `<span class="mono">${p.addr}</span><br><span class="dim">${plural(p.connections, "connection", "connections")}, ${plural(p.requests, "request", "requests")}${who}</span>`;
     const verdict = document.createElement("span");
     verdict.className = `verdict ${p.verdict === "at risk" ? "risk" : p.verdict}`;
     verdict.textContent = p.verdict;
@@ -487,7 +488,9 @@ function renderPeers(report) {
     const axis = row.insertCell();
     axis.className = "axis";
     axis.append(peerAxis(p, server, scaleMs));
-    const estimate = p.client_idle_timeout_ms === null ? "never closed first" : `closes idle at ~${duration(p.client_idle_timeout_ms)}`;
+    const estimate = p.client_idle_timeout_ms !== null
+      ? `closes idle at ${p.client_idle_timeout_is_upper_bound ? "most " : ""}~${duration(p.client_idle_timeout_ms)}`
+      : p.client_idle_closes > 0 ? "closes idle at no steady age" : "never closed an idle one";
     row.insertCell().innerHTML = `${estimate}<br><span class="dim">client ${p.client_idle_closes} · server ${p.server_idle_closes}</span>`;
     const gap = p.reuse_gap_ms.max === null ? "none" : `waited up to ${duration(p.reuse_gap_ms.max)}`;
     row.insertCell().innerHTML = `${gap}<br><span class="dim">${plural(p.near_misses, "near miss", "near misses")} · ${plural(p.late_requests, "late request", "late requests")}</span>`;

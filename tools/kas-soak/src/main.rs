@@ -127,7 +127,7 @@ fn run(args: &Args) -> Result<Report, String> {
         idle_after,
     );
     if let Some(path) = &args.svg {
-        fs::write(path, report.svg())
+        fs::write(path, report.svg()?)
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     drop(spawned);

@@ -73,6 +73,11 @@ pub struct RequestHead<'a> {
     pub keep_alive: bool,
     /// `Expect: 100-continue` on an HTTP/1.1 request.
     pub expect_continue: bool,
+    /// The `User-Agent` field's value, as sent (the last one).
+    pub user_agent: Option<&'a [u8]>,
+    /// A proxy forwarded the request (`Forwarded`, `X-Forwarded-For` or
+    /// `Via` was sent).
+    pub forwarded: bool,
 }
 
 impl RequestHead<'_> {
@@ -228,6 +233,8 @@ fn parse_into<'b>(
             close: fields.close,
             keep_alive: fields.keep_alive,
             expect_continue: fields.expect_continue,
+            user_agent: fields.user_agent,
+            forwarded: fields.forwarded,
         },
         head_len,
     ))
@@ -235,7 +242,7 @@ fn parse_into<'b>(
 
 /// The header fields that matter here, gathered over repeated fields.
 #[derive(Default)]
-struct HeaderFields {
+struct HeaderFields<'a> {
     hosts: usize,
     content_length: Option<u64>,
     /// Transfer codings in order, as seen: (is chunked, count).
@@ -246,10 +253,12 @@ struct HeaderFields {
     close: bool,
     keep_alive: bool,
     expect_continue: bool,
+    user_agent: Option<&'a [u8]>,
+    forwarded: bool,
 }
 
-impl HeaderFields {
-    fn read(headers: &[httparse::Header<'_>], minor_version: u8) -> Result<Self, RequestError> {
+impl<'a> HeaderFields<'a> {
+    fn read(headers: &[httparse::Header<'a>], minor_version: u8) -> Result<Self, RequestError> {
         let mut fields = HeaderFields::default();
         for header in headers {
             let name = header.name;
@@ -275,6 +284,13 @@ impl HeaderFields {
                 } else {
                     return Err(RequestError::ExpectationFailed);
                 }
+            } else if name.eq_ignore_ascii_case("user-agent") {
+                fields.user_agent = Some(trim(value));
+            } else if name.eq_ignore_ascii_case("x-forwarded-for")
+                || name.eq_ignore_ascii_case("forwarded")
+                || name.eq_ignore_ascii_case("via")
+            {
+                fields.forwarded = true;
             }
         }
         if minor_version >= 1 && fields.hosts != 1 {

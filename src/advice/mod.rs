@@ -51,6 +51,8 @@
 //!   the same number for one server; otherwise the explanations say which
 //!   round trip each used.
 
+pub mod clients;
+
 use std::fmt::Write as _;
 
 /// The guard for the client's own timer: this share of the close time...
@@ -142,6 +144,8 @@ pub fn safe_pool_idle_timeout(facts: &IdleCloseFacts) -> Advice {
         ),
     };
     let mut words = String::new();
+    // The margin a reuse must leave before the close (or the promise).
+    let mut margin_used = None;
     // The limit from the closes: (value, margin) or why there is none.
     let from_closes = match &facts.close {
         Close::At {
@@ -155,14 +159,32 @@ pub fn safe_pool_idle_timeout(facts: &IdleCloseFacts) -> Advice {
                 *seen_ms,
                 *period_ms,
             ));
-            let margin = round_trip + guard(*earliest_ms);
+            // What a server keeps past what it advertises is grace against
+            // the race, not room for a pool to use: the advice stays within
+            // the promise.
+            let promise = facts
+                .advertised_ms
+                .map(|ms| ms as f64)
+                .filter(|&promise| promise < *earliest_ms);
+            let basis = promise.unwrap_or(*earliest_ms);
+            if let Some(promise) = promise {
+                let _ = write!(
+                    words,
+                    " It promises less (Keep-Alive: timeout={}), and the advice keeps within \
+                     the promise: what a server keeps past it is grace against the race, not \
+                     room to use.",
+                    promise / 1000.0
+                );
+            }
+            let margin = round_trip + guard(basis);
+            margin_used = Some(margin);
             let _ = write!(
                 words,
                 " A reuse must leave {margin:.0} ms before that: {round_trip_words} and {:.0} \
                  ms for the client's own timer.",
-                guard(*earliest_ms)
+                guard(basis)
             );
-            Ok(earliest_ms - margin)
+            Ok(basis - margin)
         }
         Close::Unknown { why } => Err(format!("{why}: no idle timeout is known to be safe.")),
         Close::NotWithin { watched_ms } => Err(format!(
@@ -243,15 +265,25 @@ pub fn safe_pool_idle_timeout(facts: &IdleCloseFacts) -> Advice {
         Close::At { earliest_ms, .. } => Some(earliest_ms),
         _ => None,
     };
+    // A measured close may read a few ms early (the measurement's own
+    // uncertainty is taken off it): only a clear shortfall is a warning.
+    let tolerance = |earliest: f64| match facts.source {
+        Source::Configured => 0.0,
+        Source::MeasuredFromClient => (earliest * 0.005).max(5.0),
+    };
     match (facts.advertised_ms, earliest) {
-        (Some(advertised), Some(earliest)) if advertised as f64 > earliest => {
+        (Some(advertised), Some(earliest))
+            if advertised as f64 > earliest + tolerance(earliest) =>
+        {
             warning = Some(format!(
                 "the server advertises Keep-Alive: timeout={} but closes idle connections after \
                  {earliest:.0} ms: clients that trust the header will race",
                 advertised / 1000
             ));
         }
-        (Some(advertised), _) if safe.is_some_and(|safe| advertised > safe) => {
+        (Some(advertised), Some(earliest))
+            if safe.is_some() && advertised as f64 + margin_used.unwrap_or(0.0) > earliest =>
+        {
             let _ = write!(
                 words,
                 " Its Keep-Alive: timeout={} leaves less than that margin: a client that waits \

@@ -2,7 +2,7 @@
 //! server performs: enroll (accept), refresh (every read/write), unenroll
 //! (close) and expire-all (a burst of idle connections timing out).
 //!
-//! Contenders, all behind the small `Timers` trait (benches/contenders):
+//! Contenders, all behind the small `Timers` trait (src/lib.rs):
 //! - `lists`: our `TimerLists` (per-duration lists + heap of list heads).
 //! - `binheap`: `std::collections::BinaryHeap<Reverse<(deadline, seq, slot)>>`
 //!   with one entry per arming. Refresh and unenroll use a *generation check*
@@ -31,21 +31,20 @@
 //! several GB of memory, so not in the default run). Sizes from 100k up use
 //! 10 samples and a short measurement time, and from 1M flat sampling (one
 //! iteration per sample: each needs its own multi-second setup).
-//! Bytes per timer come from `cargo bench --bench timer_memory`.
-//! Run one comparison: `cargo bench --bench timers -- 'refresh/.*/100000'`.
+//! Bytes per timer come from `cargo bench -p timer-bench --bench timer_memory`.
+//! Run one comparison: `cargo bench -p timer-bench --bench timers --
+//! 'refresh/.*/100000'`.
 //! Tables and charts: `scripts/charts.py timers` (reads target/criterion).
-
-mod contenders;
 
 use std::hint::black_box;
 use std::time::Duration;
 
-use contenders::{DURATIONS, Delay, HeapTimers, Timers, UvHeap, filled, runtime, shuffled};
 use criterion::measurement::WallTime;
 use criterion::{
     BatchSize, BenchmarkGroup, Criterion, SamplingMode, Throughput, criterion_group, criterion_main,
 };
 use keepalive_server::timers::{Micros, TimerLists};
+use timer_bench::{DURATIONS, Delay, HeapTimers, Timers, UvHeap, filled, runtime, shuffled};
 
 /// Timer counts measured by default.
 const SIZES: [usize; 4] = [1_000, 10_000, 100_000, 1_000_000];

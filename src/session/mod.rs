@@ -34,6 +34,7 @@ use crate::ctx::{Ctx, TimerEvent};
 use crate::http::response::{BodyLength, CONTINUE, Persistence, ResponseHead};
 use crate::http::{BodyDecoder, Framing, HeadLimits, Status, parse_head};
 use crate::in_flight::{BodyTarget, InFlight};
+use crate::observe::Event;
 use crate::pool::{Buffers, HeadProgress};
 use crate::stats::CloseCause;
 
@@ -331,6 +332,12 @@ impl Session {
                     }
                 };
                 self.kept_on = answer.kept_on;
+                if !self.received_any {
+                    ctx.observe(Event::ClientNamed {
+                        user_agent: head.user_agent,
+                        forwarded: head.forwarded,
+                    });
+                }
                 let body = (head.framing, head.expect_continue);
                 if ctx.settings.logs_access() {
                     let Buffers { input, log, .. } = &mut *buffers;

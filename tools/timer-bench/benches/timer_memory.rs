@@ -7,14 +7,14 @@
 //! entries included, as in steady state). The handles the caller keeps are
 //! not counted. Prints a Markdown table.
 //!
-//! `cargo bench --bench timer_memory` (1k to 1M); `KAS_BENCH_10M=1` adds 10M.
+//! `cargo bench -p timer-bench --bench timer_memory` (1k to 1M);
+//! `KAS_BENCH_10M=1` adds 10M.
 
-mod contenders;
-#[path = "../tests/counting_alloc/mod.rs"]
+#[path = "../../../tests/counting_alloc/mod.rs"]
 mod counting_alloc;
 
-use contenders::{DURATIONS, Delay, HeapTimers, Timers, UvHeap, runtime, shuffled};
 use keepalive_server::timers::{Micros, TimerLists};
+use timer_bench::{DURATIONS, Delay, HeapTimers, Timers, UvHeap, runtime, shuffled};
 
 #[global_allocator]
 static GLOBAL: counting_alloc::Counting = counting_alloc::Counting;

@@ -2,8 +2,10 @@
 //! trait, and the fixtures both benchmark binaries build them with
 //! (`benches/timers.rs` for time per operation, `benches/timer_memory.rs`
 //! for bytes per timer). See `benches/timers.rs` for what each contender is.
-
-#![allow(dead_code)] // each binary uses its own part
+//!
+//! A package of its own, outside the workspace's default members, because
+//! the `delayqueue` contender needs tokio: the server's `cargo build` and
+//! `cargo test` never compile it. `cargo bench -p timer-bench`.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
