@@ -116,16 +116,21 @@ impl Conn {
         (rc == 0).then(|| unsafe { info.assume_init() }.tcpi_rtt)
     }
 
-    /// Shuts the write side once; false if the socket is already gone.
+    /// Shuts the write side once (over TLS, after `close_notify`); false
+    /// if the socket is already gone.
     pub(super) fn shut_write(&mut self) -> bool {
         if !self.write_shut {
             self.write_shut = true;
+            self.say_close_notify();
             return self.stream.shutdown(Shutdown::Write).is_ok();
         }
         true
     }
 
     pub(super) fn read(&mut self, ctx: &mut Ctx<'_>) -> io::Result<ReadOutcome> {
+        if self.tls.is_some() {
+            return self.read_tls(ctx);
+        }
         let limit = Session::input_limit(ctx.settings);
         let buffers = self.buffers.get_or_insert_with(|| ctx.pool.take());
         let spare = buffers.input.spare(limit);
@@ -167,6 +172,9 @@ impl Conn {
         closes_next: bool,
         file: Option<&FillerFile>,
     ) -> io::Result<Flushed> {
+        if self.tls.is_some() {
+            return self.flush_tls(closes_next);
+        }
         let mut wrote = false;
         let mut filler_writes = 0;
         let Some(buffers) = self.buffers.as_deref_mut() else {
