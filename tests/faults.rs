@@ -521,8 +521,8 @@ fn process_cpu_ticks() -> u64 {
     fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
 }
 
-/// Once a write has backed up, the poll watches the socket for
-/// writability for good (see `Conn::watch_writable`). That costs nothing
+/// Once a write has backed up, the poll asks the socket for
+/// writability for good (see `Conn::polls_writable`). That costs nothing
 /// once the connection is idle: no writable edges keep waking the worker.
 #[test]
 fn a_connection_whose_writes_backed_up_sleeps_quietly_when_idle() {

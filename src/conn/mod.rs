@@ -133,15 +133,15 @@ pub struct Conn {
     write_shut: bool,
     /// TCP_NODELAY is on (set lazily, see [`Conn::disable_nagle`]).
     nodelay: bool,
-    /// What the worker's poll watches on the socket (see [`Conn::register`]).
+    /// What the worker's poll asks of the socket (see [`Conn::register`]).
     registered: Registered,
-    /// A write has backed up: from then on the poll watches the socket for
+    /// A write has backed up: from then on the poll asks the socket for
     /// writability too. Never cleared, on purpose: under edge triggering an
     /// EPOLLOUT edge comes only after a write found the send buffer full
     /// (the kernel wakes writers only then), so keeping the interest costs
     /// nothing, while dropping it would cost an `epoll_ctl` each time a
     /// response backs up and drains.
-    watch_writable: bool,
+    polls_writable: bool,
 }
 
 impl Conn {
@@ -178,7 +178,7 @@ impl Conn {
             write_shut: false,
             nodelay: false,
             registered: Registered::No,
-            watch_writable: false,
+            polls_writable: false,
         }
     }
 

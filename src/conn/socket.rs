@@ -35,7 +35,7 @@ pub(super) enum ReadOutcome {
     Full,
 }
 
-/// What the worker's poll watches on a connection's socket.
+/// What the worker's poll asks of a connection's socket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Registered {
     /// Not registered: a connection that is served and closed in the turn
@@ -48,7 +48,7 @@ pub(super) enum Registered {
 impl Conn {
     /// Whether [`Conn::register`] has something to do.
     pub fn registration_due(&self) -> bool {
-        let wanted = if self.watch_writable {
+        let wanted = if self.polls_writable {
             Registered::ReadableWritable
         } else {
             Registered::Readable
@@ -57,13 +57,13 @@ impl Conn {
     }
 
     /// Registers the socket with the worker's poll, or widens what it
-    /// watches. Readable only until a write backs up: a fresh socket is
+    /// asks for. Readable only until a write backs up: a fresh socket is
     /// writable at once, and an EPOLLOUT edge at registration would wake
     /// the worker for a connection with nothing to read yet. Registering
     /// after reading loses nothing: epoll reports what is already pending
     /// when a socket is added or modified, edge-triggered or not.
     pub fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
-        let (wanted, interest) = if self.watch_writable {
+        let (wanted, interest) = if self.polls_writable {
             (
                 Registered::ReadableWritable,
                 Interest::READABLE | Interest::WRITABLE,
@@ -229,7 +229,7 @@ impl Conn {
                 }
                 Err(e) if would_block(&e) => {
                     self.disable_nagle();
-                    self.watch_writable = true;
+                    self.polls_writable = true;
                     return Ok(Flushed::Blocked);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

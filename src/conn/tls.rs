@@ -116,7 +116,7 @@ impl Conn {
                     self.nodelay = true;
                     let _ = self.stream.set_nodelay(true);
                 }
-                self.watch_writable = true;
+                self.polls_writable = true;
                 return Ok(Flushed::Blocked);
             }
             if !owed {
