@@ -113,6 +113,9 @@ pub struct PeerTable {
     other_window: Window,
     /// The width of a window bucket: a tenth of the window.
     width: Micros,
+    /// The entry found last, and for which address: a request's events
+    /// come in a row for one peer, and all of a proxy's for one.
+    last_found: Option<(IpAddr, u8)>,
 }
 
 impl PeerTable {
@@ -124,6 +127,7 @@ impl PeerTable {
             other: PeerStats::default(),
             other_window: Window::default(),
             width: (window / BUCKETS as u64).max(1),
+            last_found: None,
         }
     }
 
@@ -149,10 +153,12 @@ impl PeerTable {
     /// Records `event` for the peer at `addr`, seen at loop time `now`.
     pub fn record(&mut self, addr: IpAddr, now: Micros, event: &Event<'_>) {
         let width = self.width;
-        let entry = match self.find(addr) {
-            Some(i) => &mut self.entries[i],
-            None => self.admit(addr),
+        let i = match self.last_found {
+            Some((last, i)) if last == addr => usize::from(i),
+            _ => self.find(addr).unwrap_or_else(|| self.admit(addr)),
         };
+        self.last_found = Some((addr, i as u8));
+        let entry = &mut self.entries[i];
         entry.last_seen = entry.last_seen.max(now);
         entry.record(now, width, event);
     }
@@ -196,8 +202,8 @@ impl PeerTable {
     }
 
     /// A new entry for `addr`, making room by folding the least recently
-    /// seen peer into `other` when the table is full.
-    fn admit(&mut self, addr: IpAddr) -> &mut Entry {
+    /// seen peer into `other` when the table is full: its index.
+    fn admit(&mut self, addr: IpAddr) -> usize {
         if self.entries.len() == MAX_PEERS {
             let oldest = (0..self.entries.len())
                 .min_by_key(|&i| self.entries[i].last_seen)
@@ -217,7 +223,7 @@ impl PeerTable {
         });
         let i = self.entries.len() - 1;
         self.insert_index(addr, i as u8);
-        &mut self.entries[i]
+        i
     }
 
     fn insert_index(&mut self, addr: IpAddr, i: u8) {
