@@ -4,15 +4,17 @@
 //! only while someone watches, one per tick however many watch, and a
 //! viewer that stops reading dropped rather than buffered.
 
-mod common_ops;
+mod support;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::num::NonZeroUsize;
 use std::time::{Duration, Instant};
 
-use common_ops::{AdminFixture, Client, eventually, get};
 use keepalive_server::Config;
+use support::client::{Client, get};
+use support::eventually;
+use support::server::AdminFixture;
 
 const WITHIN: Duration = Duration::from_secs(20);
 
@@ -238,7 +240,7 @@ fn a_viewer_that_stops_reading_is_dropped() {
         .unwrap();
     let viewers = |f: &Fixture| {
         let text = get(f.admin, "/metrics").text();
-        common_ops::exposition::Exposition::parse(&text)
+        support::exposition::Exposition::parse(&text)
             .value("kas_admin_viewers", &[])
             .unwrap()
     };

@@ -1,16 +1,15 @@
 //! The binary: flag and env validation (exit status 2, the flag named),
 //! `--help`, a port already in use, and a real start on port 0.
 
-mod common;
-mod common_ops;
-mod skip;
+mod support;
 
 use std::net::TcpListener;
 use std::process::{Command, ExitStatus};
 use std::time::Duration;
 
-use common::{Client, HELLO};
-use common_ops::{Running, command, run_to_exit, strip_ansi};
+use support::HELLO;
+use support::binary::{BIN, Running, command, run_to_exit, strip_ansi};
+use support::client::{Client, get};
 
 struct Finished {
     status: ExitStatus,
@@ -277,7 +276,7 @@ fn listen_resolves_a_host_name() {
 #[test]
 fn listen_takes_a_bracketed_ipv6_address() {
     if std::net::TcpListener::bind("[::1]:0").is_err() {
-        skip::not_on_this_machine("this machine has no IPv6 loopback");
+        support::skip::not_on_this_machine("this machine has no IPv6 loopback");
         return;
     }
     let running = serves(&["--listen", "[::1]:0", "--workers", "1"]);
@@ -430,7 +429,7 @@ fn on_a_terminal(no_color: Option<&str>) -> Option<String> {
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let run = format!(
         "{} --listen {} --workers 1",
-        common_ops::BIN,
+        BIN,
         taken.local_addr().unwrap()
     );
     let mut cmd = Command::new("script");
@@ -446,7 +445,7 @@ fn on_a_terminal(no_color: Option<&str>) -> Option<String> {
 #[test]
 fn colour_on_a_terminal_unless_no_color_is_set() {
     let Some(coloured) = on_a_terminal(None) else {
-        skip::because("no `script` (util-linux) to make a terminal");
+        support::skip::because("no `script` (util-linux) to make a terminal");
         return;
     };
     assert!(coloured.contains("ERROR"), "{coloured:?}");
@@ -530,7 +529,7 @@ fn an_admin_listener_on_every_interface_is_named_so_and_warned_about() {
             every_interface,
             "--admin {admin}: {startup}"
         );
-        let healthz = common_ops::get(format!("127.0.0.1:{port}").parse().unwrap(), "/healthz");
+        let healthz = get(format!("127.0.0.1:{port}").parse().unwrap(), "/healthz");
         assert_eq!(healthz.status, 200, "the admin URL shown answers");
         let warned = log.iter().any(|line| {
             line.contains("WARN") && line.contains("admin listener is on every interface")

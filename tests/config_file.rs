@@ -2,12 +2,14 @@
 //! file settings apply, precedence is flag > KAS_* > file > default, bad
 //! files exit 2 naming the problem, and `--help`/`--version` say what they should.
 
-mod common_ops;
+mod support;
 
 use std::process::Command;
 use std::time::Duration;
 
-use common_ops::{Client, Running, TempFile, command, repo_path, run_to_exit};
+use support::binary::{Running, command, run_to_exit};
+use support::client::Client;
+use support::files::{TempFile, repo_path};
 
 const EXIT_WITHIN: Duration = Duration::from_secs(20);
 

@@ -5,12 +5,13 @@
 //! connections that outlive their first turn, and silent ones (handed over
 //! after the kernel's wait) still meet the headers timeout.
 
-mod common;
+mod support;
 
 use std::time::{Duration, Instant};
 
-use common::{HELLO, SLACK, ms, start};
 use keepalive_server::stats::CloseCause;
+use support::server::start;
+use support::{HELLO, SLACK, ms};
 
 const GET: &[u8] = b"GET / HTTP/1.1\r\nHost: t\r\n\r\n";
 const GET_CLOSE: &[u8] = b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";

@@ -8,31 +8,20 @@
 //! must never fire early; it may fire late by up to [`SLACK`]. Tests that
 //! load the machine or measure time run one at a time ([`serial`]).
 
-mod common;
+mod support;
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{Client, HELLO, SLACK, TestServer, find, ms, start, vm_rss_kib};
 use keepalive_server::stats::CloseCause;
-
-/// Serialises the tests that load the machine or measure time.
-fn serial() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// Closes with SO_LINGER 0: the kernel sends RST instead of FIN.
-fn reset(stream: TcpStream) {
-    socket2::SockRef::from(&stream)
-        .set_linger(Some(Duration::ZERO))
-        .expect("SO_LINGER 0");
-    drop(stream);
-}
+use support::client::{Client, find, is_timeout, post, reset};
+use support::procfs::{cpu_ticks, vm_rss_kib};
+use support::server::{TestServer, start};
+use support::{HELLO, SLACK, ms, serial};
 
 /// Open connections back to 0, and a fresh connection is served.
 fn assert_recovered(server: &TestServer) {
@@ -42,7 +31,7 @@ fn assert_recovered(server: &TestServer) {
 }
 
 fn echo_request(body_len: usize) -> Vec<u8> {
-    common::post(body_len, b'x', "")
+    post(body_len, b'x', "")
 }
 
 #[test]
@@ -153,7 +142,7 @@ fn trickle(tricklers: &mut [Trickler], every: Duration, until: Instant) {
             let byte = SLOW_HEAD.get(t.sent).copied().unwrap_or(b'a');
             match t.stream.write(&[byte]) {
                 Ok(n) => t.sent += n,
-                Err(e) if common::is_timeout(&e) => {}
+                Err(e) if is_timeout(&e) => {}
                 Err(_) => {} // reset after the 408: the read below sees it
             }
             loop {
@@ -163,7 +152,7 @@ fn trickle(tricklers: &mut [Trickler], every: Duration, until: Instant) {
                         t.got.extend_from_slice(&chunk[..n]);
                         continue;
                     }
-                    Err(e) if common::is_timeout(&e) => {}
+                    Err(e) if is_timeout(&e) => {}
                     Err(_) => t.closed = Some(Instant::now()),
                 }
                 break;
@@ -385,7 +374,7 @@ fn flood(
                     counter.fetch_add(n as u64, Ordering::Relaxed);
                     at = (at + n) % batch.len();
                 }
-                Err(e) if common::is_timeout(&e) || e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if is_timeout(&e) || e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => return,
             }
         }
@@ -512,15 +501,6 @@ fn a_close_that_drops_pipelined_requests_lingers_instead_of_resetting() {
     assert_eq!(got.len() - head_end, SIZE, "the answer was cut");
 }
 
-/// This process's CPU time so far (utime + stime), in clock ticks: the
-/// in-process server's, while the test's own threads sleep.
-fn process_cpu_ticks() -> u64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
-    let after = &stat[stat.rfind(')').unwrap() + 2..];
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
-}
-
 /// Once a write has backed up, the poll watches the socket for
 /// writability for good (see `Conn::watch_writable`). That costs nothing
 /// once the connection is idle: no writable edges keep waking the worker.
@@ -537,9 +517,11 @@ fn a_connection_whose_writes_backed_up_sleeps_quietly_when_idle() {
     let response = client.request(&format!("/bytes/{SIZE}"));
     assert_eq!(response.body.len(), SIZE);
     assert_eq!(client.request("/").status, 200); // idle, and persistent
-    let before = process_cpu_ticks();
+    // This process's CPU time: the in-process server's, while the test's
+    // own threads sleep.
+    let before = cpu_ticks("self");
     thread::sleep(ms(1000));
-    let spent = process_cpu_ticks() - before;
+    let spent = cpu_ticks("self") - before;
     assert!(spent <= 5, "{spent} ticks of CPU in 1 s of idleness");
     assert_eq!(client.request("/").status, 200);
 }

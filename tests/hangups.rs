@@ -7,29 +7,20 @@
 //! These tests count the process's descriptors, so they run one at a time
 //! ([`serial`]). Timing bounds are generous: the machine is shared and noisy.
 
-mod common;
+mod support;
 
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{Client, HELLO, SLACK, TestServer, ms, post, start};
 use keepalive_server::stats::CloseCause;
-
-fn serial() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// Descriptors open in this process (the server's and the test's).
-fn open_fds() -> usize {
-    std::fs::read_dir("/proc/self/fd")
-        .expect("/proc/self/fd")
-        .count()
-}
+use support::client::{Client, post, reset};
+use support::procfs::open_fds;
+use support::server::{TestServer, start};
+use support::{HELLO, SLACK, ms, serial};
 
 /// Polls until the process is back to `baseline` descriptors; how long it took.
 fn wait_for_fds(baseline: usize, within: Duration) -> Duration {
@@ -55,10 +46,7 @@ fn burst_and_reset(addr: SocketAddr, burst: usize) {
     let mut request = b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 1000000\r\n\r\n".to_vec();
     request.resize(request.len() + burst, b'b');
     let _ = (&stream).write(&request);
-    socket2::SockRef::from(&stream)
-        .set_linger(Some(Duration::ZERO))
-        .unwrap();
-    drop(stream);
+    reset(stream);
 }
 
 #[test]
@@ -175,10 +163,7 @@ fn hangups_during_a_delay() {
         .unwrap();
     server.wait_for_open(2);
     thread::sleep(ms(50));
-    socket2::SockRef::from(&reset)
-        .set_linger(Some(Duration::ZERO))
-        .unwrap();
-    drop(reset);
+    support::client::reset(reset);
     server.wait_for_closed_by(CloseCause::Reset, 1);
     assert_eq!(half_closed.read_response().body, b"delayed 300ms\n");
     half_closed.read_until_closed(SLACK);

@@ -3,12 +3,14 @@
 //! requests (each answered with `Connection: close`, then EOF), half-close,
 //! and connection accounting.
 
-mod common;
+mod support;
 
 use std::time::{Duration, SystemTime};
 
-use common::{HELLO, SLACK, TestServer, assert_error_then_close, ms, start};
 use keepalive_server::stats::CloseCause;
+use support::client::assert_error_then_close;
+use support::server::{TestServer, start};
+use support::{HELLO, SLACK, ms};
 
 const GET: &[u8] = b"GET / HTTP/1.1\r\nHost: t\r\n\r\n";
 

@@ -5,7 +5,7 @@
 //! that races the server's deadline, one that reuses just before it, and a
 //! table that stays bounded however many addresses connect.
 
-mod common_ops;
+mod support;
 
 use std::io::{self, Read};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -13,11 +13,14 @@ use std::num::NonZeroUsize;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common_ops::exposition::Exposition;
-use common_ops::{AdminFixture, Client, Running, eventually, get};
 use keepalive_server::Config;
 use keepalive_server::config::parse_duration;
 use serde_json::Value;
+use support::binary::Running;
+use support::client::{Client, get};
+use support::eventually;
+use support::exposition::Exposition;
+use support::server::AdminFixture;
 
 const WITHIN: Duration = Duration::from_secs(10);
 
@@ -478,7 +481,7 @@ fn a_reuse_served_past_the_deadline_is_at_risk_and_its_late_timer_is_counted() {
         "--keep-alive-buffer",
         "0s",
     ];
-    let server = Running::start(common_ops::command(&args));
+    let server = Running::start(support::binary::command(&args));
     let admin = server.admin_addr();
     let lateness = || {
         let metrics = Exposition::parse(&get(admin, "/metrics").text());

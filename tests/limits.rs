@@ -2,8 +2,7 @@
 //! connection, refuse when none is idle) and running out of descriptors at
 //! accept() (pause and log once, no busy loop, resume when descriptors free).
 
-mod common;
-mod common_ops;
+mod support;
 
 use std::io::Read;
 use std::net::TcpStream;
@@ -11,9 +10,11 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{Client, HELLO, SLACK, TestServer, ms, start};
-use common_ops::{Running, command_with_fd_limit};
 use keepalive_server::stats::CloseCause;
+use support::binary::{Running, command_with_fd_limit};
+use support::client::Client;
+use support::server::{TestServer, start};
+use support::{HELLO, SLACK, ms};
 
 const GET: &[u8] = b"GET / HTTP/1.1\r\nHost: t\r\n\r\n";
 

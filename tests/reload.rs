@@ -5,11 +5,13 @@
 //! as ignored, and without a file there is nothing to reload. SIGHUP never
 //! ends the process.
 
-mod common_ops;
+mod support;
 
 use std::time::{Duration, Instant};
 
-use common_ops::{Client, Running, TempFile, command};
+use support::binary::{Running, command};
+use support::client::Client;
+use support::files::TempFile;
 
 const WITHIN: Duration = Duration::from_secs(10);
 

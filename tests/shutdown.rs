@@ -3,7 +3,7 @@
 //! second signal exits at once, `--shutdown-timeout` cuts a drain short
 //! (`0` never does), and a stderr nobody reads any more stops nothing.
 
-mod common_ops;
+mod support;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -11,8 +11,10 @@ use std::process::{Child, ChildStderr, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common_ops::exposition::Exposition;
-use common_ops::{Client, Running, STARTUP_TIMEOUT, command, eventually, get, wait_timeout};
+use support::binary::{Running, STARTUP_TIMEOUT, command, wait_timeout};
+use support::client::{Client, get};
+use support::eventually;
+use support::exposition::Exposition;
 
 /// Generous: the machine is shared.
 const EXIT_WITHIN: Duration = Duration::from_secs(10);
@@ -468,7 +470,7 @@ fn start_with_stderr_pipe(
     let (line, reader) = startup
         .recv_timeout(STARTUP_TIMEOUT)
         .expect("a startup line in time");
-    let addr = common_ops::listening_on(&line)
+    let addr = support::binary::listening_on(&line)
         .expect("listening on http://ADDR/")
         .parse()
         .unwrap();

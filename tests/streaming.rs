@@ -7,20 +7,17 @@
 //!
 //! Tests that measure memory run one at a time ([`serial`]).
 
-mod common;
+mod support;
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
-use std::sync::{Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{Client, HELLO, find, ms, post, start, vm_rss_kib};
-
-fn serial() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
+use support::client::{Client, find, post};
+use support::procfs::vm_rss_kib;
+use support::server::start;
+use support::{HELLO, ms, serial};
 
 /// Writes `bytes` from a thread, waiting out backpressure.
 fn send_in_background(stream: &TcpStream, bytes: Vec<u8>) -> thread::JoinHandle<()> {

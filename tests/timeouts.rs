@@ -2,7 +2,7 @@
 //! inactivity timeout for a stalled body, the whole-request deadline, and
 //! `/delay/<ms>` (alone and ahead of pipelined requests).
 
-mod common;
+mod support;
 
 use std::io::Write;
 use std::net::TcpStream;
@@ -11,8 +11,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use common::{Client, HELLO, SLACK, assert_error_then_close, ms, start};
 use keepalive_server::stats::CloseCause;
+use support::client::{Client, assert_error_then_close};
+use support::server::start;
+use support::{HELLO, SLACK, ms};
 
 /// Writes `bytes` one at a time, every `every`, on a clone of the socket,
 /// until done, stopped, or the socket fails.
