@@ -244,7 +244,7 @@ fn a_dash_writes_to_stdout_whatever_rust_log_says() {
     assert!(line.contains("\"GET /stdout HTTP/1.1\" 404"), "{line}");
     server.signal("TERM");
     server.wait_exit(WITHIN).expect("exits");
-    std::thread::sleep(Duration::from_millis(100));
+    server.wait_for_output_end(WITHIN);
     assert!(
         server.lines.try_recv().is_err(),
         "RUST_LOG=off, yet: {:?}",

@@ -74,6 +74,8 @@ fn pipelined_requests_behind_a_large_answer_come_after_it_in_order() {
           GET / HTTP/1.1\r\nHost: t\r\n\r\n\
           GET /bytes/100 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
     );
+    // A reader slow to start: the server meets a full socket with
+    // requests still behind.
     std::thread::sleep(std::time::Duration::from_millis(200));
     assert!(client.read_response().body == filler(12_000_000));
     assert_eq!(client.read_response().body, support::HELLO);

@@ -378,7 +378,7 @@ fn json_logs_are_one_object_per_line() {
     ]));
     running.signal("TERM");
     running.wait_exit(LIMIT).expect("exits on SIGTERM");
-    std::thread::sleep(Duration::from_millis(100));
+    running.wait_for_output_end(LIMIT);
     let log = running.log();
     assert!(log.len() >= 2, "{log:?}");
     for line in &log {

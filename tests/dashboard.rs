@@ -17,9 +17,10 @@ mod support;
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use keepalive_server::Config;
+use support::binary::wait_timeout;
 use support::files::repo_path;
 use support::server::AdminFixture;
 
@@ -71,13 +72,9 @@ fn the_dashboard_shows_idle_connections_in_the_keep_alive_list() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("node runs");
-    let started = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if started.elapsed() > BROWSER_TIMEOUT {
-            let _ = child.kill();
-            panic!("the browser script ran over {BROWSER_TIMEOUT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(100));
+    if wait_timeout(&mut child, BROWSER_TIMEOUT).is_none() {
+        let _ = child.kill();
+        panic!("the browser script ran over {BROWSER_TIMEOUT:?}");
     }
     let output = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);

@@ -44,8 +44,8 @@ fn reset_mid_request() {
     ] {
         let mut client = server.client();
         client.send(partial);
-        server.wait_for_open(1);
-        thread::sleep(ms(50)); // let the server read the partial request
+        // Read in part: its deadline is armed.
+        server.wait_until("the partial request read", |t| t.timers("request") == 1);
         reset(client.stream);
         assert_recovered(&server);
     }
@@ -91,12 +91,14 @@ fn client_closing_during_delay() {
     // FIN: the answer is still owed and written to a closed peer.
     let mut client = server.client();
     client.send(b"GET /delay/200 HTTP/1.1\r\nHost: t\r\n\r\n");
-    server.wait_for_open(1);
+    server.wait_until("the request read", |t| t.timers("delay") == 1);
     drop(client);
     // RST while waiting.
     let mut client = server.client();
     client.send(b"GET /delay/200 HTTP/1.1\r\nHost: t\r\n\r\n");
-    thread::sleep(ms(50));
+    server.wait_until("the second request read", |t| {
+        server.accepted() == 2 && t.timers("delay") as u64 == t.open()
+    });
     reset(client.stream);
     // Both gone by the time the delay is long past.
     assert_recovered(&server);
@@ -480,19 +482,9 @@ fn a_close_that_drops_pipelined_requests_lingers_instead_of_resetting() {
     // Wait (reading no more) until the server has handed the whole answer
     // to the kernel and is closing (or, before, had closed), then send
     // more, as a client that has not seen the close yet would.
-    let deadline = Instant::now() + SLACK;
-    loop {
-        let snapshots = server.handle.remote().snapshots(SLACK).unwrap();
-        let closing: u64 = snapshots.iter().map(|s| s.connections.closing).sum();
-        if closing > 0 || server.handle.open_connections() == 0 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the answer was never all written"
-        );
-        thread::sleep(ms(5));
-    }
+    server.wait_until("the answer all written", |t| {
+        t.connections.closing > 0 || t.open() == 0
+    });
     let _ = stream.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
     if let Err(e) = stream.read_to_end(&mut got) {
         panic!("after {} bytes: {e} (the close was a reset)", got.len());

@@ -161,8 +161,7 @@ fn hangups_during_a_delay() {
     (&reset)
         .write_all(b"GET /delay/5000 HTTP/1.1\r\nHost: t\r\n\r\n")
         .unwrap();
-    server.wait_for_open(2);
-    thread::sleep(ms(50));
+    server.wait_until("both requests read", |t| t.timers("delay") == 2);
     support::client::reset(reset);
     server.wait_for_closed_by(CloseCause::Reset, 1);
     assert_eq!(half_closed.read_response().body, b"delayed 300ms\n");

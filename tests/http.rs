@@ -108,7 +108,7 @@ fn chunked_body_split_across_many_writes() {
                     3\r\nabc\r\n4\r\ndefg\r\n0\r\n\r\n";
     for piece in request.chunks(3) {
         client.send(piece);
-        std::thread::sleep(ms(2));
+        std::thread::sleep(ms(2)); // each piece a segment of its own
     }
     let response = client.read_response();
     assert_eq!(response.status, 200);
@@ -195,7 +195,7 @@ fn date_header_is_an_imf_fixdate_close_to_now() {
             skew <= Duration::from_secs(2),
             "Date {date} is {skew:?} off"
         );
-        std::thread::sleep(ms(1100));
+        std::thread::sleep(ms(1100)); // into the next second
     }
 }
 

@@ -238,6 +238,7 @@ fn a_client_that_reuses_past_the_deadline_sends_late_requests_and_races() {
             thread::spawn(move || {
                 let mut client = Client::connect_from(loopback(4), addr);
                 assert_eq!(client.request("/").status, 200);
+                // Idle past the server's 1 s deadline (the race itself).
                 thread::sleep(Duration::from_millis(1030 + 10 * i));
                 // The pool thinks the connection is still good.
                 // (The server's FIN is in; a write may still go through.)
@@ -272,6 +273,7 @@ fn a_client_that_reuses_just_before_the_deadline_counts_near_misses() {
     let fixture = start("1s", "0s", |_| {});
     let mut client = Client::connect_from(loopback(5), fixture.addr);
     assert_eq!(client.request("/").status, 200);
+    // Idle until 50 ms before the server's 1 s deadline.
     thread::sleep(Duration::from_millis(950));
     assert_eq!(client.request("/").status, 200, "served, with 50 ms left");
     let entry = peer_when(&fixture, loopback(5), |p| {
@@ -490,9 +492,27 @@ fn a_reuse_served_past_the_deadline_is_at_risk_and_its_late_timer_is_counted() {
     let before = lateness().expect("the lateness histogram");
     let mut client = Client::connect(server.addr);
     assert_eq!(client.request("/").status, 200);
-    thread::sleep(Duration::from_millis(400));
+    // Its idle timer starts when the answer is done: by now, give or take
+    // the worker's turn.
+    let answered = Instant::now();
+    // The worker is done with the answer: the connection idles.
+    eventually(WITHIN, || {
+        let metrics = Exposition::parse(&get(admin, "/metrics").text());
+        match metrics.value("kas_connections", &[("state", "idle")]) {
+            Some(1.0) => Ok(()),
+            other => Err(format!("idle connections: {other:?}")),
+        }
+    });
     server.signal("STOP");
-    thread::sleep(Duration::from_millis(900)); // the deadline passes meanwhile
+    assert!(
+        answered.elapsed() < Duration::from_millis(800),
+        "stopped {:?} after the answer: too near the 1 s deadline",
+        answered.elapsed()
+    );
+    // The deadline passes while the worker is stopped.
+    thread::sleep(
+        (answered + Duration::from_millis(1300)).saturating_duration_since(Instant::now()),
+    );
     client.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
     server.signal("CONT");
     assert_eq!(client.read_response().status, 200, "served after the stall");

@@ -11,6 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::client::get;
+use super::exposition::Exposition;
 use super::procfs;
 
 /// How long the binary may take to print its startup line.
@@ -147,6 +149,8 @@ pub struct Running {
     pub stdout: Receiver<String>,
     /// Every line from stdout and stderr, in the order they arrived.
     log: Arc<Mutex<Vec<String>>>,
+    /// The threads reading stdout and stderr: finished at the pipes' end.
+    readers: [JoinHandle<()>; 2],
 }
 
 impl Running {
@@ -179,14 +183,15 @@ impl Running {
     fn spawn(command: Command) -> Running {
         let mut child = spawn_piped(command);
         let log = Arc::new(Mutex::new(Vec::new()));
-        let (stdout, _) = forward_lines(child.stdout.take().unwrap(), Arc::clone(&log));
-        let (lines, _) = forward_lines(child.stderr.take().unwrap(), Arc::clone(&log));
+        let (stdout, out_reader) = forward_lines(child.stdout.take().unwrap(), Arc::clone(&log));
+        let (lines, err_reader) = forward_lines(child.stderr.take().unwrap(), Arc::clone(&log));
         Running {
             child,
             addr: SocketAddr::from(([0, 0, 0, 0], 0)),
             lines,
             stdout,
             log,
+            readers: [out_reader, err_reader],
         }
     }
 
@@ -245,6 +250,30 @@ impl Running {
     /// `output`, it consumes nothing, so it can be read again and again.
     pub fn log(&self) -> Vec<String> {
         self.log.lock().unwrap().clone()
+    }
+
+    /// Waits up to `within` for the end of both pipes (after the process
+    /// has exited): from then on `log`, `lines` and `stdout` hold
+    /// everything it wrote.
+    #[track_caller]
+    pub fn wait_for_output_end(&self, within: Duration) {
+        let deadline = Instant::now() + within;
+        while !self.readers.iter().all(JoinHandle::is_finished) {
+            assert!(
+                Instant::now() < deadline,
+                "stdout or stderr still open after {within:?}; log: {:?}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// The admin listener's `/metrics`, parsed (the binary must have been
+    /// started with `--admin`).
+    pub fn metrics(&self) -> Exposition {
+        let response = get(self.admin_addr(), "/metrics");
+        assert_eq!(response.status, 200, "/metrics: {response:?}");
+        Exposition::parse(&response.text())
     }
 
     /// CPU time used so far (utime + stime), in clock ticks.

@@ -4,7 +4,8 @@
 //!
 //! - [`server`]: a server started in-process on port 0 ([`server::start`],
 //!   [`server::TestServer`]), with the admin listener beside it
-//!   ([`server::AdminFixture`]); its counters, and waiting on them.
+//!   ([`server::AdminFixture`]); its counters, and waiting for what its
+//!   workers report (connections by state, timers by kind).
 //! - [`client`]: the raw-socket HTTP/1.x client, reading exactly one
 //!   response at a time, and request builders.
 //! - [`binary`]: the built binary as a child process ([`binary::Running`],
@@ -20,7 +21,10 @@
 //!
 //! Timing: the test machine is shared and noisy. A lower bound on the
 //! server's timing is strict (a timeout never fires early); an upper bound
-//! gets [`SLACK`].
+//! gets [`SLACK`]. A test waits for the event it needs (a worker's
+//! snapshot, a counter, a log line, a refused connect), never for a pause
+//! to be long enough; a sleep in a test is time that has to pass on
+//! purpose (an idle gap, a trickle, a quiet window).
 //!
 //! Each test binary uses a part of this module: hence `dead_code` allowed.
 

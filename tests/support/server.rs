@@ -1,13 +1,16 @@
 //! A server started in-process on 127.0.0.1:0 (one worker unless the test
 //! says otherwise), shut down when dropped; the same with the admin
 //! listener beside it; and waiting for what the server itself reports:
-//! its open-connection count and closes by cause.
+//! its open-connection count, closes by cause, and its workers' snapshots
+//! (connections by state, timers by kind).
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
+use keepalive_server::introspect::ConnCounts;
 use keepalive_server::stats::CloseCause;
 use keepalive_server::{Config, Server, ServerHandle};
 
@@ -32,6 +35,33 @@ pub fn start(tweak: impl FnOnce(&mut Config)) -> TestServer {
         .expect("start");
     let addr = handle.local_addr();
     TestServer { handle, addr }
+}
+
+/// What the workers report when asked, summed over them.
+#[derive(Debug, Default)]
+pub struct Totals {
+    /// Open connections by what they are doing (`reading` counts the
+    /// accepted ones that have sent nothing yet too).
+    pub connections: ConnCounts,
+    /// Timers by kind (`keep-alive`, `headers`, `request`, `delay`, ...).
+    /// A `request` timer is a request's deadline, armed at its first byte:
+    /// one per connection whose request the server has begun reading.
+    pub timers: BTreeMap<&'static str, usize>,
+    /// Ref'd timers: what keeps a draining worker running.
+    pub refed_timers: usize,
+}
+
+impl Totals {
+    /// Timers of `kind` (0 when there are none).
+    pub fn timers(&self, kind: &str) -> usize {
+        self.timers.get(kind).copied().unwrap_or(0)
+    }
+
+    /// Connections in any state.
+    pub fn open(&self) -> u64 {
+        let c = &self.connections;
+        c.reading + c.writing + c.idle + c.closing
+    }
 }
 
 impl TestServer {
@@ -64,6 +94,46 @@ impl TestServer {
                 Instant::now() < deadline,
                 "closed_by({cause:?}) stayed at {} (wanted >= {n})",
                 self.closed_by(cause)
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Every worker's snapshot, summed (each worker builds one in its next
+    /// loop turn: what it has read by then is in it).
+    pub fn totals(&self) -> Totals {
+        let snapshots = self.handle.remote().snapshots(SLACK).expect("snapshots");
+        let mut totals = Totals::default();
+        for snapshot in snapshots {
+            let c = snapshot.connections;
+            totals.connections.reading += c.reading;
+            totals.connections.writing += c.writing;
+            totals.connections.idle += c.idle;
+            totals.connections.closing += c.closing;
+            totals.refed_timers += snapshot.ref_count;
+            for list in &snapshot.lists {
+                for held in &list.holds {
+                    *totals.timers.entry(held.kind).or_default() += held.count;
+                }
+            }
+        }
+        totals
+    }
+
+    /// Polls [`TestServer::totals`] until `ok` holds, and returns them;
+    /// panics naming `what` (and the last totals seen) after a generous
+    /// deadline. E.g. `wait_until("the request read", |t| t.timers("request") == 1)`.
+    #[track_caller]
+    pub fn wait_until(&self, what: &str, ok: impl Fn(&Totals) -> bool) -> Totals {
+        let deadline = Instant::now() + SLACK + SLACK;
+        loop {
+            let totals = self.totals();
+            if ok(&totals) {
+                return totals;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "never {what}: the workers report {totals:?}"
             );
             std::thread::sleep(Duration::from_millis(5));
         }
