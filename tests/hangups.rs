@@ -1,8 +1,9 @@
 //! Dead and departing peers, noticed in the turn their hangup arrives:
 //! clients that send a burst of body and reset, a flood of them from one
-//! client while others are served, and half-closes after large and
-//! pipelined bodies. The server's descriptors are counted in /proc (it runs
-//! in-process, so /proc/self), its connections through its own counters.
+//! client while others are served, half-closes after large and pipelined
+//! bodies, and each kind of hang-up while an answer waits on `/delay`.
+//! The server's descriptors are counted in /proc (it runs in-process, so
+//! /proc/self), its connections through its own counters.
 //!
 //! These tests count the process's descriptors, so they run one at a time
 //! ([`serial`]). Timing bounds are generous: the machine is shared and noisy.
@@ -149,7 +150,9 @@ fn half_close_after_large_or_pipelined_bodies_gets_fin_at_once() {
 }
 
 /// A client that hangs up while its answer waits on `/delay` still gets it
-/// whole (FIN: it may read), and one that resets is gone at once.
+/// whole (FIN: it may read), one that resets is gone at once (long before
+/// its delay ends), and one that closes altogether is written to when its
+/// answer is due, and gone then. The server serves on.
 #[test]
 fn hangups_during_a_delay() {
     let _serial = serial();
@@ -157,14 +160,22 @@ fn hangups_during_a_delay() {
     let mut half_closed = Client::connect(server.addr);
     half_closed.send(b"GET /delay/300 HTTP/1.1\r\nHost: t\r\n\r\n");
     half_closed.shutdown_write();
-    let reset = TcpStream::connect(server.addr).unwrap();
-    (&reset)
-        .write_all(b"GET /delay/5000 HTTP/1.1\r\nHost: t\r\n\r\n")
-        .unwrap();
+    let mut resetting = Client::connect(server.addr);
+    resetting.send(b"GET /delay/5000 HTTP/1.1\r\nHost: t\r\n\r\n");
     server.wait_until("both requests read", |t| t.timers("delay") == 2);
-    support::client::reset(reset);
+    reset(resetting.stream);
     server.wait_for_closed_by(CloseCause::Reset, 1);
     assert_eq!(half_closed.read_response().body, b"delayed 300ms\n");
     half_closed.read_until_closed(SLACK);
+    server.wait_for_open(0);
+
+    // Closed altogether: the answer is still owed, and written to a
+    // closed peer.
+    let mut closed = Client::connect(server.addr);
+    closed.send(b"GET /delay/200 HTTP/1.1\r\nHost: t\r\n\r\n");
+    server.wait_until("the request read", |t| t.timers("delay") == 1);
+    drop(closed);
+    server.wait_for_open(0);
+    server.assert_serves_fresh_connection();
     server.wait_for_open(0);
 }
