@@ -182,17 +182,23 @@ fn version_prints_the_version() {
 }
 
 #[test]
-fn help_explains_every_timeout() {
+fn help_explains_every_timeout_and_limit_with_its_default() {
     let (status, stdout, _) = run_to_exit(command(&["--help"]), EXIT_WITHIN);
     assert!(status.success());
     let lines: Vec<&str> = stdout.lines().collect();
     for flag in [
+        "--listen",
+        "--workers",
         "--keep-alive-timeout",
         "--keep-alive-buffer",
         "--timeout",
         "--headers-timeout",
         "--request-timeout",
         "--shutdown-timeout",
+        "--max-requests-per-socket",
+        "--max-header-size",
+        "--max-body-size",
+        "--max-connections",
     ] {
         let at = lines
             .iter()
