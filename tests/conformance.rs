@@ -499,12 +499,14 @@ fn header_fields() {
             "65 fields",
             with_header(fields(65).trim_end().as_bytes()),
             &[200],
-        ),
+        )
+        .body(HELLO),
         case(
             "2000 fields",
             with_header(fields(2000).trim_end().as_bytes()),
             &[200],
-        ),
+        )
+        .body(HELLO),
         case(
             "2001 fields, over --max-headers",
             with_header(fields(2001).trim_end().as_bytes()),
