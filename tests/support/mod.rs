@@ -1,6 +1,6 @@
 //! The one helper module of the integration tests. Every test file that
 //! needs it says `mod support;` and imports what it uses from the part
-//! that has it:
+//! that has it (tests/README.md lists what each part offers):
 //!
 //! - [`server`]: a server started in-process on port 0 ([`server::start`],
 //!   [`server::TestServer`]), with the admin listener beside it
