@@ -84,8 +84,11 @@ import json, sys, urllib.request
 doc = json.load(urllib.request.urlopen(sys.argv[1]))
 for peer in doc["peers"]:
     keep = ["addr", "connections", "requests", "client_idle_closes", "client_idle_timeout_ms",
-            "server_idle_closes", "near_misses", "late_requests", "verdict", "advice"]
-    print(json.dumps({k: peer[k] for k in keep}, indent=2))
+            "server_idle_closes", "near_misses", "late_requests", "recent", "verdict",
+            "safe_pool_idle_timeout_ms", "advice"]
+    shown = {k: peer[k] for k in keep}
+    shown["recent"] = {k: v for k, v in peer["recent"].items() if v}  # what is not 0
+    print(json.dumps(shown, indent=2))
 ' "http://127.0.0.1:$admin_port/peers"
   kill "$proxy" "$server"
   wait "$proxy" "$server" 2>/dev/null || true

@@ -83,7 +83,7 @@ pub struct IdleEnd {
     /// request that lost the race cannot be seen.
     pub reset: bool,
     /// The connection's smoothed round trip as the kernel measured it
-    /// (`TCP_INFO`), µs, when the server closed it.
+    /// (`TCP_INFO`), µs, at its end.
     pub round_trip_us: Option<u32>,
 }
 

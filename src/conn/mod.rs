@@ -393,10 +393,7 @@ impl Conn {
                 age_us,
                 idle_timeout_ms: self.idle_timeout_ms(ctx.settings),
                 reset,
-                round_trip_us: match closer {
-                    Closer::Server => self.round_trip_us(),
-                    Closer::Client => None,
-                },
+                round_trip_us: self.round_trip_us(),
             };
             ctx.observe(Event::IdleEnded(end));
         }

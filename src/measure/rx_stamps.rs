@@ -1,42 +1,26 @@
 //! Kernel receive timestamps (Linux SO_TIMESTAMPNS): the time the segment
 //! reached the socket, independent of when this loop got round to it.
-//! Enabling them, reading data with its stamp (`recvmsg`), and moving the
-//! stamp onto the `Instant` timeline.
+//! Enabling them, reading data with its stamp (`recvmsg` and its
+//! SCM_TIMESTAMPNS control message, through nix), and moving the stamp
+//! onto the `Instant` timeline.
 //!
-//! Neither socket2 nor rustix exposes SO_TIMESTAMPNS or its control
-//! message, hence the two small `unsafe` blocks below. What they buy shows in
-//! kas-soak's report (the closes a poll-time stamp would call early): a
-//! stamp taken when poll returns trails the true arrival by however long
-//! the loop was busy, several ms with 200 connections opening at once.
+//! What they buy shows in kas-soak's report (the closes a poll-time stamp
+//! would call early): a stamp taken when poll returns trails the true
+//! arrival by however long the loop was busy, several ms with 200
+//! connections opening at once.
 
-use std::io;
-use std::mem::MaybeUninit;
+use std::io::{self, IoSliceMut};
 use std::os::fd::{AsFd, AsRawFd};
 use std::time::{Duration, Instant, SystemTime};
 
-use socket2::{MaybeUninitSlice, MsgHdrMut, SockRef};
+use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg, setsockopt, sockopt};
+use nix::sys::time::TimeSpec;
 
 /// Asks the kernel to stamp every segment received on `socket`
-/// (SO_TIMESTAMPNS; the control message type SCM_TIMESTAMPNS is the same
-/// number).
-pub fn enable(socket: &impl AsRawFd) -> io::Result<()> {
-    let on: libc::c_int = 1;
-    // SAFETY: `socket` is an open descriptor for the duration of the call,
-    // and the value is a live, aligned c_int whose size is passed with it.
-    let rc = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_TIMESTAMPNS,
-            (&raw const on).cast(),
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+/// (SO_TIMESTAMPNS).
+pub fn enable(socket: &impl AsFd) -> io::Result<()> {
+    setsockopt(socket, sockopt::ReceiveTimestampns, &true)?;
+    Ok(())
 }
 
 /// How long the kernel may take to switch stamping on after the first
@@ -54,30 +38,11 @@ pub fn hold_switched_on() -> Option<std::net::UdpSocket> {
     Some(socket)
 }
 
-/// Finds SCM_TIMESTAMPNS in a control buffer (struct cmsghdr: usize
-/// length, i32 level, i32 type, then the data, all native-endian).
-pub fn parse(control: &[u8]) -> Option<SystemTime> {
-    const WORD: usize = size_of::<usize>();
-    let header = WORD + 8;
-    let align = |n: usize| n.div_ceil(WORD) * WORD;
-    let mut at = 0;
-    while at + header <= control.len() {
-        let len = usize::from_ne_bytes(control[at..at + WORD].try_into().ok()?);
-        let level = i32::from_ne_bytes(control[at + WORD..at + WORD + 4].try_into().ok()?);
-        let kind = i32::from_ne_bytes(control[at + WORD + 4..at + WORD + 8].try_into().ok()?);
-        if len < header || at + len > control.len() {
-            return None;
-        }
-        let data = &control[at + align(header)..at + len];
-        if level == libc::SOL_SOCKET && kind == libc::SCM_TIMESTAMPNS && data.len() >= 16 {
-            let secs = i64::from_ne_bytes(data[..8].try_into().ok()?);
-            let nanos = i64::from_ne_bytes(data[8..16].try_into().ok()?);
-            let since_epoch = Duration::new(u64::try_from(secs).ok()?, u32::try_from(nanos).ok()?);
-            return SystemTime::UNIX_EPOCH.checked_add(since_epoch);
-        }
-        at += align(len);
-    }
-    None
+/// A kernel receive stamp as wall-clock time.
+fn wall_time(stamp: TimeSpec) -> Option<SystemTime> {
+    let secs = u64::try_from(stamp.tv_sec()).ok()?;
+    let nanos = u32::try_from(stamp.tv_nsec()).ok()?;
+    SystemTime::UNIX_EPOCH.checked_add(Duration::new(secs, nanos))
 }
 
 /// When poll returned, on both clocks: kernel receive stamps are wall-clock
@@ -129,8 +94,8 @@ impl Seen {
 /// Receive buffers for `recvmsg`: data, and control for the timestamp.
 /// One per event loop, shared by all its connections.
 pub struct Scratch {
-    data: Vec<MaybeUninit<u8>>,
-    control: Vec<MaybeUninit<u8>>,
+    data: Vec<u8>,
+    control: Vec<u8>,
 }
 
 impl Default for Scratch {
@@ -141,36 +106,26 @@ impl Default for Scratch {
 
 impl Scratch {
     pub fn new() -> Scratch {
-        // Zero-filled, so every byte is initialized from the start.
         Scratch {
-            data: vec![MaybeUninit::new(0); 4096],
-            control: vec![MaybeUninit::new(0); 256],
+            data: vec![0; 4096],
+            control: nix::cmsg_space!(TimeSpec),
         }
     }
 
     /// One `recvmsg`: bytes read and the kernel receive time, if stamped.
     pub fn recv(&mut self, stream: &impl AsFd) -> io::Result<(usize, Option<SystemTime>)> {
-        let socket = SockRef::from(stream);
-        let mut bufs = [MaybeUninitSlice::new(&mut self.data)];
-        let mut msg = MsgHdrMut::new()
-            .with_buffers(&mut bufs)
-            .with_control(&mut self.control);
-        let n = socket.recvmsg(&mut msg, 0)?;
-        let control_len = msg.control_len();
-        let stamp = parse(init(&self.control[..control_len]));
-        Ok((n, stamp))
+        let mut iov = [IoSliceMut::new(&mut self.data)];
+        let fd = stream.as_fd().as_raw_fd();
+        let msg = recvmsg::<()>(fd, &mut iov, Some(&mut self.control), MsgFlags::empty())?;
+        let stamp = msg.cmsgs()?.find_map(|cmsg| match cmsg {
+            ControlMessageOwned::ScmTimestampns(stamp) => wall_time(stamp),
+            _ => None,
+        });
+        Ok((msg.bytes, stamp))
     }
 
     /// The first `n` bytes of the last `recv`.
     pub fn data(&self, n: usize) -> &[u8] {
-        init(&self.data[..n])
+        &self.data[..n]
     }
-}
-
-/// Views bytes that are known to be initialized.
-fn init(bytes: &[MaybeUninit<u8>]) -> &[u8] {
-    // SAFETY: Scratch buffers are zero-filled at creation and only ever
-    // written with initialized bytes (by the kernel), so every element is
-    // initialized; MaybeUninit<u8> has u8's layout.
-    unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<u8>(), bytes.len()) }
 }

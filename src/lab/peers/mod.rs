@@ -1,0 +1,417 @@
+//! What each client address does at the idle boundary, per worker: a
+//! table of the [`MAX_PEERS`] most recently seen addresses, each with its
+//! totals since the server started ([`PeerStats`]) and its figures over
+//! the recent window ([`Recent`], kept in [`BUCKETS`] time buckets); a
+//! peer pushed out by a newer one is folded into `other`, so the table's
+//! memory is fixed whatever the number of peers.
+//!
+//! A proxy is one address, which is the point: its pool is one peer. The
+//! table is written only by its worker, from the loop (no locks); the admin
+//! view asks for a copy ([`PeerTable::snapshot`]), in which the window is
+//! summed as of that moment, and merges the workers' copies
+//! ([`PeersSnapshot::merge`]). Lookups go through a small open-addressing
+//! index of one byte per slot, so recording an event for a known peer
+//! costs a hash, a compare and a few additions.
+
+use std::net::IpAddr;
+
+mod recent;
+mod samples;
+
+pub use recent::{Recent, Terms};
+pub use samples::{AgeSamples, Agents};
+
+use super::NEAR_MISS_US;
+use super::histogram::LogHistogram;
+use crate::observe::{AfterFin, Closer, Event, IdleEnd, Reuse};
+use crate::timers::Micros;
+use recent::{Count, Window};
+
+/// Addresses a worker keeps apart; the rest are summed as "other".
+pub const MAX_PEERS: usize = 64;
+/// Client idle closes kept per peer for estimating its idle timeout.
+pub const AGE_SAMPLES: usize = 32;
+/// The recent window is kept in this many buckets, each a tenth of it.
+pub const BUCKETS: usize = 10;
+/// A client idle close within this of the client's next connection or
+/// request was made lazily, when the pool was next used (httpx does so):
+/// its age is an upper bound on the client's idle timeout.
+pub const LAZY_CLOSE_US: Micros = 5_000;
+/// User-Agents remembered per peer.
+pub const AGENTS: usize = 2;
+/// The most of a User-Agent kept, in bytes.
+pub const AGENT_BYTES: usize = 64;
+/// Index slots: twice the peers, so probes stay short.
+const INDEX_SLOTS: usize = 2 * MAX_PEERS;
+const EMPTY: u8 = u8::MAX;
+
+/// One peer's totals since the server started, or the sum of several.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PeerStats {
+    pub connections: u64,
+    pub requests: u64,
+    pub client_idle_closes: u64,
+    pub server_idle_closes: u64,
+    pub near_misses: u64,
+    pub late_requests: u64,
+    pub late_request_delay_max_us: u64,
+    pub reuses_past_advertised: u64,
+    pub reuse_gaps: LogHistogram,
+    pub peer_close_delays: LogHistogram,
+    /// The latest client idle-close ages, in ms.
+    pub client_idle_ages: AgeSamples,
+    /// The User-Agents its connections named, most recent first.
+    pub agents: Agents,
+    /// Some of its requests came through a proxy.
+    pub forwarded: bool,
+}
+
+impl PeerStats {
+    /// Adds another record (the same peer on another worker, or a peer
+    /// folded into "other").
+    pub fn merge(&mut self, other: &PeerStats) {
+        self.connections += other.connections;
+        self.requests += other.requests;
+        self.client_idle_closes += other.client_idle_closes;
+        self.server_idle_closes += other.server_idle_closes;
+        self.near_misses += other.near_misses;
+        self.late_requests += other.late_requests;
+        self.late_request_delay_max_us = self
+            .late_request_delay_max_us
+            .max(other.late_request_delay_max_us);
+        self.reuses_past_advertised += other.reuses_past_advertised;
+        self.reuse_gaps.merge(&other.reuse_gaps);
+        self.peer_close_delays.merge(&other.peer_close_delays);
+        for &ms in other.client_idle_ages.as_slice() {
+            self.client_idle_ages.push_ms(ms);
+        }
+        self.agents.merge(&other.agents);
+        self.forwarded |= other.forwarded;
+    }
+}
+
+/// A peer in the table.
+#[derive(Debug, Clone)]
+struct Entry {
+    addr: IpAddr,
+    last_seen: Micros,
+    stats: PeerStats,
+    window: Window,
+    /// When it last opened a connection or reused one (for lazy closes).
+    last_use: Option<Micros>,
+    /// Its last client idle close not yet known to be lazy.
+    unpaired_close: Option<Micros>,
+}
+
+/// One worker's peers.
+#[derive(Debug)]
+pub struct PeerTable {
+    entries: Vec<Entry>,
+    /// Open addressing by address hash: an index into `entries`, or EMPTY.
+    index: [u8; INDEX_SLOTS],
+    other: PeerStats,
+    other_window: Window,
+    /// The width of a window bucket: a tenth of the window.
+    width: Micros,
+}
+
+impl PeerTable {
+    /// An empty table whose recent figures span `window` µs.
+    pub fn new(window: Micros) -> Self {
+        PeerTable {
+            entries: Vec::with_capacity(MAX_PEERS),
+            index: [EMPTY; INDEX_SLOTS],
+            other: PeerStats::default(),
+            other_window: Window::default(),
+            width: (window / BUCKETS as u64).max(1),
+        }
+    }
+
+    /// How long the recent window is, µs.
+    pub fn window(&self) -> Micros {
+        self.width * BUCKETS as u64
+    }
+
+    /// Makes the recent window `window` µs long from now on; the figures
+    /// of the old one, cut to other widths, are forgotten (the totals
+    /// stay).
+    pub fn set_window(&mut self, window: Micros) {
+        let width = (window / BUCKETS as u64).max(1);
+        if width != self.width {
+            self.width = width;
+            for entry in &mut self.entries {
+                entry.window = Window::default();
+            }
+            self.other_window = Window::default();
+        }
+    }
+
+    /// Records `event` for the peer at `addr`, seen at loop time `now`.
+    pub fn record(&mut self, addr: IpAddr, now: Micros, event: &Event<'_>) {
+        let width = self.width;
+        let entry = match self.find(addr) {
+            Some(i) => &mut self.entries[i],
+            None => self.admit(addr),
+        };
+        entry.last_seen = entry.last_seen.max(now);
+        entry.record(now, width, event);
+    }
+
+    /// The table as the admin view shows it: each peer with how long ago
+    /// it was last seen (loop clocks differ between workers; ages do not)
+    /// and its window summed as of `now`.
+    pub fn snapshot(&self, now: Micros) -> PeersSnapshot {
+        PeersSnapshot {
+            window_us: self.window(),
+            peers: self
+                .entries
+                .iter()
+                .map(|entry| PeerSnapshot {
+                    addr: entry.addr,
+                    seen_ago_us: now.saturating_sub(entry.last_seen),
+                    stats: entry.stats.clone(),
+                    recent: entry.window.sum(now, self.width),
+                })
+                .collect(),
+            other: self.other.clone(),
+            other_recent: self.other_window.sum(now, self.width),
+        }
+    }
+
+    /// The most memory the table ever holds, in bytes: its full entries
+    /// and its index, whatever the number of peers.
+    pub fn max_bytes() -> usize {
+        std::mem::size_of::<PeerTable>() + MAX_PEERS * std::mem::size_of::<Entry>()
+    }
+
+    fn find(&self, addr: IpAddr) -> Option<usize> {
+        let mut slot = slot_of(addr);
+        loop {
+            match self.index[slot] {
+                EMPTY => return None,
+                i if self.entries[usize::from(i)].addr == addr => return Some(usize::from(i)),
+                _ => slot = (slot + 1) % INDEX_SLOTS,
+            }
+        }
+    }
+
+    /// A new entry for `addr`, making room by folding the least recently
+    /// seen peer into `other` when the table is full.
+    fn admit(&mut self, addr: IpAddr) -> &mut Entry {
+        if self.entries.len() == MAX_PEERS {
+            let oldest = (0..self.entries.len())
+                .min_by_key(|&i| self.entries[i].last_seen)
+                .unwrap_or(0);
+            let gone = self.entries.swap_remove(oldest);
+            self.other.merge(&gone.stats);
+            gone.window.fold_into(&mut self.other_window, self.width);
+            self.rebuild_index();
+        }
+        self.entries.push(Entry {
+            addr,
+            last_seen: 0,
+            stats: PeerStats::default(),
+            window: Window::default(),
+            last_use: None,
+            unpaired_close: None,
+        });
+        let i = self.entries.len() - 1;
+        self.insert_index(addr, i as u8);
+        &mut self.entries[i]
+    }
+
+    fn insert_index(&mut self, addr: IpAddr, i: u8) {
+        let mut slot = slot_of(addr);
+        while self.index[slot] != EMPTY {
+            slot = (slot + 1) % INDEX_SLOTS;
+        }
+        self.index[slot] = i;
+    }
+
+    /// After a removal: a probe chain may run through the freed slot, so
+    /// the index is rebuilt (128 bytes, only when a peer is pushed out).
+    fn rebuild_index(&mut self) {
+        self.index = [EMPTY; INDEX_SLOTS];
+        for i in 0..self.entries.len() {
+            self.insert_index(self.entries[i].addr, i as u8);
+        }
+    }
+}
+
+impl Entry {
+    fn record(&mut self, now: Micros, width: Micros, event: &Event<'_>) {
+        let stats = &mut self.stats;
+        match *event {
+            Event::Accepted => {
+                stats.connections += 1;
+                self.used(now, width);
+            }
+            Event::ClientNamed {
+                user_agent,
+                forwarded,
+            } => {
+                if let Some(agent) = user_agent {
+                    stats.agents.note(agent);
+                }
+                stats.forwarded |= forwarded;
+            }
+            Event::ResponsesDone(n) => stats.requests += u64::from(n),
+            Event::Reused(reuse) => {
+                self.reused(reuse, now, width);
+                self.used(now, width);
+            }
+            Event::IdleEnded(end) => self.idle_ended(end, now, width),
+            Event::AfterFin(AfterFin::Request {
+                delay_us,
+                idle_timeout_ms,
+                round_trip_us,
+            }) => {
+                stats.late_requests += 1;
+                stats.late_request_delay_max_us = stats.late_request_delay_max_us.max(delay_us);
+                let bucket = self.window.at(now, width);
+                // Sent before our FIN could have reached the client (and its
+                // ACK come back): it crossed the FIN in flight.
+                let crossing = round_trip_us.is_some_and(|rtt| delay_us < u64::from(rtt));
+                bucket.add(match crossing {
+                    true => Count::LateCrossingFin,
+                    false => Count::LateAfterFin,
+                });
+                bucket.note_failure(idle_timeout_ms + delay_us / 1000);
+                bucket.note_terms(idle_timeout_ms, None, true);
+                bucket.note_round_trip(round_trip_us);
+            }
+            Event::AfterFin(AfterFin::Closed { delay_us }) => {
+                stats.peer_close_delays.record(delay_us);
+            }
+        }
+    }
+
+    fn reused(&mut self, reuse: Reuse, now: Micros, width: Micros) {
+        let stats = &mut self.stats;
+        let near = reuse.headroom_us < NEAR_MISS_US as i64;
+        let past = reuse
+            .advertised_secs
+            .is_some_and(|secs| reuse.gap_us > secs * 1_000_000);
+        stats.reuse_gaps.record(reuse.gap_us);
+        stats.near_misses += u64::from(near);
+        stats.reuses_past_advertised += u64::from(past);
+        let bucket = self.window.at(now, width);
+        bucket.add(Count::Reuses);
+        if near {
+            bucket.add(Count::NearMisses);
+        }
+        if past {
+            bucket.add(Count::PastAdvertised);
+        }
+        bucket.note_served_gap(reuse.gap_us / 1000);
+        bucket.note_terms(reuse.idle_timeout_ms, reuse.advertised_secs, near || past);
+    }
+
+    fn idle_ended(&mut self, end: IdleEnd, now: Micros, width: Micros) {
+        let bucket = self.window.at(now, width);
+        match end.closer {
+            Closer::Client => {
+                self.stats.client_idle_closes += 1;
+                self.stats.client_idle_ages.push(end.age_us);
+                bucket.add(Count::ClientIdleCloses);
+                let lazy = self
+                    .last_use
+                    .is_some_and(|used| now.saturating_sub(used) < LAZY_CLOSE_US);
+                bucket.note_round_trip(end.round_trip_us);
+                if lazy {
+                    bucket.add(Count::LazyClientCloses);
+                    self.unpaired_close = None;
+                } else {
+                    self.unpaired_close = Some(now);
+                }
+            }
+            Closer::Server => {
+                self.stats.server_idle_closes += 1;
+                bucket.add(Count::ServerIdleCloses);
+                if end.reset {
+                    bucket.add(Count::ServerResets);
+                }
+                bucket.note_terms(end.idle_timeout_ms, None, false);
+                bucket.note_round_trip(end.round_trip_us);
+            }
+        }
+    }
+
+    /// The peer opened or reused a connection: a client idle close just
+    /// before it was a lazy one.
+    fn used(&mut self, now: Micros, width: Micros) {
+        self.last_use = Some(now);
+        if let Some(closed) = self.unpaired_close.take()
+            && now.saturating_sub(closed) < LAZY_CLOSE_US
+        {
+            self.window.at(closed, width).add(Count::LazyClientCloses);
+        }
+    }
+}
+
+/// A slot for `addr`: a multiplicative hash of its bits.
+fn slot_of(addr: IpAddr) -> usize {
+    let bits = match addr {
+        IpAddr::V4(v4) => u64::from(u32::from(v4)),
+        IpAddr::V6(v6) => {
+            let bits = u128::from(v6);
+            (bits as u64) ^ ((bits >> 64) as u64)
+        }
+    };
+    (bits.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 57) as usize % INDEX_SLOTS
+}
+
+/// One peer as a worker (or the merge of all workers) reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerSnapshot {
+    pub addr: IpAddr,
+    /// How long ago anything of it was last seen.
+    pub seen_ago_us: u64,
+    pub stats: PeerStats,
+    pub recent: Recent,
+}
+
+/// A worker's table, or the merge of every worker's.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PeersSnapshot {
+    /// How long the recent window is, µs.
+    pub window_us: Micros,
+    pub peers: Vec<PeerSnapshot>,
+    pub other: PeerStats,
+    pub other_recent: Recent,
+}
+
+impl PeersSnapshot {
+    /// The workers' tables as one: an address seen by several workers is
+    /// one peer; the [`MAX_PEERS`] most recently seen are kept, most recent
+    /// first, and the rest are folded into `other`.
+    pub fn merge(snapshots: impl IntoIterator<Item = PeersSnapshot>) -> PeersSnapshot {
+        let mut merged = PeersSnapshot::default();
+        for snapshot in snapshots {
+            merged.window_us = merged.window_us.max(snapshot.window_us);
+            merged.other.merge(&snapshot.other);
+            merged.other_recent.merge(&snapshot.other_recent);
+            for peer in snapshot.peers {
+                match merged.peers.iter_mut().find(|p| p.addr == peer.addr) {
+                    Some(known) => {
+                        known.seen_ago_us = known.seen_ago_us.min(peer.seen_ago_us);
+                        known.stats.merge(&peer.stats);
+                        known.recent.merge(&peer.recent);
+                    }
+                    None => merged.peers.push(peer),
+                }
+            }
+        }
+        merged
+            .peers
+            .sort_by_key(|peer| (peer.seen_ago_us, peer.addr));
+        for folded in merged.peers.drain(MAX_PEERS.min(merged.peers.len())..) {
+            merged.other.merge(&folded.stats);
+            merged.other_recent.merge(&folded.recent);
+        }
+        merged
+    }
+}
+
+#[cfg(test)]
+mod tests;

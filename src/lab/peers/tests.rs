@@ -1,0 +1,222 @@
+//! The peer table: per-address counts, the recent window, lazy closes,
+//! User-Agents, folding into "other", merging across workers, its bound.
+
+use super::*;
+use std::net::Ipv4Addr;
+
+const MINUTE: Micros = 60_000_000;
+
+fn table() -> PeerTable {
+    PeerTable::new(10 * MINUTE)
+}
+
+fn ip(n: u32) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::from(0x7f00_0000 + n))
+}
+
+fn reuse(gap_ms: u64, headroom_ms: i64) -> Event<'static> {
+    Event::Reused(Reuse {
+        gap_us: gap_ms * 1000,
+        headroom_us: headroom_ms * 1000,
+        idle_timeout_ms: 2000,
+        advertised_secs: Some(2),
+    })
+}
+
+fn idle_end(closer: Closer, age_ms: u64) -> Event<'static> {
+    Event::IdleEnded(IdleEnd {
+        closer,
+        age_us: age_ms * 1000,
+        idle_timeout_ms: 2000,
+        reset: false,
+        round_trip_us: Some(50),
+    })
+}
+
+fn late(delay_us: u64) -> Event<'static> {
+    Event::AfterFin(AfterFin::Request {
+        delay_us,
+        idle_timeout_ms: 2000,
+        round_trip_us: Some(100),
+    })
+}
+
+#[test]
+fn events_are_counted_per_address() {
+    let mut table = table();
+    table.record(ip(2), 10, &Event::Accepted);
+    table.record(ip(2), 11, &Event::ResponsesDone(3));
+    table.record(ip(2), 12, &reuse(900, 1100));
+    table.record(ip(2), 13, &reuse(1950, 50));
+    table.record(ip(2), 14, &idle_end(Closer::Client, 1200));
+    table.record(ip(3), 15, &late(7000));
+    table.record(ip(3), 16, &late(30));
+    let closed = Event::AfterFin(AfterFin::Closed { delay_us: 9000 });
+    table.record(ip(3), 17, &closed);
+    let snapshot = table.snapshot(20);
+    let [two, three] = &snapshot.peers[..] else {
+        panic!("{snapshot:?}");
+    };
+    assert_eq!((two.addr, two.seen_ago_us), (ip(2), 6));
+    assert_eq!((two.stats.connections, two.stats.requests), (1, 3));
+    assert_eq!(two.stats.reuse_gaps.count(), 2);
+    assert_eq!(two.stats.near_misses, 1);
+    assert_eq!(two.stats.client_idle_closes, 1);
+    assert_eq!(two.stats.client_idle_ages.as_slice(), &[1200]);
+    assert_eq!((two.recent.reuses, two.recent.near_misses), (2, 1));
+    assert_eq!(two.recent.longest_served_gap_ms, Some(1950));
+    assert_eq!(three.stats.late_requests, 2);
+    assert_eq!(three.stats.late_request_delay_max_us, 7000);
+    assert_eq!(three.stats.peer_close_delays.count(), 1);
+    // 30 µs after the FIN, under the 100 µs round trip: it crossed it.
+    assert_eq!(three.recent.late_crossing_fin, 1);
+    assert_eq!(three.recent.late_after_fin, 1);
+    assert_eq!(three.recent.lowest_failure_ms, Some(2000));
+    assert_eq!(snapshot.other, PeerStats::default());
+}
+
+#[test]
+fn the_window_forgets_what_is_older_than_it_and_the_totals_do_not() {
+    let mut table = table();
+    table.record(ip(2), MINUTE, &late(5000));
+    let soon = table.snapshot(5 * MINUTE);
+    assert_eq!(soon.peers[0].recent.late_requests(), 1);
+    let later = table.snapshot(12 * MINUTE);
+    assert_eq!(
+        later.peers[0].recent.late_requests(),
+        0,
+        "out of the window"
+    );
+    assert_eq!(later.peers[0].stats.late_requests, 1, "the total stays");
+    // A bucket reused for a newer stretch starts empty.
+    table.record(ip(2), 11 * MINUTE + 5, &reuse(100, 1900));
+    let now = table.snapshot(11 * MINUTE + 10);
+    assert_eq!(now.peers[0].recent.late_requests(), 0);
+    assert_eq!(now.peers[0].recent.reuses, 1);
+}
+
+#[test]
+fn the_binding_terms_are_the_shortest_that_went_wrong() {
+    let mut table = table();
+    let with = |ms, headroom_ms: i64| {
+        Event::Reused(Reuse {
+            gap_us: 100_000,
+            headroom_us: headroom_ms * 1000,
+            idle_timeout_ms: ms,
+            advertised_secs: None,
+        })
+    };
+    table.record(ip(2), 1, &with(300, 250));
+    table.record(ip(2), 2, &with(1000, 30)); // a near miss
+    let recent = table.snapshot(3).peers[0].recent;
+    let binding = recent.binding.unwrap();
+    assert_eq!((binding.idle_timeout_ms, binding.troubled), (1000, true));
+}
+
+#[test]
+fn a_client_close_with_its_next_request_is_lazy() {
+    let mut table = table();
+    table.record(ip(2), 1_000_000, &idle_end(Closer::Client, 1990));
+    table.record(ip(2), 1_000_300, &Event::Accepted); // right behind it
+    table.record(ip(2), 9_000_000, &idle_end(Closer::Client, 1500));
+    let recent = table.snapshot(9_000_001).peers[0].recent;
+    assert_eq!(
+        (recent.client_idle_closes, recent.lazy_client_closes),
+        (2, 1)
+    );
+}
+
+#[test]
+fn user_agents_keep_the_latest_distinct_ones() {
+    let mut table = table();
+    for agent in [&b"a"[..], b"b", b"a", b"c", b"c"] {
+        let named = Event::ClientNamed {
+            user_agent: Some(agent),
+            forwarded: false,
+        };
+        table.record(ip(2), 1, &named);
+    }
+    let stats = &table.snapshot(2).peers[0].stats;
+    assert_eq!(stats.agents.texts().collect::<Vec<_>>(), ["c", "a"]);
+    let long = [b'x'; 200];
+    let named = Event::ClientNamed {
+        user_agent: Some(&long),
+        forwarded: true,
+    };
+    table.record(ip(2), 3, &named);
+    let stats = &table.snapshot(4).peers[0].stats;
+    assert_eq!(stats.agents.texts().next().unwrap().len(), AGENT_BYTES);
+    assert!(stats.forwarded);
+}
+
+#[test]
+fn the_table_keeps_the_most_recent_peers_and_folds_the_rest() {
+    let mut table = table();
+    for n in 0..10_000u32 {
+        table.record(ip(n), u64::from(n), &Event::Accepted);
+        // An old peer that keeps coming back stays.
+        table.record(ip(1_000_000), u64::from(n), &Event::ResponsesDone(1));
+    }
+    let snapshot = table.snapshot(10_000);
+    assert_eq!(snapshot.peers.len(), MAX_PEERS);
+    assert!(snapshot.peers.iter().any(|p| p.addr == ip(1_000_000)));
+    assert!(snapshot.peers.iter().any(|p| p.addr == ip(9_999)));
+    assert!(!snapshot.peers.iter().any(|p| p.addr == ip(0)));
+    let kept: u64 = snapshot.peers.iter().map(|p| p.stats.connections).sum();
+    assert_eq!(kept + snapshot.other.connections, 10_000, "nothing lost");
+    // Every kept peer is still found after the index rebuilds.
+    for peer in &snapshot.peers {
+        assert!(table.find(peer.addr).is_some(), "{}", peer.addr);
+    }
+}
+
+#[test]
+fn a_merge_joins_an_address_across_workers_and_keeps_the_most_recent() {
+    let mut first = table();
+    let mut second = table();
+    first.record(ip(2), 100, &Event::Accepted);
+    first.record(ip(2), 100, &late(5000));
+    second.record(ip(2), 5, &Event::Accepted);
+    second.record(ip(2), 5, &late(9000));
+    second.record(ip(3), 9, &Event::Accepted);
+    for n in 0..MAX_PEERS as u32 {
+        second.record(ip(100 + n), 1, &Event::Accepted);
+    }
+    let merged = PeersSnapshot::merge([first.snapshot(100), second.snapshot(10)]);
+    assert_eq!(merged.peers.len(), MAX_PEERS);
+    assert_eq!(merged.window_us, 10 * MINUTE);
+    assert_eq!(merged.peers[0].addr, ip(2), "seen 0 µs ago on the first");
+    assert_eq!(merged.peers[0].stats.connections, 2);
+    assert_eq!(merged.peers[0].recent.late_requests(), 2);
+    assert_eq!(merged.peers[1].addr, ip(3));
+    let total: u64 = merged.peers.iter().map(|p| p.stats.connections).sum();
+    assert_eq!(total + merged.other.connections, 2 + 1 + MAX_PEERS as u64);
+}
+
+#[test]
+fn the_table_stays_under_200_kib_per_worker() {
+    let bytes = PeerTable::max_bytes();
+    eprintln!("peer table at most {bytes} bytes per worker");
+    assert!(bytes < 200 * 1024, "{bytes} bytes");
+    let mut table = table();
+    for n in 0..10_000 {
+        table.record(ip(n), u64::from(n), &Event::Accepted);
+    }
+    assert_eq!(table.entries.capacity(), MAX_PEERS, "never grown");
+}
+
+#[test]
+fn ipv6_peers_are_told_apart() {
+    let mut table = table();
+    let a: IpAddr = "::1".parse().unwrap();
+    let b: IpAddr = "::2".parse().unwrap();
+    table.record(a, 1, &Event::Accepted);
+    table.record(b, 1, &Event::Accepted);
+    table.record(b, 1, &Event::Accepted);
+    let snapshot = table.snapshot(1);
+    let count = |addr| {
+        let peer = snapshot.peers.iter().find(|p| p.addr == addr).unwrap();
+        peer.stats.connections
+    };
+    assert_eq!((count(a), count(b)), (1, 2));
+}
