@@ -44,6 +44,7 @@ fn access_log(c: &mut Criterion) {
                     micros: 1_234,
                     conn: 42,
                     idle_gap_ms: Some(1_503),
+                    tls: None,
                 }));
                 if log.is_full() {
                     log.flush(&sink).expect("nothing to write to");

@@ -53,15 +53,28 @@ wrk_run() {
     'BEGIN { printf "%s %s %s %.3f %s %.3f %s\n", rps, p50, p99, r ? (a - b) / 1000 / r : 0, e + n, r ? s / r : 0, c }'
 }
 
+# At exit: kills the servers in the `pids` array and the nginx whose pid
+# file is in `$work`, and removes `$work` (a script's own variables).
+stop_servers() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
+  rm -rf "$work"
+}
+
 # The median of the numbers on stdin (one per line).
 median() { grep -v '^$' | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 # Starts nginx in directory $1 on 127.0.0.1:$2 with one worker: `/` returns
 # `Hello, World!`; `/bytes/<n>` serves files of n bytes (1024, 16384,
 # 65536, 262144, 1048576) with sendfile. $3: extra `listen` parameters (e.g. `deferred`).
+# With TLS_CERT and TLS_KEY set: HTTPS with that certificate, TLS 1.3 only.
 # Prints the worker's PID.
 start_nginx() {
-  local dir=$1 port=$2 listen_options=${3:-} n
+  local dir=$1 port=$2 listen_options=${3:-} n tls=""
+  if [ -n "${TLS_CERT:-}" ]; then
+    listen_options="$listen_options ssl"
+    tls="ssl_certificate $TLS_CERT; ssl_certificate_key $TLS_KEY; ssl_protocols TLSv1.3;"
+  fi
   mkdir -p "$dir/logs" "$dir/www"
   for n in 1024 16384 65536 262144 1048576; do head -c "$n" /dev/zero | tr '\0' x >"$dir/www/$n"; done
   # nginx's worker runs as an unprivileged user (mktemp -d makes 0700).
@@ -79,6 +92,7 @@ http {
   keepalive_requests 100000000;
   server {
     listen 127.0.0.1:$port $listen_options;
+    $tls
     location / { default_type text/plain; return 200 "Hello, World!"; }
     location /bytes/ { default_type application/octet-stream; alias $dir/www/; }
   }

@@ -32,12 +32,7 @@ ulimit -n 20000 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 cargo build --release --quiet --bin keepalive-server
 work=$(mktemp -d)
 pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+trap stop_servers EXIT
 
 servers=""
 for server in $wanted_servers; do

@@ -9,6 +9,10 @@
 //! 127.0.0.1 - - [22/Nov/2026:10:13:58 +0000] "GET / HTTP/1.1" 200 13 "-" "curl/8.5.0" 0.000 17 1503
 //! ```
 //!
+//! Over TLS (`--tls-cert`) the line ends with the protocol version, as
+//! nginx's `$ssl_protocol` names it (` TLSv1.3`); the combined prefix is
+//! the same, so log analysers that read it read these lines too.
+//!
 //! Quoted fields escape `"`, `\` and bytes outside printable ASCII as
 //! `\xHH`, as nginx does; an empty field is `-`. A request refused before
 //! its head was complete shows what of its request line had arrived. The
@@ -34,6 +38,7 @@ use crate::config::AccessLogTarget;
 use crate::date::DATE_LEN;
 use crate::http::response::push_decimal;
 use crate::timers::Micros;
+use crate::tls::TlsVersion;
 
 /// A worker writes its buffered lines out once they pass this size.
 pub const FLUSH_AT: usize = 64 * 1024;
@@ -144,6 +149,8 @@ pub struct Entry<'a> {
     pub conn: u64,
     /// Since the previous response on the connection (`None`: the first).
     pub idle_gap_ms: Option<u64>,
+    /// The TLS version the connection speaks (`None`: plain HTTP).
+    pub tls: Option<TlsVersion>,
 }
 
 /// `dd/Mon/yyyy:HH:MM:SS +0000`
@@ -207,6 +214,10 @@ impl AccessLog {
         match entry.idle_gap_ms {
             Some(ms) => push_decimal(out, ms),
             None => out.push(b'-'),
+        }
+        if let Some(version) = entry.tls {
+            out.push(b' ');
+            out.extend_from_slice(version.label().as_bytes());
         }
         out.push(b'\n');
     }
@@ -384,6 +395,7 @@ mod tests {
             micros,
             conn: 42,
             idle_gap_ms: Some(1_503),
+            tls: None,
         });
         String::from_utf8(log.buffered().to_vec()).unwrap()
     }
@@ -415,6 +427,7 @@ mod tests {
                 micros: 0,
                 conn: 1,
                 idle_gap_ms: None,
+                tls: None,
             });
         }
         let text = String::from_utf8(log.buffered().to_vec()).unwrap();
@@ -481,6 +494,7 @@ mod tests {
             micros: 0,
             conn: 1,
             idle_gap_ms: None,
+            tls: None,
         };
         let mut lines = 0;
         while !log.is_full() {

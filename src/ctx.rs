@@ -16,6 +16,7 @@ use crate::observe::{Event, Observer};
 use crate::pool::BufferPool;
 use crate::stats::Stats;
 use crate::timers::{Micros, TimerLists};
+use crate::tls::TlsVersion;
 
 /// What a timer in a worker's lists stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,6 +97,7 @@ impl Ctx<'_> {
             micros: self.now.saturating_sub(started),
             conn: self.conn.id,
             idle_gap_ms,
+            tls: self.conn.tls,
         });
         record.clear();
     }
@@ -113,6 +115,8 @@ pub struct ConnLabel {
     /// is still going out (it has not been idle since); `None` before its
     /// first. The access log's idle gap runs from here.
     pub last_response_end: Option<Micros>,
+    /// The TLS version it speaks (`None`: plain, or still shaking hands).
+    pub tls: Option<TlsVersion>,
 }
 
 impl Default for ConnLabel {
@@ -122,6 +126,7 @@ impl Default for ConnLabel {
             peer: SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), 0),
             accepted: 0,
             last_response_end: None,
+            tls: None,
         }
     }
 }

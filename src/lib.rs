@@ -6,7 +6,8 @@
 //! The serving path, top-down:
 //! - `worker` / `conn` / `clock`: the event loop, one connection's I/O and
 //!   timers (and the watch after an idle FIN), and the loop clock with its
-//!   one kernel timer (a timerfd).
+//!   one kernel timer (a timerfd); [`tls`]: HTTPS on the same loop (the
+//!   certificate, a connection's rustls state, the probe's TLS client).
 //! - [`session`]: one connection's HTTP/1.1 exchange, without the socket;
 //!   [`in_flight`]: the request in progress, kept with the pooled buffers.
 //! - [`http`]: request parsing, body framing, responses.
@@ -58,6 +59,7 @@ pub mod session;
 pub mod shared;
 pub mod stats;
 pub mod timers;
+pub mod tls;
 
 mod clock;
 mod conn;

@@ -70,10 +70,11 @@ fn run(config: Config, args: Vec<OsString>) -> Result<(), String> {
         headers_timeout = %format_duration(config.headers_timeout),
         request_timeout = %format_duration(config.request_timeout),
         shutdown_timeout = %format_duration(config.shutdown_timeout),
-        admin = %admin_addr.map_or_else(|| "off".to_owned(), bound),
+        admin = %admin_addr.map_or_else(|| "off".to_owned(), |addr| bound(addr, false)),
         access_log = %config.access_log,
+        tls = %config.tls_cert.as_deref().map_or_else(|| "off".to_owned(), |cert| cert.display().to_string()),
         "listening on {}",
-        bound(handle.local_addr())
+        bound(handle.local_addr(), config.tls.is_some())
     );
     watch_signals(signals, handle.remote(), config, args)
         .map_err(|e| format!("cannot install signal handlers: {e}"))?;
@@ -85,23 +86,25 @@ fn run(config: Config, args: Vec<OsString>) -> Result<(), String> {
 /// A bound address as the startup line shows it: the URL to open, and
 /// `(every interface)` after it for an unspecified address (whose URL
 /// names loopback).
-fn bound(addr: SocketAddr) -> String {
+fn bound(addr: SocketAddr, tls: bool) -> String {
     let every_interface = if addr.ip().is_unspecified() {
         " (every interface)"
     } else {
         ""
     };
-    format!("{}{every_interface}", url(addr))
+    format!("{}{every_interface}", url(addr, tls))
 }
 
-/// The URL to open for a listening address (loopback for "every interface").
-fn url(addr: SocketAddr) -> String {
+/// The URL to open for a listening address (loopback for "every
+/// interface"), `https` when it speaks TLS.
+fn url(addr: SocketAddr, tls: bool) -> String {
     let ip = match addr.ip() {
         IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
         IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
         ip => ip,
     };
-    format!("http://{}/", SocketAddr::new(ip, addr.port()))
+    let scheme = if tls { "https" } else { "http" };
+    format!("{scheme}://{}/", SocketAddr::new(ip, addr.port()))
 }
 
 /// First SIGINT/SIGTERM: graceful shutdown. Second: exit at once. SIGHUP:

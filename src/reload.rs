@@ -10,6 +10,12 @@
 //! the number of workers, TCP_DEFER_ACCEPT on the listeners, the admin
 //! address, the log format, the access log) keep their old values and are
 //! reported as ignored until a restart. An invalid file changes nothing.
+//!
+//! With HTTPS on, a reload also reads the certificate and key again (even
+//! without `--config`: renewing a certificate is the usual reason to send
+//! SIGHUP): new connections shake hands with the new pair, open ones keep
+//! theirs. Files that do not load, or do not match, change nothing and the
+//! log says why. Turning TLS on or off takes a restart.
 
 use std::ffi::OsString;
 use std::sync::Arc;
@@ -38,11 +44,14 @@ pub enum Outcome {
 /// running server whose configuration is `running`; on success `running`
 /// becomes the configuration now in force. Logs the outcome.
 pub fn reload(running: &mut Config, args: &[OsString], remote: &Remote) -> Outcome {
-    let Some(path) = running.config.clone() else {
-        tracing::info!("SIGHUP: nothing to reload (started without --config)");
-        return Outcome::NoConfigFile;
+    let path = match (&running.config, &running.tls) {
+        (Some(path), _) => path.display().to_string(),
+        (None, Some(_)) => "no config file".to_owned(),
+        (None, None) => {
+            tracing::info!("SIGHUP: nothing to reload (started without --config or TLS)");
+            return Outcome::NoConfigFile;
+        }
     };
-    let path = path.display().to_string();
     let loaded = match Config::load_from(args) {
         Ok(loaded) => loaded,
         Err(e) => {
@@ -62,6 +71,22 @@ pub fn reload(running: &mut Config, args: &[OsString], remote: &Remote) -> Outco
     next.admin = running.admin;
     next.log_format = running.log_format;
     next.access_log = running.access_log.clone();
+    if next.tls.is_some() != running.tls.is_some() {
+        tracing::warn!(
+            config = %path,
+            "reload: TLS turned {}, ignored until restart",
+            if next.tls.is_some() { "on" } else { "off" }
+        );
+        next.tls_cert = running.tls_cert.clone();
+        next.tls_key = running.tls_key.clone();
+        next.tls = running.tls.clone();
+    } else if next.tls.is_some() {
+        tracing::info!(
+            config = %path,
+            cert = %next.tls_cert.as_deref().unwrap_or(std::path::Path::new("")).display(),
+            "reload: certificate and key read again; new connections use them"
+        );
+    }
     for ignored in running.changes(&loaded).iter().filter(|c| c.needs_restart) {
         tracing::warn!(
             config = %path,

@@ -392,8 +392,8 @@ fn a_close_that_drops_pipelined_requests_lingers_instead_of_resetting() {
     assert_eq!(got.len() - head_end, SIZE, "the answer was cut");
 }
 
-/// Once a write has backed up, the poll watches the socket for
-/// writability for good (see `Conn::watch_writable`). That costs nothing
+/// Once a write has backed up, the poll asks the socket for
+/// writability for good (see `Conn::polls_writable`). That costs nothing
 /// once the connection is idle: no writable edges keep waking the worker.
 #[test]
 fn a_connection_whose_writes_backed_up_sleeps_quietly_when_idle() {

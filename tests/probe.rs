@@ -422,7 +422,7 @@ fn nothing_listening_exits_1_at_once_with_a_message() {
 #[test]
 fn bad_urls_and_https_exit_2() {
     for (url, says) in [
-        ("https://127.0.0.1/", "TLS"),
+        ("https://127.0.0.1:0/", "out of range"),
         ("not a url", "invalid URL"),
         ("127.0.0.1:8080", "scheme"),
         ("ftp://127.0.0.1/", "only http://"),

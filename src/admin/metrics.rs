@@ -23,6 +23,7 @@ use crate::stats::{
 };
 
 use super::process;
+use crate::tls::{HandshakeFailure, TlsVersion};
 
 /// The exposition for one scrape; `viewers`: dashboard feeds open now.
 pub fn render(remote: &Remote, snapshots: &[Snapshot], viewers: usize) -> String {
@@ -132,6 +133,7 @@ pub fn render(remote: &Remote, snapshots: &[Snapshot], viewers: usize) -> String
     );
 
     render_lab(&mut out, remote);
+    render_tls(&mut out, remote);
 
     out.single(
         "kas_timer_lists",
@@ -234,6 +236,37 @@ pub fn render(remote: &Remote, snapshots: &[Snapshot], viewers: usize) -> String
         );
     }
     out.text
+}
+
+/// TLS handshakes by negotiated version, and handshakes that failed by
+/// why (zero on a plain listener).
+fn render_tls(out: &mut Exposition, remote: &Remote) {
+    out.family(
+        "kas_tls_handshakes_total",
+        "counter",
+        "TLS handshakes completed, by protocol version.",
+    );
+    for version in TlsVersion::ALL {
+        let value: u64 = remote.stats().map(|s| s.tls.handshakes(version)).sum();
+        out.sample(
+            "kas_tls_handshakes_total",
+            &[("version", version.label())],
+            value,
+        );
+    }
+    out.family(
+        "kas_tls_handshake_failures_total",
+        "counter",
+        "TLS handshakes that did not complete: bad or refused TLS (error), the headers deadline from accept (timeout), the connection ending first: the peer left, or shutdown or eviction (closed).",
+    );
+    for why in HandshakeFailure::ALL {
+        let value: u64 = remote.stats().map(|s| s.tls.failures(why)).sum();
+        out.sample(
+            "kas_tls_handshake_failures_total",
+            &[("reason", why.label())],
+            value,
+        );
+    }
 }
 
 /// The keep-alive lab's families: who closes idle connections first and

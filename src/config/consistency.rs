@@ -9,6 +9,7 @@ use std::path::Path;
 
 use super::values::AccessLogTarget;
 use super::{Config, Origin};
+use crate::tls::{ServerTls, TlsFile};
 
 /// The first clash or impossible path, as a message naming the option
 /// (as the user set it: flag, variable or config file key).
@@ -26,6 +27,31 @@ pub(super) fn check(config: &Config) -> Result<(), String> {
         access_log_path(path).map_err(|why| format!("{}: {why}", named(config, "access_log")))?;
     }
     Ok(())
+}
+
+/// The certificate and key of `tls_cert` and `tls_key`, loaded and
+/// matched (`None` without them): a file that is missing, unreadable, not
+/// PEM, or a key that is not the certificate's is an error naming the
+/// option and the file.
+pub(super) fn load_tls(config: &Config) -> Result<Option<ServerTls>, String> {
+    match (&config.tls_cert, &config.tls_key) {
+        (Some(cert), Some(key)) => ServerTls::load(cert, key).map(Some).map_err(|e| {
+            let key = match e.file {
+                TlsFile::Cert => "tls_cert",
+                TlsFile::Key => "tls_key",
+            };
+            format!("{}: {e}", named(config, key))
+        }),
+        (None, None) => Ok(None),
+        (Some(_), None) => Err(format!(
+            "{} is set but tls_key is not: HTTPS needs both",
+            named(config, "tls_cert")
+        )),
+        (None, Some(_)) => Err(format!(
+            "{} is set but tls_cert is not: HTTPS needs both",
+            named(config, "tls_key")
+        )),
+    }
 }
 
 /// What a valid configuration does that its author may not expect: a

@@ -38,6 +38,9 @@ impl Config {
         let text = |value: &str| Some(toml::Value::String(value.to_owned()).to_string());
         let duration = |d| text(&format_duration(d));
         let size = |bytes| text(&format_size(bytes));
+        let path = |path: &Option<std::path::PathBuf>| {
+            path.as_ref().and_then(|p| text(&p.display().to_string()))
+        };
         let workers = self
             .workers
             .or_else(|| std::thread::available_parallelism().ok())
@@ -66,6 +69,8 @@ impl Config {
             ("shutdown_timeout", duration(self.shutdown_timeout)),
             ("admin", self.admin.and_then(|addr| text(&addr.to_string()))),
             ("access_log", text(&self.access_log.to_string())),
+            ("tls_cert", path(&self.tls_cert)),
+            ("tls_key", path(&self.tls_key)),
             (
                 "test_controls",
                 text(if self.test_controls { "on" } else { "off" }),

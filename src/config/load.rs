@@ -109,6 +109,7 @@ pub(super) fn load(args: Vec<OsString>) -> Result<Config, clap::Error> {
     let mut config = Config::from_arg_matches(&matches)?;
     config.origins = origins;
     super::consistency::check(&config).map_err(usage_error)?;
+    config.tls = super::consistency::load_tls(&config).map_err(usage_error)?;
     Ok(config)
 }
 

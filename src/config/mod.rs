@@ -19,6 +19,8 @@ use std::time::Duration;
 
 use clap::{FromArgMatches, Parser, ValueEnum};
 
+use crate::tls::ServerTls;
+
 pub use effective::Change;
 pub use load::{MAX_CONFIG_FILE, Origin, Origins, read_config_file};
 pub use values::{AccessLogTarget, format_duration, format_size, parse_duration, parse_size};
@@ -128,6 +130,14 @@ pub struct Config {
     #[arg(long, env = "KAS_ACCESS_LOG", value_name = "PATH", default_value = "off", value_parser = parse_access_log, allow_hyphen_values = true)]
     pub access_log: AccessLogTarget,
 
+    /// Serve HTTPS with this PEM certificate chain (leaf first); needs --tls-key.
+    #[arg(long, env = "KAS_TLS_CERT", value_name = "PATH")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// The PEM private key of --tls-cert (PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, env = "KAS_TLS_KEY", value_name = "PATH")]
+    pub tls_key: Option<PathBuf>,
+
     /// Obey the keep-alive lab's query controls (ka=, advertise=, close=, after=, max=) on any route: on or off.
     #[arg(long, env = "KAS_TEST_CONTROLS", value_name = "on|off", default_value = "on", value_parser = parse_bool, action = clap::ArgAction::Set, allow_hyphen_values = true)]
     pub test_controls: bool,
@@ -147,6 +157,11 @@ pub struct Config {
     /// Not a flag: see [`Settings::loop_clock_start`].
     #[arg(skip)]
     pub loop_clock_start: Duration,
+
+    /// Not a flag: the certificate and key of `tls_cert` and `tls_key`,
+    /// as loaded (and matched) when the configuration loaded.
+    #[arg(skip)]
+    pub tls: Option<ServerTls>,
 }
 
 /// The effective settings a worker runs with: durations as whole
@@ -194,6 +209,10 @@ pub struct Settings {
     /// narrower stamp (2³² µs, 2³² ms) to show that nothing wraps.
     /// Read once, when the workers start.
     pub loop_clock_start: u64,
+    /// The listener speaks TLS with this identity (`None`: plain HTTP).
+    /// Each connection takes it at accept, so a reload changes it for new
+    /// connections only.
+    pub tls: Option<ServerTls>,
 }
 
 impl Settings {
@@ -241,6 +260,7 @@ impl Config {
             test_controls: self.test_controls,
             peers_window_us: self.peers_window.as_micros() as u64,
             loop_clock_start: self.loop_clock_start.as_micros() as u64,
+            tls: self.tls.clone(),
         }
     }
 
@@ -330,6 +350,13 @@ mod tests {
                 assert!(table.contains_key(id), "config/server.toml lacks `{id}`");
             }
         }
+        // The sample's certificate paths are examples, not files here:
+        // loading them is tests/tls.rs's business.
+        let uncommented: String = uncommented
+            .lines()
+            .filter(|line| !line.starts_with("tls_"))
+            .map(|line| format!("{line}\n"))
+            .collect();
         let path = std::env::temp_dir().join(format!("kas-sample-{}.toml", std::process::id()));
         std::fs::write(&path, uncommented).unwrap();
         let loaded = Config::load_from(["kas", "--config", path.to_str().unwrap()]);

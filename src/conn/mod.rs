@@ -49,6 +49,7 @@ use crate::session::{Phase, Session};
 use crate::stats::CloseCause;
 use crate::stats::timing::{ConnStamps, Progress};
 use crate::timers::{Micros, TimerId};
+use crate::tls::{HandshakeFailure, TlsConn};
 
 /// Reads per readiness event before yielding to other connections.
 const READ_BUDGET: u32 = 16;
@@ -92,6 +93,9 @@ pub enum Flow {
 /// One client connection.
 pub struct Conn {
     stream: TcpStream,
+    /// Its TLS state when the listener speaks TLS (see [`tls`]): boxed,
+    /// so a plain connection pays one pointer.
+    tls: Option<Box<TlsConn>>,
     /// Its id, unique over the process's life, for logs.
     id: u64,
     /// The peer's address, as accept() returned it (without the IPv6 flow
@@ -129,23 +133,30 @@ pub struct Conn {
     write_shut: bool,
     /// TCP_NODELAY is on (set lazily, see [`Conn::disable_nagle`]).
     nodelay: bool,
-    /// What the worker's poll watches on the socket (see [`Conn::register`]).
+    /// What the worker's poll asks of the socket (see [`Conn::register`]).
     registered: Registered,
-    /// A write has backed up: from then on the poll watches the socket for
+    /// A write has backed up: from then on the poll asks the socket for
     /// writability too. Never cleared, on purpose: under edge triggering an
     /// EPOLLOUT edge comes only after a write found the send buffer full
     /// (the kernel wakes writers only then), so keeping the interest costs
     /// nothing, while dropping it would cost an `epoll_ctl` each time a
     /// response backs up and drains.
-    watch_writable: bool,
+    polls_writable: bool,
 }
 
 impl Conn {
     /// A connection accepted at loop time `now` from `peer`, named `id`
-    /// in logs.
-    pub fn new(stream: TcpStream, id: u64, peer: SocketAddr, now: Micros) -> Self {
+    /// in logs; `tls`: its TLS state, when the listener speaks TLS.
+    pub fn new(
+        stream: TcpStream,
+        tls: Option<Box<TlsConn>>,
+        id: u64,
+        peer: SocketAddr,
+        now: Micros,
+    ) -> Self {
         Conn {
             stream,
+            tls,
             id,
             peer_ip: peer.ip(),
             peer_port: peer.port(),
@@ -167,7 +178,7 @@ impl Conn {
             write_shut: false,
             nodelay: false,
             registered: Registered::No,
-            watch_writable: false,
+            polls_writable: false,
         }
     }
 
@@ -190,6 +201,7 @@ impl Conn {
                 true => Some(now),
                 false => self.stamps.last_end(),
             },
+            tls: self.tls_version(),
         }
     }
 
@@ -198,9 +210,21 @@ impl Conn {
     }
 
     pub fn phase(&self) -> Phase {
-        match self.fin_watch {
-            Some(_) => Phase::Watching,
-            None => self.session.phase(self.buffers.as_deref()),
+        if self.fin_watch.is_some() {
+            return Phase::Watching;
+        }
+        let tls = self.tls();
+        if tls.is_some_and(TlsConn::is_handshaking) {
+            return Phase::Handshake;
+        }
+        match self.session.phase(self.buffers.as_deref()) {
+            // Records rustls still holds are output not yet sent.
+            Phase::Fresh | Phase::Idle | Phase::Head | Phase::Body | Phase::Closing
+                if tls.is_some_and(TlsConn::has_backlog) =>
+            {
+                Phase::Writing
+            }
+            phase => phase,
         }
     }
 
@@ -215,7 +239,8 @@ impl Conn {
             served: self.session.served().wrapping_sub(streaming),
             busy: matches!(phase, Phase::Head | Phase::Body | Phase::Delayed { .. }),
             writing: self.session.is_generating(buffers)
-                || buffers.is_some_and(|b| b.output.pending() > 0),
+                || buffers.is_some_and(|b| b.output.pending() > 0)
+                || self.tls().is_some_and(TlsConn::has_backlog),
         }
     }
 
@@ -227,6 +252,7 @@ impl Conn {
             return self.watch_peer(watch, ctx);
         }
         if readiness.error {
+            self.handshake_cut(HandshakeFailure::Closed, ctx);
             return Flow::Close(CloseCause::Reset);
         }
         self.hangup |= readiness.hangup;
@@ -244,7 +270,10 @@ impl Conn {
     /// Whether the connection has something to finish before a drain may
     /// end: a request arriving, a response to deliver, a close to complete.
     pub fn has_work_to_finish(&self) -> bool {
-        !matches!(self.phase(), Phase::Fresh | Phase::Idle | Phase::Watching)
+        !matches!(
+            self.phase(),
+            Phase::Fresh | Phase::Handshake | Phase::Idle | Phase::Watching
+        )
     }
 
     /// This connection's real idle timeout in ms (the application may set
@@ -336,6 +365,12 @@ impl Conn {
                 return Flow::Close(CloseCause::Inactivity);
             }
             Purpose::Inactivity => CloseCause::Inactivity,
+            // A silent TLS client is closed as a silent plain one is, with
+            // nothing sent: no 408 can be said before the handshake.
+            Purpose::Headers if self.phase() == Phase::Handshake => {
+                self.handshake_cut(HandshakeFailure::Timeout, ctx);
+                return Flow::Close(CloseCause::HeadersTimeout);
+            }
             Purpose::Headers => CloseCause::HeadersTimeout,
             Purpose::Request => CloseCause::RequestTimeout,
         };
@@ -422,6 +457,14 @@ impl Conn {
         let idle = self.phase() == Phase::Idle;
         if idle && matches!(cause, CloseCause::Client | CloseCause::Reset) {
             self.report_idle_end(Closer::Client, cause == CloseCause::Reset, ctx);
+        }
+        match cause {
+            // Counted where they happen (the read, the deadline).
+            CloseCause::Client | CloseCause::Reset | CloseCause::HeadersTimeout => {}
+            _ => self.handshake_cut(HandshakeFailure::Closed, ctx),
+        }
+        if cause != CloseCause::Reset {
+            self.say_close_notify(); // the FIN follows, as the stream drops
         }
         if let Some(id) = self.activity.take() {
             ctx.timers.unenroll(id);
@@ -582,6 +625,7 @@ pub fn would_block(error: &io::Error) -> bool {
 
 mod socket;
 mod timers;
+mod tls;
 mod watch;
 
 use socket::{Flushed, ReadOutcome, Registered};

@@ -35,7 +35,7 @@ pub(super) enum ReadOutcome {
     Full,
 }
 
-/// What the worker's poll watches on a connection's socket.
+/// What the worker's poll asks of a connection's socket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Registered {
     /// Not registered: a connection that is served and closed in the turn
@@ -48,7 +48,7 @@ pub(super) enum Registered {
 impl Conn {
     /// Whether [`Conn::register`] has something to do.
     pub fn registration_due(&self) -> bool {
-        let wanted = if self.watch_writable {
+        let wanted = if self.polls_writable {
             Registered::ReadableWritable
         } else {
             Registered::Readable
@@ -57,13 +57,13 @@ impl Conn {
     }
 
     /// Registers the socket with the worker's poll, or widens what it
-    /// watches. Readable only until a write backs up: a fresh socket is
+    /// asks for. Readable only until a write backs up: a fresh socket is
     /// writable at once, and an EPOLLOUT edge at registration would wake
     /// the worker for a connection with nothing to read yet. Registering
     /// after reading loses nothing: epoll reports what is already pending
     /// when a socket is added or modified, edge-triggered or not.
     pub fn register(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
-        let (wanted, interest) = if self.watch_writable {
+        let (wanted, interest) = if self.polls_writable {
             (
                 Registered::ReadableWritable,
                 Interest::READABLE | Interest::WRITABLE,
@@ -116,16 +116,21 @@ impl Conn {
         (rc == 0).then(|| unsafe { info.assume_init() }.tcpi_rtt)
     }
 
-    /// Shuts the write side once; false if the socket is already gone.
+    /// Shuts the write side once (over TLS, after `close_notify`); false
+    /// if the socket is already gone.
     pub(super) fn shut_write(&mut self) -> bool {
         if !self.write_shut {
             self.write_shut = true;
+            self.say_close_notify();
             return self.stream.shutdown(Shutdown::Write).is_ok();
         }
         true
     }
 
     pub(super) fn read(&mut self, ctx: &mut Ctx<'_>) -> io::Result<ReadOutcome> {
+        if self.tls.is_some() {
+            return self.read_tls(ctx);
+        }
         let limit = Session::input_limit(ctx.settings);
         let buffers = self.buffers.get_or_insert_with(|| ctx.pool.take());
         let spare = buffers.input.spare(limit);
@@ -167,6 +172,9 @@ impl Conn {
         closes_next: bool,
         file: Option<&FillerFile>,
     ) -> io::Result<Flushed> {
+        if self.tls.is_some() {
+            return self.flush_tls(closes_next);
+        }
         let mut wrote = false;
         let mut filler_writes = 0;
         let Some(buffers) = self.buffers.as_deref_mut() else {
@@ -221,7 +229,7 @@ impl Conn {
                 }
                 Err(e) if would_block(&e) => {
                     self.disable_nagle();
-                    self.watch_writable = true;
+                    self.polls_writable = true;
                     return Ok(Flushed::Blocked);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

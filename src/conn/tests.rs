@@ -101,7 +101,10 @@ fn pair() -> (std::net::TcpStream, Conn) {
         .unwrap();
     let (server, peer) = listener.accept().unwrap();
     server.set_nonblocking(true).unwrap();
-    (client, Conn::new(TcpStream::from_std(server), 1, peer, 0))
+    (
+        client,
+        Conn::new(TcpStream::from_std(server), None, 1, peer, 0),
+    )
 }
 
 /// Sends a request and lets it land in the server's socket.

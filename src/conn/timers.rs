@@ -126,7 +126,8 @@ impl Conn {
     fn wanted_activity(&self, phase: Phase, settings: &Settings) -> Option<WantedTimer> {
         let want = |purpose, ms, refed| Some(WantedTimer { purpose, ms, refed });
         match phase {
-            Phase::Fresh => settings
+            // A TLS handshake is under the same deadline from accept.
+            Phase::Fresh | Phase::Handshake => settings
                 .headers_ms
                 .and_then(|ms| want(Purpose::Headers, ms, false)),
             Phase::Idle => {

@@ -15,6 +15,7 @@ use crate::ctx::{ConnLabel, Ctx};
 use crate::observe::{AfterFin, Event};
 use crate::stats::CloseCause;
 use crate::timers::{Micros, ShortStamp};
+use crate::tls::WatchRead;
 
 /// The longest watch after an idle FIN: a peer that has neither closed
 /// nor sent anything by then is not racing.
@@ -46,24 +47,15 @@ impl Conn {
     /// close.
     pub(super) fn watch_peer(&mut self, mut watch: FinWatch, ctx: &mut Ctx<'_>) -> Flow {
         self.wants_more = false;
+        if self.tls.is_some() {
+            return self.watch_peer_tls(watch, ctx);
+        }
         let mut sink = [0u8; WATCH_SINK];
         for _ in 0..READ_BUDGET {
             match self.stream.read(&mut sink) {
                 Ok(0) => return self.peer_closed_after_fin(watch, ctx),
                 Ok(_) if watch.late => {}
-                Ok(_) => {
-                    watch.late = true;
-                    self.fin_watch = Some(watch);
-                    let delay_us = watch.fin.elapsed(ctx.now);
-                    let ConnLabel { id, peer, .. } = ctx.conn;
-                    tracing::debug!(conn = id, %peer, delay_us, "late request after the idle FIN");
-                    let late = AfterFin::Request {
-                        delay_us,
-                        idle_timeout_ms: self.idle_timeout_ms(ctx.settings),
-                        round_trip_us: self.round_trip_us(),
-                    };
-                    ctx.observe(Event::AfterFin(late));
-                }
+                Ok(_) => self.late_request(&mut watch, ctx),
                 Err(e) if would_block(&e) => return Flow::Open,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => return self.peer_closed_after_fin(watch, ctx),
@@ -71,6 +63,42 @@ impl Conn {
         }
         self.wants_more = true;
         Flow::Open
+    }
+
+    /// The watch over TLS: what arrives goes through rustls, so that the
+    /// peer's own `close_notify` (an orderly reply to ours) counts as its
+    /// close, and only application data as a late request.
+    fn watch_peer_tls(&mut self, mut watch: FinWatch, ctx: &mut Ctx<'_>) -> Flow {
+        match self.watch_tls(READ_BUDGET) {
+            Ok(WatchRead::Nothing) => Flow::Open,
+            Ok(WatchRead::More) => {
+                self.wants_more = true;
+                Flow::Open
+            }
+            Ok(WatchRead::Request) => {
+                if !watch.late {
+                    self.late_request(&mut watch, ctx);
+                }
+                self.wants_more = true; // read on next turn: to WouldBlock or the close
+                Flow::Open
+            }
+            Ok(WatchRead::Closed) | Err(_) => self.peer_closed_after_fin(watch, ctx),
+        }
+    }
+
+    /// The first bytes after the idle FIN: a request that lost the race.
+    fn late_request(&mut self, watch: &mut FinWatch, ctx: &mut Ctx<'_>) {
+        watch.late = true;
+        self.fin_watch = Some(*watch);
+        let delay_us = watch.fin.elapsed(ctx.now);
+        let ConnLabel { id, peer, .. } = ctx.conn;
+        tracing::debug!(conn = id, %peer, delay_us, "late request after the idle FIN");
+        let late = AfterFin::Request {
+            delay_us,
+            idle_timeout_ms: self.idle_timeout_ms(ctx.settings),
+            round_trip_us: self.round_trip_us(),
+        };
+        ctx.observe(Event::AfterFin(late));
     }
 
     /// The peer closed (FIN or reset) during the watch: the connection ends.
@@ -82,6 +110,9 @@ impl Conn {
 
     /// Makes the close that follows an abortive one: a reset (SO_LINGER 0).
     pub(super) fn abort(&mut self) {
+        if let Some(tls) = self.tls.as_deref_mut() {
+            tls.abort();
+        }
         let _ = socket2::SockRef::from(&self.stream).set_linger(Some(Duration::ZERO));
     }
 }

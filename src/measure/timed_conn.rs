@@ -7,6 +7,11 @@
 //!
 //! The readiness contract is mio's: on every event, write and read until
 //! `WouldBlock`. The caller owns the `Poll`, the tokens and the clock.
+//!
+//! Over TLS (`timed_tls`) the same steps go through rustls: the request
+//! is written once the handshake is done, and the server's idle close may
+//! come as a `close_notify` alert, whose segment carries a receive stamp
+//! as a response does.
 
 use std::io::{self, Write};
 use std::net::SocketAddr;
@@ -18,6 +23,8 @@ use mio::{Interest, Registry, Token};
 
 use super::response::{Fed, ResponseHead, ResponseReader};
 use super::rx_stamps::{self, Scratch, Seen};
+use crate::tls::TlsVersion;
+use crate::tls::client::TlsTarget;
 
 /// How a connection ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,10 +64,16 @@ impl Phase {
 
 /// A client connection and the times of its steps.
 pub struct TimedConn {
-    stream: Option<TcpStream>,
-    request: Arc<[u8]>,
-    sent: usize,
-    reader: ResponseReader,
+    pub(super) stream: Option<TcpStream>,
+    pub(super) request: Arc<[u8]>,
+    pub(super) sent: usize,
+    pub(super) reader: ResponseReader,
+    /// The TLS client, for an https server.
+    pub(super) tls: Option<Box<rustls::ClientConnection>>,
+    /// The TLS version the handshake settled on.
+    pub tls_version: Option<TlsVersion>,
+    /// The server's close came as `close_notify` (then, or with, its FIN).
+    pub close_notify: bool,
     pub phase: Phase,
     /// The wake-up at which the request was fully written.
     pub written_at: Option<Instant>,
@@ -86,9 +99,11 @@ impl TimedConn {
         addr: SocketAddr,
         request: Arc<[u8]>,
         head_request: bool,
+        tls: Option<&TlsTarget>,
         registry: &Registry,
         token: Token,
     ) -> io::Result<TimedConn> {
+        let tls = tls.map(TlsTarget::connection).transpose()?.map(Box::new);
         let mut stream = TcpStream::connect(addr)?;
         let stamped = rx_stamps::enable(&stream).is_ok();
         let _ = stream.set_nodelay(true);
@@ -98,6 +113,9 @@ impl TimedConn {
             request,
             sent: 0,
             reader: ResponseReader::new(head_request),
+            tls,
+            tls_version: None,
+            close_notify: false,
             phase: Phase::Sending,
             written_at: None,
             rx_at: None,
@@ -121,6 +139,9 @@ impl TimedConn {
 
     /// Advances on a readiness event seen at `seen`.
     pub fn on_ready(&mut self, seen: Seen, scratch: &mut Scratch) {
+        if self.tls.is_some() {
+            return self.on_ready_tls(seen, scratch);
+        }
         if self.phase == Phase::Sending {
             self.write(seen);
         }
@@ -140,7 +161,10 @@ impl TimedConn {
         self.rx_at = None;
         self.responded_at = None;
         self.phase = Phase::Sending;
-        self.write(Seen::now());
+        match self.tls.is_some() {
+            true => self.write_tls(Seen::now()),
+            false => self.write(Seen::now()),
+        }
     }
 
     /// Gives up on a connection that is still waiting for something.
@@ -186,43 +210,75 @@ impl TimedConn {
     }
 
     fn read(&mut self, seen: Seen, scratch: &mut Scratch) {
-        loop {
-            let Some(stream) = self.stream.as_ref() else {
+        while let Some((n, stamp)) = self.recv(seen, scratch) {
+            if !self.take(scratch.data(n), stamp, seen) {
                 return;
-            };
+            }
+        }
+    }
+
+    /// One segment's bytes into `scratch`, with their receive stamp;
+    /// `None` once the socket would block or the connection has ended
+    /// (EOF, reset or error, its phase set accordingly).
+    pub(super) fn recv(
+        &mut self,
+        seen: Seen,
+        scratch: &mut Scratch,
+    ) -> Option<(usize, Option<std::time::SystemTime>)> {
+        loop {
+            let stream = self.stream.as_ref()?;
             match scratch.recv(stream) {
                 Ok((0, _)) => {
                     let error = stream.take_error().ok().flatten();
-                    return self.on_eof(seen, error);
+                    self.on_eof(seen, error);
+                    return None;
                 }
-                Ok((n, stamp)) => {
-                    if self.phase != Phase::Receiving {
-                        self.stray_bytes += n;
-                        continue;
-                    }
-                    self.rx_at = stamp.map(|wall| seen.instant_of(wall));
-                    match self.reader.feed(scratch.data(n)) {
-                        Ok(Fed::Partial) => {}
-                        Ok(Fed::Done { extra }) => {
-                            self.stray_bytes += extra;
-                            self.responded(seen);
-                        }
-                        Err(e) => return self.phase = Phase::Failed(e.to_string()),
-                    }
-                }
-                Err(e) if would_block(&e) => return,
+                Ok(got) => return Some(got),
+                Err(e) if would_block(&e) => return None,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if is_reset(&e) && self.phase == Phase::Idle => {
                     self.closed_at = Some(seen.at);
-                    return self.phase = Phase::Closed(Closed::Rst);
+                    self.phase = Phase::Closed(Closed::Rst);
+                    return None;
                 }
                 Err(e) if is_reset(&e) && self.reused() && !self.reader.started() => {
                     self.closed_at = Some(seen.at);
-                    return self.phase = Phase::Closed(Closed::Rst);
+                    self.phase = Phase::Closed(Closed::Rst);
+                    return None;
                 }
-                Err(e) => return self.phase = connect_failed(&e, self.written_at.is_some()),
+                Err(e) => {
+                    self.phase = connect_failed(&e, self.written_at.is_some());
+                    return None;
+                }
             }
         }
+    }
+
+    /// Response bytes that arrived in a segment stamped `stamp` (kernel
+    /// receive time), seen at `seen`; false once the connection failed.
+    pub(super) fn take(
+        &mut self,
+        data: &[u8],
+        stamp: Option<std::time::SystemTime>,
+        seen: Seen,
+    ) -> bool {
+        if self.phase != Phase::Receiving {
+            self.stray_bytes += data.len();
+            return true;
+        }
+        self.rx_at = stamp.map(|wall| seen.instant_of(wall));
+        match self.reader.feed(data) {
+            Ok(Fed::Partial) => {}
+            Ok(Fed::Done { extra }) => {
+                self.stray_bytes += extra;
+                self.responded(seen);
+            }
+            Err(e) => {
+                self.phase = Phase::Failed(e.to_string());
+                return false;
+            }
+        }
+        true
     }
 
     fn responded(&mut self, seen: Seen) {
@@ -232,11 +288,11 @@ impl TimedConn {
     }
 
     /// A request was answered on this connection before the current one.
-    fn reused(&self) -> bool {
+    pub(super) fn reused(&self) -> bool {
         self.response.is_some()
     }
 
-    fn on_eof(&mut self, seen: Seen, error: Option<io::Error>) {
+    pub(super) fn on_eof(&mut self, seen: Seen, error: Option<io::Error>) {
         let reset = error.as_ref().is_some_and(is_reset);
         match self.phase {
             Phase::Receiving if self.reader.eof().is_ok() => {
@@ -268,7 +324,7 @@ impl TimedConn {
 
 /// A connect error (before the request was written) or a send/receive
 /// error, in words.
-fn connect_failed(error: &io::Error, connected: bool) -> Phase {
+pub(super) fn connect_failed(error: &io::Error, connected: bool) -> Phase {
     if connected {
         Phase::Failed(format!("connection error: {error}"))
     } else {
@@ -276,12 +332,12 @@ fn connect_failed(error: &io::Error, connected: bool) -> Phase {
     }
 }
 
-fn would_block(e: &io::Error) -> bool {
+pub(super) fn would_block(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::WouldBlock
 }
 
 /// A reset, or a write to a socket the peer has reset (EPIPE after a FIN).
-fn is_reset(e: &io::Error) -> bool {
+pub(super) fn is_reset(e: &io::Error) -> bool {
     matches!(
         e.kind(),
         io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe

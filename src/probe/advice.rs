@@ -150,6 +150,8 @@ mod tests {
             closes: closes::analyse(samples),
             fins: samples.len(),
             resets: 0,
+            close_notifies: 0,
+            tls_version: None,
             still_open: 0,
             kernel_stamps: true,
             stray_bytes: 0,

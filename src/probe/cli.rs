@@ -5,6 +5,7 @@ use std::time::Duration;
 use clap::{Parser, ValueEnum};
 
 use crate::config::parse_duration;
+use crate::tls::client::Trust;
 
 const AFTER_HELP: &str = "\
 Only the URL's server is contacted, with nothing but the request described (GET or HEAD of \
@@ -89,6 +90,25 @@ pub struct ProbeArgs {
     /// Print the report as one JSON object.
     #[arg(long)]
     pub json: bool,
+
+    /// For https: trust the certificates in this PEM file instead of the system's roots.
+    #[arg(long, value_name = "PATH", conflicts_with = "insecure")]
+    pub cacert: Option<std::path::PathBuf>,
+
+    /// For https: accept any certificate (encrypted, not authenticated: for test servers).
+    #[arg(long)]
+    pub insecure: bool,
+}
+
+impl ProbeArgs {
+    /// Whom an https server's certificate must be vouched for by.
+    pub fn trust(&self) -> Trust {
+        match (&self.cacert, self.insecure) {
+            (Some(path), _) => Trust::File(path.clone()),
+            (None, true) => Trust::Insecure,
+            (None, false) => Trust::System,
+        }
+    }
 }
 
 /// The sweep's δ values when --sweep-points is not given, ms.

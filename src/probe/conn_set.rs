@@ -23,6 +23,7 @@ use super::failure::Failure;
 use super::target::Target;
 use crate::measure::rx_stamps::{Scratch, Seen};
 use crate::measure::timed_conn::{Phase, TimedConn};
+use crate::tls::client::TlsTarget;
 
 /// Events handled per poll: few, so stamps taken at wake-up stay close to
 /// when closes really arrived.
@@ -41,6 +42,8 @@ pub struct ConnSet {
     pub conns: Vec<TimedConn>,
     /// When each connection opens.
     starts: Vec<Instant>,
+    /// TLS for an https server.
+    tls: Option<TlsTarget>,
     /// When each open connection's current request began (connect or resend).
     asked_at: Vec<Instant>,
     /// For each finished connection: its close had not arrived by then.
@@ -76,6 +79,7 @@ impl ConnSet {
             addr: target.addr,
             request: target.request.clone(),
             head_request: target.head_request,
+            tls: target.tls.clone(),
             conns: Vec::with_capacity(n),
             starts,
             asked_at: Vec::with_capacity(n),
@@ -98,6 +102,7 @@ impl ConnSet {
                 self.addr,
                 self.request.clone(),
                 self.head_request,
+                self.tls.as_ref(),
                 self.poll.registry(),
                 Token(self.conns.len()),
             )

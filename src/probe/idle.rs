@@ -27,6 +27,7 @@ use super::progress::Progress;
 use super::target::Target;
 use crate::measure::response::ResponseHead;
 use crate::measure::timed_conn::{Closed, Phase};
+use crate::tls::TlsVersion;
 
 /// Rounds that measure stalled closes again.
 const REDO_ROUNDS: usize = 2;
@@ -61,6 +62,10 @@ pub struct Idle {
     /// Closes by FIN and by reset.
     pub fins: usize,
     pub resets: usize,
+    /// Of the FIN closes, those that said `close_notify` first (TLS).
+    pub close_notifies: usize,
+    /// The TLS version the connections settled on (https only).
+    pub tls_version: Option<TlsVersion>,
     /// Connections still open at `--max-wait`.
     pub still_open: usize,
     /// Every response was timed by the kernel's receive stamp.
@@ -95,6 +100,8 @@ pub fn measure(target: &Target, plan: Plan, epoch: Instant) -> Result<Idle, Fail
         closes: None,
         fins: 0,
         resets: 0,
+        close_notifies: 0,
+        tls_version: None,
         still_open: 0,
         kernel_stamps: true,
         stray_bytes: 0,
@@ -220,6 +227,7 @@ fn summarise(set: &ConnSet, epoch: Instant, idle: &mut Idle) {
     let ms = |at: Instant| at.saturating_duration_since(epoch).as_secs_f64() * 1e3;
     for (conn, closed_after) in set.conns.iter().zip(&set.closed_after) {
         idle.stray_bytes += conn.stray_bytes;
+        idle.tls_version = idle.tls_version.or(conn.tls_version);
         idle.kernel_stamps &= conn.stamped && conn.rx_at.is_some();
         let Some(responded) = conn.response_at() else {
             continue;
@@ -236,6 +244,7 @@ fn summarise(set: &ConnSet, epoch: Instant, idle: &mut Idle) {
                     Closed::Fin => idle.fins += 1,
                     Closed::Rst => idle.resets += 1,
                 }
+                idle.close_notifies += usize::from(conn.close_notify);
             }
             _ => idle.still_open += 1,
         }

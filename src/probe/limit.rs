@@ -4,7 +4,9 @@
 //! of its response. The fastest request after the first (on a warm
 //! keep-alive connection: no handshake, no worker to start) is the round
 //! trip the advice allows for. Blocking I/O with `--timeout` on every
-//! connect, read and write, on its own thread beside the idle measurement.
+//! connect, read and write, on its own thread beside the idle measurement;
+//! over TLS through a rustls stream (its handshake is the first request's
+//! cost, not the round trip's).
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
@@ -32,13 +34,21 @@ pub struct Limit {
 /// Sends up to `max` requests on one connection.
 pub fn measure(target: &Target, max: u32, timeout: Duration) -> Result<Limit, Failure> {
     let fail = |what: &str, e: io::Error| Failure::Server(format!("{} ({what}): {e}", target.url));
-    let mut stream = TcpStream::connect_timeout(&target.addr, timeout)
+    let tcp = TcpStream::connect_timeout(&target.addr, timeout)
         .map_err(|e| fail("request limit, connect", e))?;
-    let _ = stream.set_nodelay(true);
-    stream
-        .set_read_timeout(Some(timeout))
-        .and_then(|()| stream.set_write_timeout(Some(timeout)))
+    let _ = tcp.set_nodelay(true);
+    tcp.set_read_timeout(Some(timeout))
+        .and_then(|()| tcp.set_write_timeout(Some(timeout)))
         .map_err(|e| fail("request limit", e))?;
+    let mut stream: Box<dyn Stream> = match &target.tls {
+        None => Box::new(tcp),
+        Some(tls) => {
+            let client = tls
+                .connection()
+                .map_err(|e| fail("request limit, TLS", e))?;
+            Box::new(rustls::StreamOwned::new(client, tcp))
+        }
+    };
     let mut reader = ResponseReader::new(target.head_request);
     let mut chunk = vec![0u8; 16 * 1024];
     let mut limit = Limit {
@@ -55,6 +65,8 @@ pub fn measure(target: &Target, max: u32, timeout: Duration) -> Result<Limit, Fa
         loop {
             let n = match stream.read(&mut chunk) {
                 Ok(n) => n,
+                // TLS: the server closed without close_notify.
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => 0,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
                     return closed_or(limit, answered, e, |e| fail("request limit, read", e));
@@ -89,6 +101,10 @@ pub fn measure(target: &Target, max: u32, timeout: Duration) -> Result<Limit, Fa
     }
     Ok(limit)
 }
+
+/// A connection to the server, plain or TLS.
+trait Stream: Read + Write {}
+impl<T: Read + Write> Stream for T {}
 
 /// A reset after at least one answer is the server closing; else an error.
 fn closed_or(

@@ -18,7 +18,8 @@
 //! flags), [`target`] (the URL and the request), `conn_set` (one round's
 //! connections on a poll), [`idle`], [`closes`] (passes, stalls and the
 //! earliest close, without sockets), [`limit`], [`sweep`], [`advice`] (the
-//! facts for [`crate::advice`]), [`report`] (text and JSON), `progress`
+//! facts for [`crate::advice`]), [`tls`] (how an https server ends an idle
+//! connection), [`report`] (text and JSON), `progress`
 //! (the terminal line) and [`failure`] (exit statuses). Timing comes from
 //! [`crate::measure`].
 
@@ -33,6 +34,7 @@ mod progress;
 pub mod report;
 pub mod sweep;
 pub mod target;
+pub mod tls;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -76,7 +78,7 @@ where
 /// Measures the server `args` names.
 pub fn probe(args: &ProbeArgs) -> Result<Report, Failure> {
     let started = Instant::now();
-    let target = Target::new(&args.url, args.method, args.http1_0)?;
+    let target = Target::new(&args.url, args.method, args.http1_0, &args.trust())?;
     let _stamps_on = rx_stamps::hold_switched_on();
     std::thread::sleep(rx_stamps::SWITCH_ON_DELAY);
     let points = args.sweep_points();
@@ -127,7 +129,11 @@ pub fn probe(args: &ProbeArgs) -> Result<Report, Failure> {
         )?),
         _ => None,
     };
-    let advice = advice::advise(&idle, sweep.as_ref(), limit.round_trip_ms, args.max_wait);
+    let mut advice = advice::advise(&idle, sweep.as_ref(), limit.round_trip_ms, args.max_wait);
+    if let Some(close) = idle.tls_close().filter(|_| target.tls.is_some()) {
+        advice.paragraph.push(' ');
+        advice.paragraph.push_str(close.advice());
+    }
     Ok(Report {
         url: args.url.clone(),
         method: args.method.as_str(),
@@ -141,5 +147,6 @@ pub fn probe(args: &ProbeArgs) -> Result<Report, Failure> {
         sweep,
         advice,
         elapsed: started.elapsed(),
+        tls: target.tls.is_some(),
     })
 }

@@ -10,6 +10,7 @@ use super::advice::Advice;
 use super::closes::{PassPhase, Pattern};
 use super::idle::Idle;
 use super::sweep::{Sweep, SweepPoint};
+use super::tls::{TlsClose, TlsJson};
 use crate::advice::clients;
 use crate::measure::stats::Spread;
 use crate::measure::timed_conn::Closed;
@@ -34,6 +35,8 @@ pub struct Report {
     pub sweep: Option<Sweep>,
     pub advice: Advice,
     pub elapsed: Duration,
+    /// The server was spoken to over TLS (an https URL).
+    pub tls: bool,
 }
 
 /// The `--json` document.
@@ -50,6 +53,8 @@ struct Json<'a> {
     sweep: &'a [SweepPoint],
     safe_pool_idle_timeout_ms: Option<u64>,
     advice: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tls: Option<TlsJson>,
 }
 
 impl Report {
@@ -104,6 +109,7 @@ impl Report {
             sweep: self.sweep.as_ref().map_or(&[], |s| s.points.as_slice()),
             safe_pool_idle_timeout_ms: self.advice.safe_pool_idle_timeout_ms,
             advice: self.advice_text(),
+            tls: self.tls.then(|| self.idle.tls_json()),
         };
         serde_json::to_string_pretty(&json).unwrap_or_default()
     }
@@ -169,6 +175,22 @@ impl Report {
                     humantime::format_duration(self.max_wait)
                 );
             }
+        }
+        if self.tls {
+            let json = idle.tls_json();
+            let close = match idle.tls_close() {
+                Some(TlsClose::CloseNotify) => "close_notify, then FIN",
+                Some(TlsClose::Fin) => "a bare FIN (no close_notify)",
+                Some(TlsClose::Rst) => "a reset (no close_notify)",
+                None => "(none seen)",
+            };
+            let _ = writeln!(
+                s,
+                "tls:       {}; idle close: {close} ({} of {} FIN closes said close_notify)",
+                json.version.unwrap_or("(no handshake)"),
+                idle.close_notifies,
+                idle.fins
+            );
         }
         if idle.still_open > 0 && self.idle_timeout_ms.is_some() {
             let _ = writeln!(

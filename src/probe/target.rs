@@ -1,6 +1,7 @@
-//! The server to measure: the URL parsed (`http://` only; `https://` is
-//! refused with a clear word that TLS is not supported yet), its host
-//! resolved, and the one request the probe sends, built once.
+//! The server to measure: the URL parsed (`http://` or `https://`), its
+//! host resolved, for https the TLS client that will speak to it (SNI and
+//! verification from the host, roots from `--cacert`, the system, or none
+//! with `--insecure`), and the one request the probe sends, built once.
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
@@ -9,6 +10,7 @@ use http::Uri;
 
 use super::cli::Method;
 use super::failure::Failure;
+use crate::tls::client::{TlsTarget, Trust};
 
 /// Where to connect and what to send.
 #[derive(Debug, Clone)]
@@ -20,6 +22,8 @@ pub struct Target {
     pub request: Arc<[u8]>,
     /// The request is HEAD (responses have no body).
     pub head_request: bool,
+    /// For an https URL: how to speak TLS to it.
+    pub tls: Option<TlsTarget>,
 }
 
 /// The parts of an `http://` URL the probe uses.
@@ -31,24 +35,27 @@ pub struct Url {
     pub port: u16,
     /// Path and query, `/` when absent.
     pub path: String,
+    /// `https://`: speak TLS.
+    pub tls: bool,
 }
 
-/// Parses `text` as an `http://` URL; anything else is a usage error.
+/// Parses `text` as an `http://` or `https://` URL; anything else is a
+/// usage error.
 pub fn parse_url(text: &str) -> Result<Url, Failure> {
     let bad = |why: &str| Failure::Usage(format!("invalid URL '{text}': {why}"));
     let uri: Uri = text
         .parse()
         .map_err(|e: http::uri::InvalidUri| bad(&e.to_string()))?;
-    match uri.scheme_str() {
-        Some(scheme) if scheme.eq_ignore_ascii_case("http") => {}
-        Some(scheme) if scheme.eq_ignore_ascii_case("https") => {
-            return Err(Failure::Usage(format!(
-                "{text}: https is not supported yet (the probe speaks plain HTTP/1.x, no TLS); probe the plain-HTTP port behind the TLS terminator"
+    let tls = match uri.scheme_str() {
+        Some(scheme) if scheme.eq_ignore_ascii_case("http") => false,
+        Some(scheme) if scheme.eq_ignore_ascii_case("https") => true,
+        Some(scheme) => {
+            return Err(bad(&format!(
+                "scheme {scheme}: only http:// and https:// are supported"
             )));
         }
-        Some(scheme) => return Err(bad(&format!("scheme {scheme}: only http:// is supported"))),
         None => return Err(bad("give the scheme, e.g. http://127.0.0.1:8080/")),
-    }
+    };
     let authority = uri.authority().ok_or_else(|| bad("no host"))?;
     if authority.as_str().contains('@') {
         return Err(bad("user info is not supported"));
@@ -67,6 +74,7 @@ pub fn parse_url(text: &str) -> Result<Url, Failure> {
         None => authority.as_str().rsplit_once(':').map(|(_, port)| port),
     };
     let port = match port_text {
+        None | Some("") if tls => 443,
         None | Some("") => 80,
         Some(text) => match text.parse::<u16>() {
             Ok(port) if port > 0 => port,
@@ -79,13 +87,25 @@ pub fn parse_url(text: &str) -> Result<Url, Failure> {
         host: host.to_owned(),
         port,
         path: if path.is_empty() { "/".into() } else { path },
+        tls,
     })
 }
 
 impl Target {
-    /// Parses and resolves `url`, and builds the request.
-    pub fn new(url: &str, method: Method, http1_0: bool) -> Result<Target, Failure> {
+    /// Parses and resolves `url`, and builds the request; an https URL
+    /// is spoken to trusting `trust` (which an http URL must leave at the
+    /// system's roots: `--cacert` and `--insecure` are for https).
+    pub fn new(url: &str, method: Method, http1_0: bool, trust: &Trust) -> Result<Target, Failure> {
         let parsed = parse_url(url)?;
+        let tls = match (parsed.tls, trust) {
+            (true, trust) => Some(TlsTarget::new(&parsed.host, trust).map_err(Failure::Usage)?),
+            (false, Trust::System) => None,
+            (false, _) => {
+                return Err(Failure::Usage(format!(
+                    "{url}: --cacert and --insecure are for https:// URLs"
+                )));
+            }
+        };
         let addr = (parsed.host.as_str(), parsed.port)
             .to_socket_addrs()
             .map_err(|e| Failure::Server(format!("cannot resolve {}: {e}", parsed.host)))?
@@ -96,6 +116,7 @@ impl Target {
             addr,
             request: request(&parsed, method, http1_0).into(),
             head_request: method == Method::Head,
+            tls,
         })
     }
 }
@@ -132,12 +153,15 @@ mod tests {
         assert_eq!((url.host.as_str(), url.port), ("::1", 8080));
         assert_eq!(url.path, "/a/b?c=d");
         assert_eq!(url.authority, "[::1]:8080");
+        assert!(!url.tls);
+        let url = parse_url("https://example.test/x").unwrap();
+        assert_eq!((url.port, url.tls), (443, true));
+        assert_eq!(parse_url("HTTPS://h:8443/").unwrap().port, 8443);
     }
 
     #[test]
     fn other_schemes_and_junk_are_usage_errors() {
         for text in [
-            "https://example.test/",
             "ftp://x/",
             "example.test:80",
             "http://",
@@ -152,10 +176,6 @@ mod tests {
                 other => panic!("{text}: {other:?}"),
             }
         }
-        let Err(Failure::Usage(message)) = parse_url("https://example.test/") else {
-            unreachable!()
-        };
-        assert!(message.contains("TLS"), "{message}");
         let Err(Failure::Usage(message)) = parse_url("http://127.0.0.1:99999/") else {
             unreachable!()
         };

@@ -63,6 +63,10 @@ enum Stage {
 pub enum Phase {
     /// Accepted, nothing received yet.
     Fresh,
+    /// Accepted on a TLS listener, its handshake in progress: under the
+    /// headers deadline from accept, as `Fresh` (the connection's phase,
+    /// never the exchange's: see `conn::tls`).
+    Handshake,
     /// Persistent, between requests, nothing buffered.
     Idle,
     /// Part of a request head received.

@@ -18,6 +18,7 @@ pub use counter::{Counter, Histogram, HistogramData};
 use crate::http::{Method, Status};
 use crate::lab::LabStats;
 use crate::timers::Micros;
+use crate::tls::TlsStats;
 
 /// Why a connection was closed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -209,6 +210,8 @@ pub struct Stats {
     /// The keep-alive lab's figures, shared with the worker's lab (its
     /// observer), which alone writes them.
     pub lab: Arc<LabStats>,
+    /// TLS handshakes and their failures.
+    pub tls: TlsStats,
 }
 
 impl Default for Stats {
@@ -230,6 +233,7 @@ impl Default for Stats {
             snapshots: Counter::default(),
             watch_skipped: Counter::default(),
             lab: Arc::default(),
+            tls: TlsStats::default(),
         }
     }
 }

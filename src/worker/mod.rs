@@ -41,6 +41,7 @@ use crate::session::Phase;
 use crate::shared::{Control, WorkerShared};
 use crate::stats::{CloseCause, TimerKind};
 use crate::timers::Micros;
+use crate::tls::ServerTls;
 
 pub const LISTENER: Token = Token(usize::MAX - 1);
 pub const WAKER: Token = Token(usize::MAX - 2);
@@ -56,6 +57,9 @@ const EVENTS_CAPACITY: usize = 128;
 /// Connections a worker has room for before its slab and lists grow;
 /// each has up to two timers.
 const INITIAL_CONNECTIONS: usize = 1024;
+/// How old a TLS worker lets the turn's clock reading get before it
+/// stamps what it has touched with a fresh one (see `Worker::restamp`).
+const RESTAMP_AFTER_US: Micros = 250;
 /// At most one eviction warning per this many milliseconds.
 const EVICTION_WARNING_EVERY_MS: u64 = 10_000;
 /// At most one warning about a failing access log per this many milliseconds.
@@ -185,7 +189,7 @@ impl Worker {
             // What the poll delivered is stamped with a reading taken
             // after it (it may have slept): when a request's bytes came,
             // when a response left (see `stats::timing`).
-            let now = self.clock.now();
+            let mut now = self.clock.now();
             for event in events.iter() {
                 match event.token() {
                     LISTENER => self.accept(now),
@@ -195,6 +199,7 @@ impl Worker {
                         self.with_conn(key, now, |conn, ctx| conn.on_ready(readiness, ctx));
                     }
                 }
+                now = self.restamp(now);
             }
             if self.accept_pending {
                 self.accept(now);
@@ -202,6 +207,7 @@ impl Worker {
             let mut ready = std::mem::take(&mut self.ready);
             for key in ready.drain(..) {
                 self.with_conn(key as usize, now, |conn, ctx| conn.on_ready_again(ctx));
+                now = self.restamp(now);
             }
             if self.ready.is_empty() {
                 self.ready = ready; // keep its capacity for the next turn
@@ -297,6 +303,27 @@ impl Worker {
                 tracing::trace!(conn = id, ?cause, "connection closed");
             }
         }
+    }
+
+    /// Over TLS, one event can cost a handshake (a signature, ~0.3 ms),
+    /// and a turn of them tens of milliseconds: stamped with the next
+    /// turn's reading, a keep-alive timer started early in such a turn
+    /// would start that much late. So a TLS worker reads the clock after
+    /// each event (a vDSO call, nothing beside a handshake) and, once the
+    /// turn's reading is [`RESTAMP_AFTER_US`] old, stamps what the turn
+    /// has touched so far and goes on with the fresh reading. Stamps stay
+    /// taken after their activity: never early. A plain worker keeps its
+    /// one reading per turn (its events cost microseconds).
+    fn restamp(&mut self, now: Micros) -> Micros {
+        if self.settings.tls.is_none() {
+            return now;
+        }
+        let fresh = self.clock.now();
+        if fresh.saturating_sub(now) < RESTAMP_AFTER_US {
+            return now;
+        }
+        self.sync_touched(fresh);
+        fresh
     }
 
     fn sync_touched(&mut self, now: Micros) {
@@ -398,9 +425,17 @@ impl Worker {
             self.shared.stats.refused.fetch_add(1, Ordering::Relaxed);
             return; // dropping the stream closes it
         }
+        let tls = match self.settings.tls.as_ref().map(ServerTls::accept) {
+            None => None,
+            Some(Ok(tls)) => Some(tls),
+            Some(Err(e)) => {
+                tracing::warn!(error = %e, "cannot start TLS on a connection: closing it");
+                return;
+            }
+        };
         let key = self
             .conns
-            .insert(Conn::new(stream, ConnLabel::next_id(), peer, now));
+            .insert(Conn::new(stream, tls, ConnLabel::next_id(), peer, now));
         self.shared.stats.accepted();
         self.lab.observe(peer.ip(), now, Event::Accepted);
         if self.settings.defer_accept {
@@ -418,7 +453,8 @@ impl Worker {
     fn evict_oldest_idle(&mut self, now: Micros) -> bool {
         let candidate = self
             .oldest_in(Phase::Idle)
-            .or_else(|| self.oldest_in(Phase::Fresh));
+            .or_else(|| self.oldest_in(Phase::Fresh))
+            .or_else(|| self.oldest_in(Phase::Handshake));
         let Some(key) = candidate else {
             return false;
         };
@@ -476,7 +512,9 @@ impl Worker {
         let idle: Vec<usize> = self
             .conns
             .iter()
-            .filter(|(_, conn)| matches!(conn.phase(), Phase::Idle | Phase::Fresh))
+            .filter(|(_, conn)| {
+                matches!(conn.phase(), Phase::Idle | Phase::Fresh | Phase::Handshake)
+            })
             .map(|(key, _)| key)
             .collect();
         for key in idle {
@@ -540,7 +578,7 @@ impl Worker {
         let mut counts = ConnCounts::default();
         for (_, conn) in &self.conns {
             let count = match conn.phase() {
-                Phase::Fresh | Phase::Head | Phase::Body => &mut counts.reading,
+                Phase::Fresh | Phase::Handshake | Phase::Head | Phase::Body => &mut counts.reading,
                 Phase::Writing | Phase::Delayed { .. } => &mut counts.writing,
                 Phase::Idle => &mut counts.idle,
                 Phase::Closing | Phase::Watching => &mut counts.closing,

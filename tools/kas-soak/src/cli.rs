@@ -1,5 +1,6 @@
 //! Command line: the flags, their defaults and help text.
 
+use keepalive_server::tls::client::{TlsTarget, Trust};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -66,6 +67,20 @@ pub struct Args {
     pub idle_check: Option<Duration>,
 
     /// Arguments for the server started with --server-bin.
+    /// Speak TLS to the server (its certificate is not verified: a soak
+    /// measures its own server); start it with --tls-cert and --tls-key.
+    #[arg(long)]
+    pub tls: bool,
+
     #[arg(last = true)]
     pub server_args: Vec<String>,
+}
+
+impl Args {
+    /// With `--tls`: how to speak TLS to the server.
+    pub fn tls_target(&self) -> Result<Option<TlsTarget>, String> {
+        self.tls
+            .then(|| TlsTarget::new(&self.addr.ip().to_string(), &Trust::Insecure))
+            .transpose()
+    }
 }

@@ -55,6 +55,7 @@ struct Tally {
 pub fn soak(args: &Args, pid: Option<u32>) -> Result<Soak, String> {
     let n = args.connections;
     let request: Arc<[u8]> = REQUEST.into();
+    let tls = args.tls_target()?;
     let mut poll = Poll::new().map_err(|e| format!("poll: {e}"))?;
     let mut events = Events::with_capacity(EVENTS_PER_POLL);
     let mut clients: Vec<TimedConn> = Vec::with_capacity(n);
@@ -85,6 +86,7 @@ pub fn soak(args: &Args, pid: Option<u32>) -> Result<Soak, String> {
                     args.addr,
                     request.clone(),
                     false,
+                    tls.as_ref(),
                     poll.registry(),
                     Token(i),
                 )

@@ -96,7 +96,7 @@ fn run(args: &Args) -> Result<Report, String> {
 
     // Warm-up request: pages in the request path, the buffer pool, the
     // Date cache, so "before" is a served-once server, not a cold one.
-    warm_up(args.addr)?;
+    warm_up(args.addr, args.tls_target()?.as_ref())?;
     std::thread::sleep(args.settle);
     let rss_before = pid.map(rss_bytes).transpose()?;
 

@@ -1,0 +1,162 @@
+//! The probe's TLS client configuration: which certificates it trusts
+//! (the system's roots, or one `--cacert` file, or none at all with
+//! `--insecure`), ALPN `http/1.1`, and the server name it sends (SNI from
+//! the URL's host; an IP address is verified but sends no SNI, as RFC 6066
+//! forbids one).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+
+/// Whom the probe trusts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Trust {
+    /// The system's root certificates (/etc/ssl/certs and the like).
+    System,
+    /// The certificates in this PEM file, and no others (`--cacert`).
+    File(std::path::PathBuf),
+    /// Anyone (`--insecure`): the connection is encrypted, not
+    /// authenticated. For test servers with throwaway certificates.
+    Insecure,
+}
+
+/// A client configuration for `trust`; an error names the file or says
+/// that the system has no roots.
+pub fn config(trust: &Trust) -> Result<Arc<ClientConfig>, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = ClientConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS setup: {e}"))?;
+    let mut config = match trust {
+        Trust::Insecure => builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
+            .with_no_client_auth(),
+        Trust::System => builder
+            .with_root_certificates(system_roots()?)
+            .with_no_client_auth(),
+        Trust::File(path) => builder
+            .with_root_certificates(file_roots(path)?)
+            .with_no_client_auth(),
+    };
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    // Every connection of the probe starts cold, as a pool's first does:
+    // no resumption to make one connection differ from the next.
+    config.resumption = rustls::client::Resumption::disabled();
+    Ok(Arc::new(config))
+}
+
+/// The name sent as SNI and verified: the URL's host (brackets off an
+/// IPv6 literal; rustls sends no SNI for an IP address).
+pub fn server_name(host: &str) -> Result<ServerName<'static>, String> {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    ServerName::try_from(host.to_owned()).map_err(|e| format!("{host}: not a TLS server name: {e}"))
+}
+
+fn system_roots() -> Result<RootCertStore, String> {
+    let found = rustls_native_certs::load_native_certs();
+    let mut roots = RootCertStore::empty();
+    let (added, _) = roots.add_parsable_certificates(found.certs);
+    if added == 0 {
+        return Err(
+            "no root certificates found on this system: give --cacert PATH (or --insecure for a test server)"
+                .to_owned(),
+        );
+    }
+    Ok(roots)
+}
+
+fn file_roots(path: &Path) -> Result<RootCertStore, String> {
+    let pem =
+        std::fs::read(path).map_err(|e| format!("cannot read --cacert {}: {e}", path.display()))?;
+    let mut roots = RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&pem) {
+        let cert = cert.map_err(|e| format!("--cacert {}: not PEM: {e}", path.display()))?;
+        roots
+            .add(cert)
+            .map_err(|e| format!("--cacert {}: {e}", path.display()))?;
+    }
+    if roots.is_empty() {
+        return Err(format!("--cacert {}: no certificate in it", path.display()));
+    }
+    Ok(roots)
+}
+
+/// `--insecure`: accepts any certificate, but still checks the
+/// handshake's signatures (so the connection is a real TLS one).
+#[derive(Debug)]
+struct AnyCertificate(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// What a measuring connection needs to speak TLS to one server: the
+/// client configuration and the name to send and verify.
+#[derive(Debug, Clone)]
+pub struct TlsTarget {
+    pub config: Arc<ClientConfig>,
+    pub name: ServerName<'static>,
+}
+
+impl TlsTarget {
+    /// For the server at `host`, trusting `trust`.
+    pub fn new(host: &str, trust: &Trust) -> Result<TlsTarget, String> {
+        Ok(TlsTarget {
+            config: config(trust)?,
+            name: server_name(host)?,
+        })
+    }
+
+    /// A new client connection, its handshake not begun.
+    pub fn connection(&self) -> std::io::Result<rustls::ClientConnection> {
+        rustls::ClientConnection::new(Arc::clone(&self.config), self.name.clone())
+            .map_err(std::io::Error::other)
+    }
+}

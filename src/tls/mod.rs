@@ -1,0 +1,228 @@
+//! TLS for the server's main listener and for the probe, with rustls on
+//! the worker's own mio loop (no second runtime, no thread per handshake).
+//!
+//! rustls is sans-I/O: it takes TLS bytes in (`read_tls`)
+//! and hands TLS bytes out (`write_tls`), with plaintext on the other
+//! side. The connection drives it exactly as it drives a plain socket
+//! (read until `WouldBlock`, write until the socket is full), so
+//! everything above the socket (the session, the timer lists, the lab)
+//! does not know whether a connection is encrypted:
+//!
+//! ```text
+//!   socket ──read_tls──▶ rustls ──reader()──▶ input buffer ──▶ session
+//!   socket ◀─write_tls── rustls ◀─writer()─── output buffer ◀── session
+//! ```
+//!
+//! - [`ServerTls`]: the certificate and key as loaded (`--tls-cert`,
+//!   `--tls-key`), checked to match, ALPN `http/1.1` only. It lives in the
+//!   workers' settings, so a SIGHUP reload swaps it for new connections
+//!   while each open connection keeps the one it shook hands with.
+//! - [`TlsConn`] (`stream`): one connection's rustls state, boxed so that
+//!   a plain connection pays one pointer for it, with the four things a
+//!   connection does to its socket: read, write, close (`close_notify`,
+//!   then FIN) and watch after the idle close.
+//! - [`TlsStats`]: handshakes by version, failures by reason.
+//! - `client`: the probe's side (roots, `--cacert`, `--insecure`).
+
+pub mod client;
+mod stream;
+
+use std::fs;
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+
+use rustls::ServerConfig;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+use crate::stats::Counter;
+
+pub use stream::{Plain, TlsConn, WatchRead};
+
+/// The server's certificate chain and key, loaded and matched: what each
+/// new TLS connection shakes hands with.
+#[derive(Clone)]
+pub struct ServerTls {
+    config: Arc<ServerConfig>,
+}
+
+impl std::fmt::Debug for ServerTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ServerTls")
+    }
+}
+
+impl ServerTls {
+    /// Loads a PEM certificate chain and private key (PKCS#8, PKCS#1 or
+    /// SEC1) and checks that the key belongs to the first certificate.
+    /// The error says which file is at fault, in one sentence naming it.
+    pub fn load(cert: &Path, key: &Path) -> Result<ServerTls, LoadError> {
+        let at = |file| move |message| LoadError { file, message };
+        let chain = read_chain(cert).map_err(at(TlsFile::Cert))?;
+        let key_der = read_key(key).map_err(at(TlsFile::Key))?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| at(TlsFile::Cert)(format!("TLS setup: {e}")))?
+            .with_no_client_auth()
+            .with_single_cert(chain, key_der)
+            .map_err(|e| {
+                at(TlsFile::Key)(format!(
+                    "{} and {} do not make a usable pair: {e}",
+                    key.display(),
+                    cert.display()
+                ))
+            })?;
+        // HTTP/1.1 is all this server speaks; a client offering only h2
+        // fails the handshake rather than being answered in a protocol it
+        // did not ask for.
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        // Tickets let a client resume without a full handshake, as nginx
+        // does by default; the ticketer rotates its key every 6 hours.
+        if let Ok(ticketer) = rustls::crypto::ring::Ticketer::new() {
+            config.ticketer = ticketer;
+        }
+        Ok(ServerTls {
+            config: Arc::new(config),
+        })
+    }
+
+    /// A new connection's TLS state, shaking hands with this identity.
+    pub fn accept(&self) -> io::Result<Box<TlsConn>> {
+        TlsConn::new(Arc::clone(&self.config)).map(Box::new)
+    }
+}
+
+/// Which of the two files a load failed on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlsFile {
+    Cert,
+    Key,
+}
+
+/// Why the certificate and key did not load.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadError {
+    /// The file at fault (the key, when the two do not match).
+    pub file: TlsFile,
+    /// One sentence naming the file.
+    pub message: String,
+}
+
+impl std::fmt::Display for LoadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// Reads every certificate in a PEM file; at least one.
+fn read_chain(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+    let pem = read(path, "certificate")?;
+    let chain = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("{}: not a PEM certificate: {e}", path.display()))?;
+    if chain.is_empty() {
+        return Err(format!(
+            "{}: no certificate in it (expected -----BEGIN CERTIFICATE-----)",
+            path.display()
+        ));
+    }
+    Ok(chain)
+}
+
+/// Reads the first private key in a PEM file.
+fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, String> {
+    let pem = read(path, "private key")?;
+    PrivateKeyDer::from_pem_slice(&pem).map_err(|e| {
+        format!(
+            "{}: no usable PEM private key in it (PKCS#8, PKCS#1 or SEC1): {e}",
+            path.display()
+        )
+    })
+}
+
+fn read(path: &Path, what: &str) -> Result<Vec<u8>, String> {
+    fs::read(path).map_err(|e| format!("cannot read {what} {}: {e}", path.display()))
+}
+
+/// A negotiated protocol version, as logs and metrics name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlsVersion {
+    Tls12,
+    Tls13,
+}
+
+impl TlsVersion {
+    pub const ALL: [TlsVersion; 2] = [TlsVersion::Tls12, TlsVersion::Tls13];
+
+    /// As nginx's `$ssl_protocol` and OpenSSL name it: `TLSv1.3`.
+    pub fn label(self) -> &'static str {
+        match self {
+            TlsVersion::Tls12 => "TLSv1.2",
+            TlsVersion::Tls13 => "TLSv1.3",
+        }
+    }
+
+    pub fn of(version: rustls::ProtocolVersion) -> Option<TlsVersion> {
+        match version {
+            rustls::ProtocolVersion::TLSv1_2 => Some(TlsVersion::Tls12),
+            rustls::ProtocolVersion::TLSv1_3 => Some(TlsVersion::Tls13),
+            _ => None,
+        }
+    }
+}
+
+/// Why a handshake did not complete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HandshakeFailure {
+    /// The peer sent something that is not TLS, or TLS that fails
+    /// (no shared cipher suite or protocol, a bad record).
+    Error,
+    /// The headers deadline from accept passed first.
+    Timeout,
+    /// The connection ended first: the peer closed or reset it, or the
+    /// server closed it (shutdown, eviction).
+    Closed,
+}
+
+impl HandshakeFailure {
+    pub const ALL: [HandshakeFailure; 3] = [
+        HandshakeFailure::Error,
+        HandshakeFailure::Timeout,
+        HandshakeFailure::Closed,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            HandshakeFailure::Error => "error",
+            HandshakeFailure::Timeout => "timeout",
+            HandshakeFailure::Closed => "closed",
+        }
+    }
+}
+
+/// One worker's TLS counters (it alone writes them).
+#[derive(Debug, Default)]
+pub struct TlsStats {
+    handshakes: [Counter; TlsVersion::ALL.len()],
+    failures: [Counter; HandshakeFailure::ALL.len()],
+}
+
+impl TlsStats {
+    pub fn handshake(&self, version: TlsVersion) {
+        self.handshakes[version as usize].add(1);
+    }
+
+    pub fn failure(&self, why: HandshakeFailure) {
+        self.failures[why as usize].add(1);
+    }
+
+    pub fn handshakes(&self, version: TlsVersion) -> u64 {
+        self.handshakes[version as usize].get()
+    }
+
+    pub fn failures(&self, why: HandshakeFailure) -> u64 {
+        self.failures[why as usize].get()
+    }
+}

@@ -1,0 +1,386 @@
+//! HTTPS (`--tls-cert`, `--tls-key`): the server on port 0 in-process with
+//! a certificate made by the test, spoken to by a rustls client. Keep-alive
+//! works as over plain HTTP (reuse, `Keep-Alive` headers, the access log
+//! saying TLS, GoAccess still reading it), the idle close says `close_notify` before its FIN (and
+//! `close=rst` still resets), a handshake is under the headers deadline
+//! from accept, garbage fails the handshake and is counted, and a bad
+//! certificate path stops the binary at start with one line naming it.
+
+mod support;
+mod tls_support;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use keepalive_server::config::AccessLogTarget;
+use keepalive_server::stats::CloseCause;
+use keepalive_server::tls::{HandshakeFailure, ServerTls, TlsVersion};
+use support::binary::{command, run_to_exit};
+use support::server::TestServer;
+use support::{SLACK, eventually};
+use tls_support::{End, TestCert};
+
+fn start(cert: &TestCert, tweak: impl FnOnce(&mut keepalive_server::Config)) -> TestServer {
+    let tls = ServerTls::load(&cert.cert, &cert.key).expect("the test certificate loads");
+    support::server::start(|config| {
+        config.tls = Some(tls);
+        tweak(config);
+    })
+}
+
+fn handshakes(server: &TestServer, version: TlsVersion) -> u64 {
+    server
+        .handle
+        .stats()
+        .map(|s| s.tls.handshakes(version))
+        .sum()
+}
+
+fn failures(server: &TestServer, why: HandshakeFailure) -> u64 {
+    server.handle.stats().map(|s| s.tls.failures(why)).sum()
+}
+
+#[test]
+fn keep_alive_over_tls_reuses_one_handshake_and_logs_the_version() {
+    let cert = TestCert::new();
+    let log = std::env::temp_dir().join(format!("kas-tls-access-{}.log", std::process::id()));
+    let server = start(&cert, |c| {
+        c.keep_alive_timeout = Duration::from_secs(5);
+        c.access_log = AccessLogTarget::File(log.clone());
+    });
+    let mut client = cert.connect(server.addr);
+    for path in ["/", "/", "/nope"] {
+        let (head, body) = client.get(path);
+        assert!(head.contains("Keep-Alive: timeout=5"), "{head}");
+        if path == "/" {
+            assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+            assert_eq!(body, "Hello, World!");
+        } else {
+            assert!(head.starts_with("HTTP/1.1 404"), "{head}");
+        }
+    }
+    assert_eq!(
+        client.stream.conn.alpn_protocol(),
+        Some(&b"http/1.1"[..]),
+        "ALPN offers http/1.1"
+    );
+    assert_eq!(server.accepted(), 1, "three requests, one connection");
+    assert_eq!(handshakes(&server, TlsVersion::Tls13), 1);
+    drop(client);
+    let handle = server.handle;
+    handle.shutdown();
+    handle.join().unwrap(); // a stopped worker has written its log lines out
+    let text = std::fs::read_to_string(&log).unwrap();
+    let _ = std::fs::remove_file(&log);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    for line in &lines {
+        assert!(line.contains("\"GET / HTTP/1.1\"") || line.contains("\"GET /nope HTTP/1.1\""));
+        assert!(line.ends_with(" TLSv1.3"), "the line says TLS: {line}");
+    }
+    goaccess_reads(&text, lines.len());
+}
+
+/// GoAccess's COMBINED format reads every line, the TLS version after
+/// the combined prefix included.
+fn goaccess_reads(text: &str, lines: usize) {
+    if std::process::Command::new("goaccess")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        support::skip::because(
+            "goaccess is not installed (apt-get install goaccess; .ci/run does)",
+        );
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("kas-tls-goaccess-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (log, report) = (dir.join("access.log"), dir.join("report.json"));
+    std::fs::write(&log, text).unwrap();
+    let output = std::process::Command::new("goaccess")
+        .arg(&log)
+        .args(["--log-format=COMBINED", "--no-progress", "-o"])
+        .arg(&report)
+        .output()
+        .expect("run goaccess");
+    let json = std::fs::read_to_string(&report);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_str(&json.unwrap()).unwrap();
+    assert_eq!(
+        report["general"]["valid_requests"], lines,
+        "{}",
+        report["general"]
+    );
+    assert_eq!(
+        report["general"]["failed_requests"], 0,
+        "{}",
+        report["general"]
+    );
+}
+
+#[test]
+fn the_idle_close_sends_close_notify_then_fin() {
+    let cert = TestCert::new();
+    let server = start(&cert, |c| {
+        c.keep_alive_timeout = Duration::from_secs(1);
+        c.keep_alive_buffer = Duration::ZERO;
+    });
+    let mut client = cert.connect(server.addr);
+    let (head, _) = client.get("/");
+    let answered = Instant::now();
+    assert!(head.contains("Keep-Alive: timeout=1"), "{head}");
+    assert_eq!(client.read_end(), End::CloseNotify);
+    let waited = answered.elapsed();
+    assert!(waited >= Duration::from_secs(1), "never early: {waited:?}");
+    assert!(waited < Duration::from_secs(1) + SLACK, "late: {waited:?}");
+    server.wait_for_closed_by(CloseCause::KeepAliveTimeout, 1);
+}
+
+#[test]
+fn the_watch_after_close_notify_tells_a_late_request_from_the_peers_close() {
+    let cert = TestCert::new();
+    let server = start(&cert, |c| {
+        c.keep_alive_timeout = Duration::from_secs(1);
+        c.keep_alive_buffer = Duration::ZERO;
+    });
+    let late = |server: &TestServer| -> u64 {
+        server
+            .handle
+            .stats()
+            .map(|s| s.lab.late_requests.get())
+            .sum()
+    };
+    let peer_closes = |server: &TestServer| -> u64 {
+        server
+            .handle
+            .stats()
+            .map(|s| s.lab.peer_close_delay.read().count())
+            .sum()
+    };
+    // A client that answers the close_notify with its own: a close, not a
+    // request.
+    let mut polite = cert.connect(server.addr);
+    polite.get("/");
+    let mut buf = [0u8; 64];
+    assert_eq!(polite.stream.read(&mut buf).unwrap(), 0, "close_notify");
+    polite.stream.conn.send_close_notify();
+    polite.stream.flush().unwrap();
+    eventually(SLACK, || match peer_closes(&server) {
+        0 => Err("no peer close seen".to_owned()),
+        _ => Ok(()),
+    });
+    assert_eq!(late(&server), 0, "a close_notify is not a request");
+    // A client that writes a request after the close_notify lost the race.
+    let mut racing = cert.connect(server.addr);
+    racing.get("/");
+    assert_eq!(racing.stream.read(&mut buf).unwrap(), 0, "close_notify");
+    racing.send(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    eventually(SLACK, || match late(&server) {
+        1 => Ok(()),
+        n => Err(format!("{n} late requests")),
+    });
+}
+
+#[test]
+fn close_rst_still_resets_over_tls() {
+    let cert = TestCert::new();
+    let server = start(&cert, |c| c.keep_alive_buffer = Duration::ZERO);
+    let mut client = cert.connect(server.addr);
+    let (head, _) = client.get("/?ka=300ms&close=rst");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(
+        client.read_end(),
+        End::Reset,
+        "no close_notify before a reset"
+    );
+}
+
+#[test]
+fn a_client_that_never_says_hello_is_closed_at_the_headers_deadline() {
+    let cert = TestCert::new();
+    let server = start(&cert, |c| c.headers_timeout = Duration::from_millis(500));
+    let mut silent = TcpStream::connect(server.addr).unwrap();
+    silent
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let connected = Instant::now();
+    let mut buf = [0u8; 64];
+    let n = silent
+        .read(&mut buf)
+        .expect("an orderly close, not a reset");
+    let waited = connected.elapsed();
+    assert_eq!(n, 0, "nothing is said before a handshake (no 408)");
+    assert!(waited >= Duration::from_millis(500), "early: {waited:?}");
+    assert!(
+        waited < Duration::from_millis(500) + SLACK,
+        "late: {waited:?}"
+    );
+    server.wait_for_closed_by(CloseCause::HeadersTimeout, 1);
+    assert_eq!(failures(&server, HandshakeFailure::Timeout), 1);
+}
+
+#[test]
+fn a_handshake_cut_short_by_the_deadline_counts_as_a_timeout() {
+    let cert = TestCert::new();
+    let server = start(&cert, |c| c.headers_timeout = Duration::from_millis(300));
+    // The first five bytes of a record header promising more than is sent.
+    let mut stalled = TcpStream::connect(server.addr).unwrap();
+    stalled.write_all(&[0x16, 0x03, 0x01, 0x02, 0x00]).unwrap();
+    stalled
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut buf = [0u8; 64];
+    assert_eq!(stalled.read(&mut buf).unwrap(), 0);
+    server.wait_for_closed_by(CloseCause::HeadersTimeout, 1);
+    assert_eq!(failures(&server, HandshakeFailure::Timeout), 1);
+}
+
+#[test]
+fn plain_http_on_the_tls_port_fails_the_handshake_and_is_counted() {
+    let cert = TestCert::new();
+    let server = start(&cert, |_| {});
+    let mut plain = TcpStream::connect(server.addr).unwrap();
+    plain
+        .write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    plain
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut answer = Vec::new();
+    let _ = plain.read_to_end(&mut answer); // an alert, then the close
+    assert!(
+        !answer.starts_with(b"HTTP/"),
+        "no HTTP answer on a TLS port: {answer:?}"
+    );
+    eventually(SLACK, || match failures(&server, HandshakeFailure::Error) {
+        1 => Ok(()),
+        n => Err(format!("{n} failures counted")),
+    });
+    assert_eq!(handshakes(&server, TlsVersion::Tls13), 0);
+    server.wait_for_open(0);
+}
+
+#[test]
+fn a_bad_certificate_path_stops_the_server_with_one_line_naming_it() {
+    let cert = TestCert::new();
+    let missing = "/nonexistent/kas-cert.pem";
+    let (status, stdout, stderr) = run_to_exit(
+        command(&[
+            "--listen",
+            "127.0.0.1:0",
+            "--tls-cert",
+            missing,
+            "--tls-key",
+            cert.key_arg(),
+        ]),
+        Duration::from_secs(20),
+    );
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    let said: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(said.len(), 1, "one line: {stderr}");
+    assert!(
+        said[0].contains(missing) && said[0].contains("--tls-cert"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn check_loads_the_pair_and_refuses_a_key_of_another_certificate_or_half_a_pair() {
+    let cert = TestCert::new();
+    let other = TestCert::new();
+    let check = |args: &[&str]| {
+        let mut all = vec!["--check"];
+        all.extend_from_slice(args);
+        run_to_exit(command(&all), Duration::from_secs(20))
+    };
+    let (status, stdout, stderr) =
+        check(&["--tls-cert", cert.cert_arg(), "--tls-key", cert.key_arg()]);
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(stdout.contains("tls_cert = "), "{stdout}");
+    let (status, _, stderr) = check(&["--tls-cert", cert.cert_arg(), "--tls-key", other.key_arg()]);
+    assert_eq!(status.code(), Some(2), "a mismatched key: {stderr}");
+    assert!(stderr.contains("do not make a usable pair"), "{stderr}");
+    assert!(
+        stderr.contains("--tls-key"),
+        "the key is named as at fault: {stderr}"
+    );
+    let (status, _, stderr) = check(&["--tls-cert", cert.cert_arg()]);
+    assert_eq!(status.code(), Some(2), "half a pair: {stderr}");
+    assert!(stderr.contains("tls_key is not"), "{stderr}");
+}
+
+/// Runs the built binary's `probe --json` with `args`; its exit status,
+/// its document (when it printed one) and its stderr.
+fn probe(args: &[&str]) -> (Option<i32>, Option<serde_json::Value>, String) {
+    let mut all = vec!["probe", "--json"];
+    all.extend_from_slice(args);
+    let (status, stdout, stderr) = run_to_exit(command(&all), Duration::from_secs(60));
+    (status.code(), serde_json::from_str(&stdout).ok(), stderr)
+}
+
+#[test]
+fn the_probe_measures_the_tls_server_and_sees_close_notify() {
+    let cert = TestCert::new();
+    let server = start(&cert, |c| {
+        c.keep_alive_timeout = Duration::from_secs(1);
+        c.keep_alive_buffer = Duration::ZERO;
+    });
+    let url = format!("https://localhost:{}/", server.addr.port());
+    let (code, report, stderr) = probe(&["--connections", "3", "--cacert", cert.cert_arg(), &url]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let report = report.expect("a JSON report");
+    assert_eq!(report["tls"]["version"], "TLSv1.3", "{report}");
+    assert_eq!(report["tls"]["idle_close"], "close_notify", "{report}");
+    assert_eq!(report["close_style"], "fin", "{report}");
+    assert_eq!(report["advertised_timeout_s"], 1, "{report}");
+    let min = report["idle_timeout_ms"]["min"]
+        .as_f64()
+        .expect("closes timed");
+    let max = report["idle_timeout_ms"]["max"].as_f64().unwrap();
+    assert!(
+        min >= 995.0,
+        "no close before the timeout, allowing the probe's own slack: {report}"
+    );
+    assert!(max < 1000.0 + SLACK.as_millis() as f64, "{report}");
+    let advice = report["advice"].as_str().unwrap();
+    assert!(advice.contains("close_notify"), "{advice}");
+    // Three idle connections and the limit's one, each a full handshake.
+    let handshakes = handshakes(&server, TlsVersion::Tls13);
+    assert!(handshakes >= 4, "{handshakes} handshakes");
+}
+
+#[test]
+fn the_probe_reports_a_reset_over_tls_as_rst() {
+    let cert = TestCert::new();
+    let server = start(&cert, |c| c.keep_alive_buffer = Duration::ZERO);
+    let url = format!(
+        "https://127.0.0.1:{}/?ka=400ms&close=rst",
+        server.addr.port()
+    );
+    let (code, report, stderr) = probe(&["--connections", "2", "--insecure", &url]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let report = report.expect("a JSON report");
+    assert_eq!(report["tls"]["idle_close"], "rst", "{report}");
+    assert_eq!(report["close_style"], "rst", "{report}");
+}
+
+#[test]
+fn the_probe_refuses_a_certificate_it_cannot_verify() {
+    let cert = TestCert::new();
+    let server = start(&cert, |_| {});
+    let stranger = TestCert::new();
+    let url = format!("https://localhost:{}/", server.addr.port());
+    let (code, _, stderr) = probe(&["--connections", "1", "--cacert", stranger.cert_arg(), &url]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("certificate"), "{stderr}");
+    let (code, _, stderr) = probe(&["--insecure", "http://127.0.0.1:9/"]);
+    assert_eq!(code, Some(2), "--insecure is for https: {stderr}");
+}
