@@ -7,7 +7,6 @@
 //! certificate path stops the binary at start with one line naming it.
 
 mod support;
-mod tls_support;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -17,9 +16,10 @@ use keepalive_server::config::AccessLogTarget;
 use keepalive_server::stats::CloseCause;
 use keepalive_server::tls::{HandshakeFailure, ServerTls, TlsVersion};
 use support::binary::{command, run_to_exit};
+use support::files::{TempDir, TempFile};
 use support::server::TestServer;
+use support::tls::{End, TestCert};
 use support::{SLACK, eventually};
-use tls_support::{End, TestCert};
 
 fn start(cert: &TestCert, tweak: impl FnOnce(&mut keepalive_server::Config)) -> TestServer {
     let tls = ServerTls::load(&cert.cert, &cert.key).expect("the test certificate loads");
@@ -44,10 +44,10 @@ fn failures(server: &TestServer, why: HandshakeFailure) -> u64 {
 #[test]
 fn keep_alive_over_tls_reuses_one_handshake_and_logs_the_version() {
     let cert = TestCert::new();
-    let log = std::env::temp_dir().join(format!("kas-tls-access-{}.log", std::process::id()));
+    let log = TempFile::new("access.log", "");
     let server = start(&cert, |c| {
         c.keep_alive_timeout = Duration::from_secs(5);
-        c.access_log = AccessLogTarget::File(log.clone());
+        c.access_log = AccessLogTarget::File(log.path.clone());
     });
     let mut client = cert.connect(server.addr);
     for path in ["/", "/", "/nope"] {
@@ -71,8 +71,7 @@ fn keep_alive_over_tls_reuses_one_handshake_and_logs_the_version() {
     let handle = server.handle;
     handle.shutdown();
     handle.join().unwrap(); // a stopped worker has written its log lines out
-    let text = std::fs::read_to_string(&log).unwrap();
-    let _ = std::fs::remove_file(&log);
+    let text = std::fs::read_to_string(&log.path).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 3, "{text}");
     for line in &lines {
@@ -95,10 +94,9 @@ fn goaccess_reads(text: &str, lines: usize) {
         );
         return;
     }
-    let dir = std::env::temp_dir().join(format!("kas-tls-goaccess-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (log, report) = (dir.join("access.log"), dir.join("report.json"));
-    std::fs::write(&log, text).unwrap();
+    let dir = TempDir::new();
+    let log = dir.file("access.log", text.as_bytes());
+    let report = dir.path.join("report.json");
     let output = std::process::Command::new("goaccess")
         .arg(&log)
         .args(["--log-format=COMBINED", "--no-progress", "-o"])
@@ -106,7 +104,6 @@ fn goaccess_reads(text: &str, lines: usize) {
         .output()
         .expect("run goaccess");
     let json = std::fs::read_to_string(&report);
-    let _ = std::fs::remove_dir_all(&dir);
     assert!(
         output.status.success(),
         "{}",

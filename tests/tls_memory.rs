@@ -8,14 +8,13 @@
 
 mod counting_alloc;
 mod support;
-mod tls_support;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
 use keepalive_server::tls::ServerTls;
-use tls_support::TestCert;
+use support::tls::TestCert;
 
 #[global_allocator]
 static GLOBAL: counting_alloc::Counting = counting_alloc::Counting;

@@ -5,12 +5,11 @@
 //! the running pair in force.
 
 mod support;
-mod tls_support;
 
 use std::time::Duration;
 
 use support::binary::{Running, command};
-use tls_support::TestCert;
+use support::tls::TestCert;
 
 const WITHIN: Duration = Duration::from_secs(10);
 

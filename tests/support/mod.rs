@@ -12,10 +12,13 @@
 //!   its address read from the startup line), run to its exit, signalled,
 //!   its log read line by line.
 //! - [`exposition`]: a strict reader of `/metrics` (Prometheus text).
-//! - [`files`]: temporary files, and paths in the repository.
+//! - [`files`]: temporary directories and files, and paths in the
+//!   repository.
 //! - [`procfs`]: what /proc says of a process (memory, descriptors, CPU).
 //! - [`skip`]: how a test skips when a tool it needs is missing (and fails
 //!   instead under `CI=true`).
+//! - [`tls`]: a certificate made for the test, and a rustls client that
+//!   trusts it.
 //!
 //! Here: [`SLACK`], [`eventually`] and [`serial`].
 //!
@@ -37,6 +40,7 @@ pub mod files;
 pub mod procfs;
 pub mod server;
 pub mod skip;
+pub mod tls;
 
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
