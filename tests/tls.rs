@@ -130,11 +130,13 @@ fn the_idle_close_sends_close_notify_then_fin() {
         c.keep_alive_buffer = Duration::ZERO;
     });
     let mut client = cert.connect(server.addr);
+    // Before the request: the idle timer starts after it, so a close
+    // measured from here can look late, never early.
+    let asked = Instant::now();
     let (head, _) = client.get("/");
-    let answered = Instant::now();
     assert!(head.contains("Keep-Alive: timeout=1"), "{head}");
     assert_eq!(client.read_end(), End::CloseNotify);
-    let waited = answered.elapsed();
+    let waited = asked.elapsed();
     assert!(waited >= Duration::from_secs(1), "never early: {waited:?}");
     assert!(waited < Duration::from_secs(1) + SLACK, "late: {waited:?}");
     server.wait_for_closed_by(CloseCause::KeepAliveTimeout, 1);
@@ -203,11 +205,12 @@ fn close_rst_still_resets_over_tls() {
 fn a_client_that_never_says_hello_is_closed_at_the_headers_deadline() {
     let cert = TestCert::new();
     let server = start(&cert, |c| c.headers_timeout = Duration::from_millis(500));
+    // Before the connect: the server's deadline runs from its accept.
+    let connected = Instant::now();
     let mut silent = TcpStream::connect(server.addr).unwrap();
     silent
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
-    let connected = Instant::now();
     let mut buf = [0u8; 64];
     let n = silent
         .read(&mut buf)
