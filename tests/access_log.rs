@@ -5,15 +5,17 @@
 //! output with `-`, independence from `RUST_LOG`, reopening on SIGUSR1, and
 //! GoAccess parsing every line.
 
-mod common_ops;
-mod skip;
+mod support;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
 use std::time::Duration;
 
-use common_ops::{Client, Running, TempFile, command, eventually};
+use support::binary::{Running, command};
+use support::client::Client;
+use support::eventually;
+use support::files::TempFile;
 
 const WITHIN: Duration = Duration::from_secs(10);
 
@@ -242,7 +244,7 @@ fn a_dash_writes_to_stdout_whatever_rust_log_says() {
     assert!(line.contains("\"GET /stdout HTTP/1.1\" 404"), "{line}");
     server.signal("TERM");
     server.wait_exit(WITHIN).expect("exits");
-    std::thread::sleep(Duration::from_millis(100));
+    server.wait_for_output_end(WITHIN);
     assert!(
         server.lines.try_recv().is_err(),
         "RUST_LOG=off, yet: {:?}",
@@ -273,7 +275,9 @@ fn sigusr1_reopens_the_file_after_it_was_moved() {
 fn goaccess_parses_every_line() {
     let available = Command::new("goaccess").arg("--version").output().is_ok();
     if !available {
-        skip::because("goaccess is not installed (apt-get install goaccess; .ci/run does)");
+        support::skip::because(
+            "goaccess is not installed (apt-get install goaccess; .ci/run does)",
+        );
         return;
     }
     let logged = Logged::start(&["--headers-timeout", "1s"]);

@@ -3,15 +3,17 @@
 //! every list with what it holds, shows idle sockets in their unref'd list
 //! and in-flight `/delay`s as ref'd, `/healthz` flips on shutdown.
 
-mod common_ops;
+mod support;
 
 use std::num::NonZeroUsize;
 use std::time::Duration;
 
-use common_ops::exposition::Exposition;
-use common_ops::{AdminFixture, Client, eventually, get};
 use keepalive_server::Config;
 use serde_json::Value;
+use support::client::{Client, get};
+use support::eventually;
+use support::exposition::Exposition;
+use support::server::AdminFixture;
 
 const WITHIN: Duration = Duration::from_secs(10);
 
@@ -118,7 +120,7 @@ fn metrics_is_prometheus_text_with_help_and_type_for_every_series() {
         );
     }
     // Every family is documented in the README, one line each.
-    let readme = std::fs::read_to_string(common_ops::repo_path("README.md")).unwrap();
+    let readme = std::fs::read_to_string(support::files::repo_path("README.md")).unwrap();
     for name in metrics.types.keys() {
         assert!(
             readme.lines().any(|l| l.contains(&format!("`{name}`"))),

@@ -4,15 +4,18 @@
 //! only while someone watches, one per tick however many watch, and a
 //! viewer that stops reading dropped rather than buffered.
 
-mod common_ops;
+mod support;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::num::NonZeroUsize;
 use std::time::{Duration, Instant};
 
-use common_ops::{AdminFixture, Client, eventually, get};
 use keepalive_server::Config;
+use support::client::{Client, get};
+use support::eventually;
+use support::exposition::Exposition;
+use support::server::AdminFixture;
 
 const WITHIN: Duration = Duration::from_secs(20);
 
@@ -28,6 +31,15 @@ impl Fixture {
     /// Snapshots the workers have built so far.
     fn snapshots(&self) -> u64 {
         self.handle.stats().map(|s| s.snapshots.get()).sum()
+    }
+
+    /// Dashboard feeds open, as `/metrics` counts them (asking for it
+    /// makes the workers build a snapshot).
+    fn viewers(&self) -> f64 {
+        let text = get(self.admin, "/metrics").text();
+        Exposition::parse(&text)
+            .value("kas_admin_viewers", &[])
+            .expect("kas_admin_viewers")
     }
 }
 
@@ -103,7 +115,8 @@ fn healthz_answers_at_once_with_100_idle_admin_clients() {
         stream.write_all(b"GET /metr").unwrap();
         idle.push(stream);
     }
-    std::thread::sleep(Duration::from_millis(200));
+    // No wait needed: the listener accepts in connect order, so when the
+    // first probe is answered all 120 are its clients already.
     let mut took: Vec<Duration> = (0..50).map(|_| healthz(f.admin)).collect();
     took.sort();
     let (median, worst) = (took[took.len() / 2], took[took.len() - 1]);
@@ -158,7 +171,7 @@ fn the_feed_pushes_snapshots_on_its_interval_only_while_watched() {
     let mut idle = Client::connect(f.addr);
     assert_eq!(idle.request("/").status, 200);
 
-    // No viewer: no snapshots, whatever the time.
+    // No viewer: no snapshots, whatever the time (a quiet window).
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(f.snapshots(), 0, "a worker was asked with nobody watching");
 
@@ -193,8 +206,12 @@ fn the_feed_pushes_snapshots_on_its_interval_only_while_watched() {
 
     // The viewer leaves: the ticks stop, and the workers sleep.
     drop(feed);
-    std::thread::sleep(Duration::from_millis(500));
+    eventually(WITHIN, || match f.viewers() {
+        0.0 => Ok(()),
+        v => Err(format!("{v} viewers still")),
+    });
     let settled = f.snapshots();
+    // A quiet second, ten ticks long: no snapshot in it.
     std::thread::sleep(Duration::from_millis(1000));
     assert_eq!(f.snapshots(), settled, "snapshots went on with no viewer");
 }
@@ -236,13 +253,7 @@ fn a_viewer_that_stops_reading_is_dropped() {
     stalled
         .write_all(b"GET /events?interval=100 HTTP/1.1\r\nHost: t\r\n\r\n")
         .unwrap();
-    let viewers = |f: &Fixture| {
-        let text = get(f.admin, "/metrics").text();
-        common_ops::exposition::Exposition::parse(&text)
-            .value("kas_admin_viewers", &[])
-            .unwrap()
-    };
-    eventually(WITHIN, || match viewers(&f) {
+    eventually(WITHIN, || match f.viewers() {
         1.0 => Ok(()),
         v => Err(format!("{v} viewers")),
     });
@@ -250,7 +261,7 @@ fn a_viewer_that_stops_reading_is_dropped() {
     // while everyone else is served as usual.
     eventually(Duration::from_secs(60), || {
         assert!(healthz(f.admin) < Duration::from_secs(1));
-        match viewers(&f) {
+        match f.viewers() {
             0.0 => Ok(()),
             v => Err(format!("{v} viewers still")),
         }
@@ -279,6 +290,7 @@ fn head_of_the_feed_is_its_head_alone() {
     stream.read_to_string(&mut raw).unwrap();
     assert!(raw.starts_with("HTTP/1.1 200 OK\r\n"), "{raw}");
     assert!(raw.ends_with("\r\n\r\n"), "HEAD sent a body: {raw}");
+    // A quiet window, three ticks long: no snapshot in it.
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(f.snapshots(), 0, "HEAD subscribed nobody");
 }

@@ -2,13 +2,13 @@
 //! generated as the output drains, so memory per connection stays bounded
 //! however large n is; it is capped at `--max-body-size` (404 beyond).
 
-mod common;
 mod session_driver;
+mod support;
 
-use common::start;
 use keepalive_server::Config;
 use keepalive_server::session::OUTPUT_HIGH_WATER;
 use session_driver::Driver;
+use support::server::start;
 
 /// What `/bytes/<n>` answers: lines of `abc…xyzabc…k\n` (64 bytes), the
 /// body ending on a whole line.
@@ -74,13 +74,15 @@ fn pipelined_requests_behind_a_large_answer_come_after_it_in_order() {
           GET / HTTP/1.1\r\nHost: t\r\n\r\n\
           GET /bytes/100 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
     );
+    // A reader slow to start: the server meets a full socket with
+    // requests still behind.
     std::thread::sleep(std::time::Duration::from_millis(200));
     assert!(client.read_response().body == filler(12_000_000));
-    assert_eq!(client.read_response().body, common::HELLO);
+    assert_eq!(client.read_response().body, support::HELLO);
     let last = client.read_response();
     assert!(last.closes());
     assert_eq!(last.body, filler(100));
-    client.read_until_closed(common::SLACK);
+    client.read_until_closed(support::SLACK);
 }
 
 /// The session never holds more than the high-water mark of generated

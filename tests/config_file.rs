@@ -2,12 +2,14 @@
 //! file settings apply, precedence is flag > KAS_* > file > default, bad
 //! files exit 2 naming the problem, and `--help`/`--version` say what they should.
 
-mod common_ops;
+mod support;
 
 use std::process::Command;
 use std::time::Duration;
 
-use common_ops::{Client, Running, TempFile, command, repo_path, run_to_exit};
+use support::binary::{Running, command, run_to_exit};
+use support::client::Client;
+use support::files::{TempFile, repo_path};
 
 const EXIT_WITHIN: Duration = Duration::from_secs(20);
 
@@ -180,17 +182,23 @@ fn version_prints_the_version() {
 }
 
 #[test]
-fn help_explains_every_timeout() {
+fn help_explains_every_timeout_and_limit_with_its_default() {
     let (status, stdout, _) = run_to_exit(command(&["--help"]), EXIT_WITHIN);
     assert!(status.success());
     let lines: Vec<&str> = stdout.lines().collect();
     for flag in [
+        "--listen",
+        "--workers",
         "--keep-alive-timeout",
         "--keep-alive-buffer",
         "--timeout",
         "--headers-timeout",
         "--request-timeout",
         "--shutdown-timeout",
+        "--max-requests-per-socket",
+        "--max-header-size",
+        "--max-body-size",
+        "--max-connections",
     ] {
         let at = lines
             .iter()

@@ -12,12 +12,14 @@
 //! The cases run in groups (one server each, in parallel); a group reports
 //! every failing case before it fails, not just the first.
 
-mod common;
+mod support;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::{Duration, Instant};
 
-use common::{Client, HELLO, Response, SLACK, TestServer, start};
+use support::client::{Client, Response};
+use support::server::{TestServer, start};
+use support::{HELLO, SLACK};
 
 /// How long a "refused at once" or "must not hang" case may take.
 const AT_ONCE: Duration = Duration::from_secs(1);
@@ -111,7 +113,7 @@ fn read_within(client: &mut Client, head: bool, within: Duration) -> Response {
     };
     client
         .stream
-        .set_read_timeout(Some(common::READ_TIMEOUT))
+        .set_read_timeout(Some(support::client::READ_TIMEOUT))
         .unwrap();
     response
 }
@@ -497,12 +499,14 @@ fn header_fields() {
             "65 fields",
             with_header(fields(65).trim_end().as_bytes()),
             &[200],
-        ),
+        )
+        .body(HELLO),
         case(
             "2000 fields",
             with_header(fields(2000).trim_end().as_bytes()),
             &[200],
-        ),
+        )
+        .body(HELLO),
         case(
             "2001 fields, over --max-headers",
             with_header(fields(2001).trim_end().as_bytes()),

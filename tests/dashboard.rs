@@ -10,18 +10,19 @@
 //!
 //! `.ci/run` installs chromium, node and the script's npm packages when
 //! missing; where they cannot be, this test fails under `CI=true` and
-//! otherwise says it skipped (tests/skip).
+//! otherwise says it skipped (tests/support/skip.rs).
 
-mod common_ops;
-mod skip;
+mod support;
 
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common_ops::{AdminFixture, repo_path};
 use keepalive_server::Config;
+use support::binary::wait_timeout;
+use support::files::repo_path;
+use support::server::AdminFixture;
 
 const CONNECTIONS: usize = 40;
 const CLOSED: usize = 15;
@@ -48,7 +49,7 @@ fn missing_tools() -> Option<String> {
 #[test]
 fn the_dashboard_shows_idle_connections_in_the_keep_alive_list() {
     if let Some(missing) = missing_tools() {
-        skip::because(&missing);
+        support::skip::because(&missing);
         return;
     }
     let mut config = Config::with_listen("127.0.0.1:0".parse().unwrap());
@@ -71,13 +72,9 @@ fn the_dashboard_shows_idle_connections_in_the_keep_alive_list() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("node runs");
-    let started = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if started.elapsed() > BROWSER_TIMEOUT {
-            let _ = child.kill();
-            panic!("the browser script ran over {BROWSER_TIMEOUT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(100));
+    if wait_timeout(&mut child, BROWSER_TIMEOUT).is_none() {
+        let _ = child.kill();
+        panic!("the browser script ran over {BROWSER_TIMEOUT:?}");
     }
     let output = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);

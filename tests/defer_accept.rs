@@ -5,12 +5,13 @@
 //! connections that outlive their first turn, and silent ones (handed over
 //! after the kernel's wait) still meet the headers timeout.
 
-mod common;
+mod support;
 
 use std::time::{Duration, Instant};
 
-use common::{HELLO, SLACK, ms, start};
 use keepalive_server::stats::CloseCause;
+use support::server::start;
+use support::{HELLO, SLACK, ms};
 
 const GET: &[u8] = b"GET / HTTP/1.1\r\nHost: t\r\n\r\n";
 const GET_CLOSE: &[u8] = b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
@@ -38,12 +39,13 @@ fn a_connection_that_outlives_its_first_turn_is_polled_like_any_other() {
     let mut client = server.client();
     // Half a head first: accepted with it, read, then left waiting.
     client.send(b"GET / HTTP/1.1\r\n");
-    std::thread::sleep(ms(200));
+    server.wait_until("half a head read", |t| t.timers("request") == 1);
     client.send(b"Host: t\r\n\r\n");
     assert_eq!(client.read_response().body, HELLO);
-    // Keep-alive: the next requests come by the poll.
+    // Keep-alive: the next requests come by the poll, each once the
+    // connection idles there.
     for _ in 0..3 {
-        std::thread::sleep(ms(50));
+        server.wait_until("the connection idle", |t| t.connections.idle == 1);
         client.send(GET);
         assert_eq!(client.read_response().body, HELLO);
     }
@@ -60,6 +62,7 @@ fn a_large_answer_on_a_fresh_connection_is_sent_whole() {
     });
     let mut client = server.client();
     client.send(b"GET /bytes/10000000 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    // A reader slow to start: the server meets a full socket.
     std::thread::sleep(ms(100));
     assert_eq!(client.read_response().body.len(), 10_000_000);
     client.read_until_closed(SLACK);

@@ -1,35 +1,27 @@
 //! Dead and departing peers, noticed in the turn their hangup arrives:
 //! clients that send a burst of body and reset, a flood of them from one
-//! client while others are served, and half-closes after large and
-//! pipelined bodies. The server's descriptors are counted in /proc (it runs
-//! in-process, so /proc/self), its connections through its own counters.
+//! client while others are served, half-closes after large and pipelined
+//! bodies, and each kind of hang-up while an answer waits on `/delay`.
+//! The server's descriptors are counted in /proc (it runs in-process, so
+//! /proc/self), its connections through its own counters.
 //!
 //! These tests count the process's descriptors, so they run one at a time
 //! ([`serial`]). Timing bounds are generous: the machine is shared and noisy.
 
-mod common;
+mod support;
 
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{Client, HELLO, SLACK, TestServer, ms, post, start};
 use keepalive_server::stats::CloseCause;
-
-fn serial() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// Descriptors open in this process (the server's and the test's).
-fn open_fds() -> usize {
-    std::fs::read_dir("/proc/self/fd")
-        .expect("/proc/self/fd")
-        .count()
-}
+use support::client::{Client, post, reset};
+use support::procfs::open_fds;
+use support::server::{TestServer, start};
+use support::{HELLO, SLACK, ms, serial};
 
 /// Polls until the process is back to `baseline` descriptors; how long it took.
 fn wait_for_fds(baseline: usize, within: Duration) -> Duration {
@@ -55,10 +47,7 @@ fn burst_and_reset(addr: SocketAddr, burst: usize) {
     let mut request = b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 1000000\r\n\r\n".to_vec();
     request.resize(request.len() + burst, b'b');
     let _ = (&stream).write(&request);
-    socket2::SockRef::from(&stream)
-        .set_linger(Some(Duration::ZERO))
-        .unwrap();
-    drop(stream);
+    reset(stream);
 }
 
 #[test]
@@ -161,7 +150,9 @@ fn half_close_after_large_or_pipelined_bodies_gets_fin_at_once() {
 }
 
 /// A client that hangs up while its answer waits on `/delay` still gets it
-/// whole (FIN: it may read), and one that resets is gone at once.
+/// whole (FIN: it may read), one that resets is gone at once (long before
+/// its delay ends), and one that closes altogether is written to when its
+/// answer is due, and gone then. The server serves on.
 #[test]
 fn hangups_during_a_delay() {
     let _serial = serial();
@@ -169,18 +160,22 @@ fn hangups_during_a_delay() {
     let mut half_closed = Client::connect(server.addr);
     half_closed.send(b"GET /delay/300 HTTP/1.1\r\nHost: t\r\n\r\n");
     half_closed.shutdown_write();
-    let reset = TcpStream::connect(server.addr).unwrap();
-    (&reset)
-        .write_all(b"GET /delay/5000 HTTP/1.1\r\nHost: t\r\n\r\n")
-        .unwrap();
-    server.wait_for_open(2);
-    thread::sleep(ms(50));
-    socket2::SockRef::from(&reset)
-        .set_linger(Some(Duration::ZERO))
-        .unwrap();
-    drop(reset);
+    let mut resetting = Client::connect(server.addr);
+    resetting.send(b"GET /delay/5000 HTTP/1.1\r\nHost: t\r\n\r\n");
+    server.wait_until("both requests read", |t| t.timers("delay") == 2);
+    reset(resetting.stream);
     server.wait_for_closed_by(CloseCause::Reset, 1);
     assert_eq!(half_closed.read_response().body, b"delayed 300ms\n");
     half_closed.read_until_closed(SLACK);
+    server.wait_for_open(0);
+
+    // Closed altogether: the answer is still owed, and written to a
+    // closed peer.
+    let mut closed = Client::connect(server.addr);
+    closed.send(b"GET /delay/200 HTTP/1.1\r\nHost: t\r\n\r\n");
+    server.wait_until("the request read", |t| t.timers("delay") == 1);
+    drop(closed);
+    server.wait_for_open(0);
+    server.assert_serves_fresh_connection();
     server.wait_for_open(0);
 }

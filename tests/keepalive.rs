@@ -2,12 +2,14 @@
 //! the idle timeout (+ buffer), the `Keep-Alive` header, the per-socket
 //! request limit, and `--keep-alive-timeout 0`.
 
-mod common;
+mod support;
 
 use std::time::{Duration, Instant};
 
-use common::{Client, HELLO, SLACK, ms, start};
 use keepalive_server::stats::CloseCause;
+use support::client::Client;
+use support::server::start;
+use support::{HELLO, SLACK, ms};
 
 const GET: &[u8] = b"GET / HTTP/1.1\r\nHost: t\r\n\r\n";
 

@@ -5,7 +5,7 @@
 //! that races the server's deadline, one that reuses just before it, and a
 //! table that stays bounded however many addresses connect.
 
-mod common_ops;
+mod support;
 
 use std::io::{self, Read};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -13,11 +13,14 @@ use std::num::NonZeroUsize;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common_ops::exposition::Exposition;
-use common_ops::{AdminFixture, Client, Running, eventually, get};
 use keepalive_server::Config;
 use keepalive_server::config::parse_duration;
 use serde_json::Value;
+use support::binary::Running;
+use support::client::{Client, get};
+use support::eventually;
+use support::exposition::Exposition;
+use support::server::AdminFixture;
 
 const WITHIN: Duration = Duration::from_secs(10);
 
@@ -235,6 +238,7 @@ fn a_client_that_reuses_past_the_deadline_sends_late_requests_and_races() {
             thread::spawn(move || {
                 let mut client = Client::connect_from(loopback(4), addr);
                 assert_eq!(client.request("/").status, 200);
+                // Idle past the server's 1 s deadline (the race itself).
                 thread::sleep(Duration::from_millis(1030 + 10 * i));
                 // The pool thinks the connection is still good.
                 // (The server's FIN is in; a write may still go through.)
@@ -269,6 +273,7 @@ fn a_client_that_reuses_just_before_the_deadline_counts_near_misses() {
     let fixture = start("1s", "0s", |_| {});
     let mut client = Client::connect_from(loopback(5), fixture.addr);
     assert_eq!(client.request("/").status, 200);
+    // Idle until 50 ms before the server's 1 s deadline.
     thread::sleep(Duration::from_millis(950));
     assert_eq!(client.request("/").status, 200, "served, with 50 ms left");
     let entry = peer_when(&fixture, loopback(5), |p| {
@@ -478,7 +483,7 @@ fn a_reuse_served_past_the_deadline_is_at_risk_and_its_late_timer_is_counted() {
         "--keep-alive-buffer",
         "0s",
     ];
-    let server = Running::start(common_ops::command(&args));
+    let server = Running::start(support::binary::command(&args));
     let admin = server.admin_addr();
     let lateness = || {
         let metrics = Exposition::parse(&get(admin, "/metrics").text());
@@ -487,9 +492,27 @@ fn a_reuse_served_past_the_deadline_is_at_risk_and_its_late_timer_is_counted() {
     let before = lateness().expect("the lateness histogram");
     let mut client = Client::connect(server.addr);
     assert_eq!(client.request("/").status, 200);
-    thread::sleep(Duration::from_millis(400));
+    // Its idle timer starts when the answer is done: by now, give or take
+    // the worker's turn.
+    let answered = Instant::now();
+    // The worker is done with the answer: the connection idles.
+    eventually(WITHIN, || {
+        let metrics = Exposition::parse(&get(admin, "/metrics").text());
+        match metrics.value("kas_connections", &[("state", "idle")]) {
+            Some(1.0) => Ok(()),
+            other => Err(format!("idle connections: {other:?}")),
+        }
+    });
     server.signal("STOP");
-    thread::sleep(Duration::from_millis(900)); // the deadline passes meanwhile
+    assert!(
+        answered.elapsed() < Duration::from_millis(800),
+        "stopped {:?} after the answer: too near the 1 s deadline",
+        answered.elapsed()
+    );
+    // The deadline passes while the worker is stopped.
+    thread::sleep(
+        (answered + Duration::from_millis(1300)).saturating_duration_since(Instant::now()),
+    );
     client.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
     server.signal("CONT");
     assert_eq!(client.read_response().status, 200, "served after the stall");

@@ -2,8 +2,7 @@
 //! connection, refuse when none is idle) and running out of descriptors at
 //! accept() (pause and log once, no busy loop, resume when descriptors free).
 
-mod common;
-mod common_ops;
+mod support;
 
 use std::io::Read;
 use std::net::TcpStream;
@@ -11,9 +10,11 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{Client, HELLO, SLACK, TestServer, ms, start};
-use common_ops::{Running, command_with_fd_limit};
 use keepalive_server::stats::CloseCause;
+use support::binary::{Running, command_with_fd_limit};
+use support::client::Client;
+use support::server::{TestServer, start};
+use support::{HELLO, SLACK, ms};
 
 const GET: &[u8] = b"GET / HTTP/1.1\r\nHost: t\r\n\r\n";
 
@@ -42,18 +43,23 @@ fn mid_request_client(server: &TestServer) -> Client {
     client
 }
 
-/// Waits until the server has `n` open connections and has had a moment to
-/// read what they sent.
-fn settle(server: &TestServer, n: u64) {
-    server.wait_for_open(n);
-    thread::sleep(ms(100));
+/// Waits until the server sees `idle` connections idle and `mid_request`
+/// with a request read in part (its deadline armed), and no more open
+/// than those and `silent` ones: which one eviction picks depends on it.
+fn settle(server: &TestServer, idle: u64, mid_request: usize, silent: u64) {
+    let what = format!("{idle} idle, {mid_request} mid-request, {silent} silent");
+    server.wait_until(&what, |t| {
+        t.connections.idle == idle
+            && t.timers("request") == mid_request
+            && t.open() == idle + mid_request as u64 + silent
+    });
 }
 
 #[test]
 fn at_the_limit_the_oldest_idle_connection_is_evicted() {
     let server = start(|config| config.max_connections = 4);
     let mut clients: Vec<Client> = (0..4).map(|_| idle_client(&server)).collect();
-    settle(&server, 4);
+    settle(&server, 4, 0, 0);
 
     // A fifth: the first one opened (idle the longest) makes room.
     let mut fifth = server.client();
@@ -63,7 +69,7 @@ fn at_the_limit_the_oldest_idle_connection_is_evicted() {
     for client in &mut clients[1..] {
         assert_ok(client); // still open; now idle more recently than the fifth
     }
-    settle(&server, 4);
+    settle(&server, 4, 0, 0);
 
     // A sixth: the fifth is now the one idle the longest.
     let mut sixth = server.client();
@@ -155,7 +161,7 @@ fn with_none_idle_the_oldest_silent_connection_is_evicted() {
     // like nginx, the server reuses them rather than refuse newcomers.
     let server = start(|config| config.max_connections = 3);
     let mut silent: Vec<Client> = (0..3).map(|_| server.client()).collect();
-    settle(&server, 3);
+    settle(&server, 0, 0, 3);
 
     let mut newcomer = server.client();
     assert_ok(&mut newcomer);
@@ -171,7 +177,7 @@ fn with_none_idle_the_oldest_silent_connection_is_evicted() {
 fn at_the_limit_with_every_connection_mid_request_new_ones_are_refused() {
     let server = start(|config| config.max_connections = 3);
     let mut clients: Vec<Client> = (0..3).map(|_| mid_request_client(&server)).collect();
-    settle(&server, 3);
+    settle(&server, 0, 3, 0);
 
     // Nothing idle to evict: closed at once, without a response.
     let mut turned_away = server.client();
@@ -196,16 +202,16 @@ fn eviction_skips_connections_in_progress_and_refuses_when_none_is_idle() {
     let mut a = idle_client(&server);
     let mut b = mid_request_client(&server);
     let mut c = idle_client(&server);
-    settle(&server, 3);
+    settle(&server, 2, 1, 0);
 
     // D: A is the oldest idle connection (B, older than C, is not idle).
     let _d = mid_request_client(&server);
     a.read_until_closed(SLACK);
-    settle(&server, 3);
+    settle(&server, 1, 2, 0);
     // E: C is the only idle connection left.
     let _e = mid_request_client(&server);
     c.read_until_closed(SLACK);
-    settle(&server, 3);
+    settle(&server, 0, 3, 0);
     // F: B, D and E are all mid-request.
     let mut f = server.client();
     f.read_until_closed(SLACK);

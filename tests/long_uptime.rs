@@ -5,16 +5,16 @@
 //! time (never early), the access log's idle gap and the lab's watch after
 //! an idle FIN measure what happened, not a wrapped difference.
 
-mod common;
-mod common_ops;
+mod support;
 
 use std::net::TcpStream;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{SLACK, TestServer, ms, start};
-use common_ops::{TempFile, eventually};
 use keepalive_server::config::AccessLogTarget;
+use support::files::TempFile;
+use support::server::{TestServer, start};
+use support::{SLACK, eventually, ms};
 
 /// 2³² µs: where a `u32` of loop-clock microseconds wraps.
 const MICROS_WRAP: u64 = 1 << 32;

@@ -3,13 +3,13 @@
 //! with the lab's test controls off (through the packaged config file), and
 //! the package installs one binary and says its license and minimum Rust.
 
-mod common_ops;
-mod skip;
+mod support;
 
 use std::process::Command;
 use std::time::Duration;
 
-use common_ops::{BIN, TempFile, command, repo_path, run_to_exit};
+use support::binary::{BIN, command, run_to_exit};
+use support::files::{TempFile, repo_path};
 
 fn unit() -> String {
     std::fs::read_to_string(repo_path("config/keepalive-server.service")).expect("the unit file")
@@ -84,7 +84,7 @@ fn the_unit_passes_systemd_analyze_verify() {
         .output()
         .is_err()
     {
-        skip::because("systemd-analyze is not installed (apt-get install systemd)");
+        support::skip::because("systemd-analyze is not installed (apt-get install systemd)");
         return;
     }
     // verify checks that the binaries exist: point it at the built one.

@@ -5,17 +5,16 @@
 //! that cannot be measured, never a hang). Each test runs one probe (the
 //! sweep included) so the harness runs them side by side.
 
-mod common;
-mod common_ops;
 mod probe_fixtures;
-mod skip;
+mod support;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-use common_ops::{command, run_to_exit};
 use serde_json::Value;
+use support::binary::{command, run_to_exit};
+use support::server::start;
 
 /// A probe must finish within this (generous: the machine is shared).
 const WITHIN: Duration = Duration::from_secs(60);
@@ -86,7 +85,7 @@ fn assert_sweep_splits_at_zero(report: &Value) {
 
 #[test]
 fn this_server_really_closes_at_timeout_plus_buffer() {
-    let server = common::start(|config| {
+    let server = start(|config| {
         config.keep_alive_timeout = Duration::from_secs(2);
         config.keep_alive_buffer = Duration::from_millis(500);
         config.max_requests_per_socket = 5;
@@ -194,7 +193,7 @@ fn a_server_that_closes_in_passes_is_advised_below_its_earliest_close() {
 /// adding its stall to the server's timeout.
 #[test]
 fn closes_seen_during_a_stall_of_the_probe_are_measured_again() {
-    let server = common::start(|config| {
+    let server = start(|config| {
         config.keep_alive_timeout = Duration::from_secs(1);
         config.keep_alive_buffer = Duration::ZERO;
     });
@@ -338,7 +337,7 @@ fn reuse_after(addr: SocketAddr, idle: Duration, n: u32, spread: Duration) -> Re
 
 #[test]
 fn json_has_exactly_the_documented_keys() {
-    let server = common::start(|config| {
+    let server = start(|config| {
         config.keep_alive_timeout = Duration::from_secs(1);
         config.keep_alive_buffer = Duration::ZERO;
     });
@@ -391,7 +390,7 @@ fn an_advertised_timeout_longer_than_the_real_one_is_a_warning() {
 
 #[test]
 fn a_server_that_keeps_connections_past_max_wait_says_so() {
-    let server = common::start(|config| config.keep_alive_timeout = Duration::from_secs(60));
+    let server = start(|config| config.keep_alive_timeout = Duration::from_secs(60));
     let url = format!("http://{}/", server.addr);
     let probed = probe(&["--max-wait", "300ms", "--max-requests", "3", &url]);
     assert_eq!(probed.code, Some(0), "{}", probed.stderr);
@@ -483,7 +482,7 @@ fn serving_without_a_subcommand_is_unchanged_and_help_names_the_probe() {
 fn the_probe_sees_a_lab_control_lie_about_the_idle_timeout() {
     // This server, told by the URL's controls to promise 5 s, keep idle
     // connections 1 s and end them with a reset.
-    let server = common::start(|config| config.keep_alive_timeout = Duration::from_secs(30));
+    let server = start(|config| config.keep_alive_timeout = Duration::from_secs(30));
     let url = format!("http://{}/?ka=1s&advertise=5s&close=rst", server.addr);
     let mut args = vec!["--json", "--max-requests", "0"];
     args.extend_from_slice(&SWEEP);

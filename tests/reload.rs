@@ -5,11 +5,13 @@
 //! as ignored, and without a file there is nothing to reload. SIGHUP never
 //! ends the process.
 
-mod common_ops;
+mod support;
 
 use std::time::{Duration, Instant};
 
-use common_ops::{Client, Running, TempFile, command};
+use support::binary::{Running, command};
+use support::client::Client;
+use support::files::TempFile;
 
 const WITHIN: Duration = Duration::from_secs(10);
 
@@ -161,7 +163,8 @@ fn sighup_right_after_the_startup_line_does_not_end_the_process() {
     for _ in 0..5 {
         let mut server = Running::start(command(&["--listen", "127.0.0.1:0", "--workers", "1"]));
         server.signal("HUP");
-        std::thread::sleep(Duration::from_millis(50));
+        // Handled (not the default action, which ends the process).
+        server.wait_for_line("nothing to reload", WITHIN);
         assert_running(&mut server);
     }
 }

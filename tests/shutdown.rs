@@ -3,7 +3,7 @@
 //! second signal exits at once, `--shutdown-timeout` cuts a drain short
 //! (`0` never does), and a stderr nobody reads any more stops nothing.
 
-mod common_ops;
+mod support;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -11,8 +11,10 @@ use std::process::{Child, ChildStderr, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common_ops::exposition::Exposition;
-use common_ops::{Client, Running, STARTUP_TIMEOUT, command, eventually, get, wait_timeout};
+use support::binary::{Running, STARTUP_TIMEOUT, command, wait_timeout};
+use support::client::{Client, get};
+use support::eventually;
+use support::exposition::Exposition;
 
 /// Generous: the machine is shared.
 const EXIT_WITHIN: Duration = Duration::from_secs(10);
@@ -30,6 +32,13 @@ fn start_one_worker(extra: &[&str]) -> Running {
     Running::start(command(&args))
 }
 
+/// With the admin listener, whose `/metrics` shows requests in flight.
+fn start_watched(extra: &[&str]) -> Running {
+    let mut args = vec!["--admin", "127.0.0.1:0"];
+    args.extend_from_slice(extra);
+    start(&args)
+}
+
 /// A persistent connection with one request answered.
 fn idle_client(server: &Running) -> Client {
     let mut client = Client::connect(server.addr);
@@ -39,43 +48,38 @@ fn idle_client(server: &Running) -> Client {
     client
 }
 
-/// Sends `GET path` on a new connection and gives the server a moment to
-/// read it, so the request is in flight before a signal.
+/// Sends `GET path` (a `/delay`) on a new connection to a server started
+/// with [`start_watched`], and waits until the server has read it: its
+/// answer is owed (a connection `writing`), so it is in flight before a
+/// signal.
 fn in_flight(server: &Running, path: &str) -> Client {
     let mut client = Client::connect(server.addr);
     client.get(path);
-    std::thread::sleep(Duration::from_millis(200));
+    eventually(EXIT_WITHIN, || {
+        let writing = server
+            .metrics()
+            .value("kas_connections", &[("state", "writing")]);
+        match writing {
+            Some(n) if n >= 1.0 => Ok(()),
+            other => Err(format!("{path} not read yet: writing {other:?}")),
+        }
+    });
     client
 }
 
-/// After the listener is gone: a connect is refused, or the connection is
-/// closed without an answer.
-fn assert_not_served(server: &Running) {
-    let Ok(mut stream) = TcpStream::connect(server.addr) else {
-        return; // refused
-    };
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
-    let _ = stream.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
-    let mut got = Vec::new();
-    match stream.read_to_end(&mut got) {
-        Ok(_) => assert!(
-            got.is_empty(),
-            "a connection after SIGTERM was served: {:?}",
-            String::from_utf8_lossy(&got)
-        ),
-        Err(e) => assert_eq!(
-            e.kind(),
-            std::io::ErrorKind::ConnectionReset,
-            "a connection after SIGTERM neither refused nor closed: {e}"
-        ),
+/// Waits until every listener is closed (the drain has begun in every
+/// worker): a connect is refused.
+fn wait_until_draining(server: &Running) {
+    let deadline = Instant::now() + EXIT_WITHIN;
+    while TcpStream::connect(server.addr).is_ok() {
+        assert!(Instant::now() < deadline, "still accepting after SIGTERM");
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
 #[test]
 fn sigterm_closes_idle_finishes_in_flight_and_exits_zero() {
-    let mut server = start(&[]);
+    let mut server = start_watched(&[]);
     let mut idle = idle_client(&server);
     let mut delayed = in_flight(&server, "/delay/800");
 
@@ -88,8 +92,8 @@ fn sigterm_closes_idle_finishes_in_flight_and_exits_zero() {
         "idle socket closed {waited:?} after SIGTERM"
     );
 
-    std::thread::sleep(Duration::from_millis(50));
-    assert_not_served(&server);
+    // New connections are not served: every listener closes.
+    wait_until_draining(&server);
 
     let response = delayed.read_response();
     assert_eq!(response.status, 200, "{response:?}");
@@ -146,12 +150,12 @@ fn sigterm_right_after_the_startup_line_is_graceful() {
 
 #[test]
 fn second_sigterm_exits_at_once() {
-    let mut server = start(&[]);
+    let mut server = start_watched(&[]);
     let mut delayed = in_flight(&server, "/delay/5000");
     let first = Instant::now();
     server.signal("TERM");
     // The first signal drains: the 5 s request keeps the process alive.
-    std::thread::sleep(Duration::from_millis(300));
+    server.wait_for_line("shutting down", EXIT_WITHIN);
     assert!(
         server.child.try_wait().unwrap().is_none(),
         "exited before the in-flight request finished"
@@ -170,7 +174,7 @@ fn second_sigterm_exits_at_once() {
 
 #[test]
 fn shutdown_timeout_cuts_a_long_drain() {
-    let mut server = start(&["--shutdown-timeout", "300ms"]);
+    let mut server = start_watched(&["--shutdown-timeout", "300ms"]);
     let mut delayed = in_flight(&server, "/delay/3000");
     let signalled = Instant::now();
     server.signal("TERM");
@@ -202,7 +206,7 @@ fn shutdown_timeout_cuts_a_long_drain() {
 
 #[test]
 fn shutdown_timeout_0_waits_as_long_as_in_flight_requests_take() {
-    let mut server = start(&["--shutdown-timeout", "0"]);
+    let mut server = start_watched(&["--shutdown-timeout", "0"]);
     let mut delayed = in_flight(&server, "/delay/1500");
     let signalled = Instant::now();
     server.signal("TERM");
@@ -244,15 +248,16 @@ fn sigterm_during_slowly_read_pipelined_echoes_cuts_nothing() {
             let _ = stream.write_all(&pipelined);
         })
     };
-    std::thread::sleep(Duration::from_millis(500));
-    server.signal("TERM");
-    // Read at about 3 MB/s until the server closes.
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
-    let started = Instant::now();
-    let mut received = Vec::new();
+    // The signal once the answers have begun.
     let mut chunk = vec![0u8; 64 * 1024];
+    let n = stream.read(&mut chunk).expect("the first answer begins");
+    let mut received = chunk[..n].to_vec();
+    server.signal("TERM");
+    // Read at about 3 MB/s until the server closes.
+    let started = Instant::now();
     let reset = loop {
         match stream.read(&mut chunk) {
             Ok(0) => break false,
@@ -294,16 +299,6 @@ fn sigterm_during_slowly_read_pipelined_echoes_cuts_nothing() {
         !log.contains("cutting"),
         "nothing was due to be cut:\n{log}"
     );
-}
-
-/// Waits until a one-worker server has begun draining: its listener is
-/// closed, so a connect is refused (the event itself, not a pause).
-fn wait_until_draining(server: &Running) {
-    let deadline = Instant::now() + EXIT_WITHIN;
-    while TcpStream::connect(server.addr).is_ok() {
-        assert!(Instant::now() < deadline, "still accepting after SIGTERM");
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// A large answer being read at the client's own pace when SIGTERM
@@ -468,7 +463,7 @@ fn start_with_stderr_pipe(
     let (line, reader) = startup
         .recv_timeout(STARTUP_TIMEOUT)
         .expect("a startup line in time");
-    let addr = common_ops::listening_on(&line)
+    let addr = support::binary::listening_on(&line)
         .expect("listening on http://ADDR/")
         .parse()
         .unwrap();

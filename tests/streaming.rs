@@ -7,20 +7,17 @@
 //!
 //! Tests that measure memory run one at a time ([`serial`]).
 
-mod common;
+mod support;
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
-use std::sync::{Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{Client, HELLO, find, ms, post, start, vm_rss_kib};
-
-fn serial() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
+use support::client::{Client, find, post};
+use support::procfs::vm_rss_kib;
+use support::server::start;
+use support::{HELLO, ms, serial};
 
 /// Writes `bytes` from a thread, waiting out backpressure.
 fn send_in_background(stream: &TcpStream, bytes: Vec<u8>) -> thread::JoinHandle<()> {
@@ -109,6 +106,7 @@ fn a_connection_close_echo_larger_than_the_socket_buffers_arrives_whole() {
     let size = 20_000_000;
     let mut client = Client::connect(server.addr);
     let writer = send_in_background(&client.stream, post(size, b'w', "Connection: close\r\n"));
+    // The reader starts after the old linger's second had run out.
     let (received, ending) = read_all(&mut client.stream, Duration::from_millis(1500), 0);
     writer.join().unwrap();
     let all = responses(&received);
@@ -257,6 +255,8 @@ fn many_large_bodies_in_flight_cost_bounded_memory() {
         }
         peak = peak.max(vm_rss_kib());
     }
+    // The last writes are still on their way in: measure once more after
+    // a moment (a measuring window, not a wait for an event).
     thread::sleep(ms(200));
     peak = peak.max(vm_rss_kib());
     drop(clients);

@@ -15,9 +15,7 @@
 //! userinfo, a bad port or an empty host in absolute-form (nginx refuses;
 //! RFC 9110 §4.2.4 forbids userinfo).
 
-mod common;
-
-use common::{Client, TestServer, start};
+mod support;
 
 /// What a server did with a request: answered it, or refused it with 400.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +24,8 @@ enum Verdict {
     Refuses,
 }
 use Verdict::{Answers, Refuses};
+use support::client::Client;
+use support::server::{TestServer, start};
 
 /// case, request-target bytes, nginx 1.22, Node 20, ours.
 #[rustfmt::skip]

@@ -6,31 +6,30 @@
 //! from accept, garbage fails the handshake and is counted, and a bad
 //! certificate path stops the binary at start with one line naming it.
 
-mod common;
-mod common_ops;
-mod skip;
-mod tls_support;
+mod support;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::SLACK;
-use common_ops::{command, run_to_exit};
 use keepalive_server::config::AccessLogTarget;
 use keepalive_server::stats::CloseCause;
 use keepalive_server::tls::{HandshakeFailure, ServerTls, TlsVersion};
-use tls_support::{End, TestCert};
+use support::binary::{command, run_to_exit};
+use support::files::{TempDir, TempFile};
+use support::server::TestServer;
+use support::tls::{End, TestCert};
+use support::{SLACK, eventually};
 
-fn start(cert: &TestCert, tweak: impl FnOnce(&mut keepalive_server::Config)) -> common::TestServer {
+fn start(cert: &TestCert, tweak: impl FnOnce(&mut keepalive_server::Config)) -> TestServer {
     let tls = ServerTls::load(&cert.cert, &cert.key).expect("the test certificate loads");
-    common::start(|config| {
+    support::server::start(|config| {
         config.tls = Some(tls);
         tweak(config);
     })
 }
 
-fn handshakes(server: &common::TestServer, version: TlsVersion) -> u64 {
+fn handshakes(server: &TestServer, version: TlsVersion) -> u64 {
     server
         .handle
         .stats()
@@ -38,17 +37,17 @@ fn handshakes(server: &common::TestServer, version: TlsVersion) -> u64 {
         .sum()
 }
 
-fn failures(server: &common::TestServer, why: HandshakeFailure) -> u64 {
+fn failures(server: &TestServer, why: HandshakeFailure) -> u64 {
     server.handle.stats().map(|s| s.tls.failures(why)).sum()
 }
 
 #[test]
 fn keep_alive_over_tls_reuses_one_handshake_and_logs_the_version() {
     let cert = TestCert::new();
-    let log = std::env::temp_dir().join(format!("kas-tls-access-{}.log", std::process::id()));
+    let log = TempFile::new("access.log", "");
     let server = start(&cert, |c| {
         c.keep_alive_timeout = Duration::from_secs(5);
-        c.access_log = AccessLogTarget::File(log.clone());
+        c.access_log = AccessLogTarget::File(log.path.clone());
     });
     let mut client = cert.connect(server.addr);
     for path in ["/", "/", "/nope"] {
@@ -72,8 +71,7 @@ fn keep_alive_over_tls_reuses_one_handshake_and_logs_the_version() {
     let handle = server.handle;
     handle.shutdown();
     handle.join().unwrap(); // a stopped worker has written its log lines out
-    let text = std::fs::read_to_string(&log).unwrap();
-    let _ = std::fs::remove_file(&log);
+    let text = std::fs::read_to_string(&log.path).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 3, "{text}");
     for line in &lines {
@@ -91,13 +89,14 @@ fn goaccess_reads(text: &str, lines: usize) {
         .output()
         .is_err()
     {
-        skip::because("goaccess is not installed (apt-get install goaccess; .ci/run does)");
+        support::skip::because(
+            "goaccess is not installed (apt-get install goaccess; .ci/run does)",
+        );
         return;
     }
-    let dir = std::env::temp_dir().join(format!("kas-tls-goaccess-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (log, report) = (dir.join("access.log"), dir.join("report.json"));
-    std::fs::write(&log, text).unwrap();
+    let dir = TempDir::new();
+    let log = dir.file("access.log", text.as_bytes());
+    let report = dir.path.join("report.json");
     let output = std::process::Command::new("goaccess")
         .arg(&log)
         .args(["--log-format=COMBINED", "--no-progress", "-o"])
@@ -105,7 +104,6 @@ fn goaccess_reads(text: &str, lines: usize) {
         .output()
         .expect("run goaccess");
     let json = std::fs::read_to_string(&report);
-    let _ = std::fs::remove_dir_all(&dir);
     assert!(
         output.status.success(),
         "{}",
@@ -132,11 +130,13 @@ fn the_idle_close_sends_close_notify_then_fin() {
         c.keep_alive_buffer = Duration::ZERO;
     });
     let mut client = cert.connect(server.addr);
+    // Before the request: the idle timer starts after it, so a close
+    // measured from here can look late, never early.
+    let asked = Instant::now();
     let (head, _) = client.get("/");
-    let answered = Instant::now();
     assert!(head.contains("Keep-Alive: timeout=1"), "{head}");
     assert_eq!(client.read_end(), End::CloseNotify);
-    let waited = answered.elapsed();
+    let waited = asked.elapsed();
     assert!(waited >= Duration::from_secs(1), "never early: {waited:?}");
     assert!(waited < Duration::from_secs(1) + SLACK, "late: {waited:?}");
     server.wait_for_closed_by(CloseCause::KeepAliveTimeout, 1);
@@ -149,14 +149,14 @@ fn the_watch_after_close_notify_tells_a_late_request_from_the_peers_close() {
         c.keep_alive_timeout = Duration::from_secs(1);
         c.keep_alive_buffer = Duration::ZERO;
     });
-    let late = |server: &common::TestServer| -> u64 {
+    let late = |server: &TestServer| -> u64 {
         server
             .handle
             .stats()
             .map(|s| s.lab.late_requests.get())
             .sum()
     };
-    let peer_closes = |server: &common::TestServer| -> u64 {
+    let peer_closes = |server: &TestServer| -> u64 {
         server
             .handle
             .stats()
@@ -171,7 +171,7 @@ fn the_watch_after_close_notify_tells_a_late_request_from_the_peers_close() {
     assert_eq!(polite.stream.read(&mut buf).unwrap(), 0, "close_notify");
     polite.stream.conn.send_close_notify();
     polite.stream.flush().unwrap();
-    common_ops::eventually(SLACK, || match peer_closes(&server) {
+    eventually(SLACK, || match peer_closes(&server) {
         0 => Err("no peer close seen".to_owned()),
         _ => Ok(()),
     });
@@ -181,7 +181,7 @@ fn the_watch_after_close_notify_tells_a_late_request_from_the_peers_close() {
     racing.get("/");
     assert_eq!(racing.stream.read(&mut buf).unwrap(), 0, "close_notify");
     racing.send(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n");
-    common_ops::eventually(SLACK, || match late(&server) {
+    eventually(SLACK, || match late(&server) {
         1 => Ok(()),
         n => Err(format!("{n} late requests")),
     });
@@ -205,11 +205,12 @@ fn close_rst_still_resets_over_tls() {
 fn a_client_that_never_says_hello_is_closed_at_the_headers_deadline() {
     let cert = TestCert::new();
     let server = start(&cert, |c| c.headers_timeout = Duration::from_millis(500));
+    // Before the connect: the server's deadline runs from its accept.
+    let connected = Instant::now();
     let mut silent = TcpStream::connect(server.addr).unwrap();
     silent
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
-    let connected = Instant::now();
     let mut buf = [0u8; 64];
     let n = silent
         .read(&mut buf)
@@ -258,7 +259,7 @@ fn plain_http_on_the_tls_port_fails_the_handshake_and_is_counted() {
         !answer.starts_with(b"HTTP/"),
         "no HTTP answer on a TLS port: {answer:?}"
     );
-    common_ops::eventually(SLACK, || match failures(&server, HandshakeFailure::Error) {
+    eventually(SLACK, || match failures(&server, HandshakeFailure::Error) {
         1 => Ok(()),
         n => Err(format!("{n} failures counted")),
     });

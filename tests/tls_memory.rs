@@ -6,16 +6,15 @@
 //! server's. The only test in this binary, so nothing else allocates
 //! meanwhile. README ("HTTPS") quotes the figures it prints.
 
-mod common;
 mod counting_alloc;
-mod tls_support;
+mod support;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
 use keepalive_server::tls::ServerTls;
-use tls_support::TestCert;
+use support::tls::TestCert;
 
 #[global_allocator]
 static GLOBAL: counting_alloc::Counting = counting_alloc::Counting;
@@ -26,7 +25,7 @@ const REQUEST: &[u8] = b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n";
 /// Heap bytes the server keeps per idle connection, plain or TLS.
 fn idle_bytes_per_connection(cert: Option<&TestCert>) -> isize {
     let tls = cert.map(|c| ServerTls::load(&c.cert, &c.key).unwrap());
-    let server = common::start(|config| {
+    let server = support::server::start(|config| {
         config.tls = tls;
         config.keep_alive_timeout = Duration::from_secs(60);
     });

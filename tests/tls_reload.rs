@@ -4,13 +4,12 @@
 //! before keeps its own and stays open, and files that do not load leave
 //! the running pair in force.
 
-mod common_ops;
-mod tls_support;
+mod support;
 
 use std::time::Duration;
 
-use common_ops::{Running, command};
-use tls_support::TestCert;
+use support::binary::{Running, command};
+use support::tls::TestCert;
 
 const WITHIN: Duration = Duration::from_secs(10);
 

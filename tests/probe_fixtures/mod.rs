@@ -7,7 +7,7 @@
 //! request, one that is not HTTP, one that never answers.
 //!
 //! An external tool that is missing FAILS the test under `CI=true`, and
-//! outside CI the test says it skipped (tests/skip).
+//! outside CI the test says it skipped (tests/support/skip.rs).
 
 #![allow(dead_code)]
 
@@ -48,7 +48,9 @@ fn require(tool: &str, candidates: &[&str]) -> Option<String> {
     match found {
         Some(path) => Some((*path).to_owned()),
         None => {
-            super::skip::because(&format!("{tool} is not installed (.ci/run installs it)"));
+            super::support::skip::because(&format!(
+                "{tool} is not installed (.ci/run installs it)"
+            ));
             None
         }
     }

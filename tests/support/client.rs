@@ -1,15 +1,16 @@
-//! The one raw-socket HTTP/1.x test client, shared by tests/common and
-//! tests/common_ops: it speaks bytes over a real TCP socket and reads
-//! exactly one response at a time (bytes read past one stay buffered for
-//! the next, so pipelined responses read back one by one). Every read
-//! gives up after [`READ_TIMEOUT`]: generous, as the test machine is shared
-//! and noisy.
-
-#![allow(dead_code)]
+//! The raw-socket HTTP/1.x client: it speaks bytes over a real TCP socket
+//! and reads exactly one response at a time (bytes read past one stay
+//! buffered for the next, so pipelined responses read back one by one).
+//! Every read gives up after [`READ_TIMEOUT`]: generous, as the test
+//! machine is shared and noisy. Also: requests built for the tests, one
+//! request on a fresh connection ([`get`]), an error response and the
+//! close after it, and a close by reset.
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
+
+use super::SLACK;
 
 /// How long any single read may block before a test gives up.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -306,4 +307,47 @@ pub fn is_timeout(e: &io::Error) -> bool {
 
 pub fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// One request on a fresh connection (`Connection: close`), its response.
+pub fn get(addr: SocketAddr, path: &str) -> Response {
+    let mut client = Client::connect(addr);
+    client.send(format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").as_bytes());
+    client.read_response()
+}
+
+/// A POST to `/` with a `body_len`-byte body of `fill` and extra header
+/// lines (each ending in CRLF).
+pub fn post(body_len: usize, fill: u8, extra: &str) -> Vec<u8> {
+    let mut request =
+        format!("POST / HTTP/1.1\r\nHost: t\r\nContent-Length: {body_len}\r\n{extra}\r\n")
+            .into_bytes();
+    request.resize(request.len() + body_len, fill);
+    request
+}
+
+/// Asserts an error response: `status`, `Connection: close`, no
+/// `Keep-Alive`, then the server closes the connection.
+#[track_caller]
+pub fn assert_error_then_close(client: &mut Client, status: u16, context: &str) {
+    let response = client.read_response();
+    assert_eq!(response.status, status, "{context}: {response:?}");
+    assert!(
+        response.closes(),
+        "{context}: error response without Connection: close: {response:?}"
+    );
+    assert!(
+        response.header("keep-alive").is_none(),
+        "{context}: error response advertises Keep-Alive: {response:?}"
+    );
+    client.read_until_closed(SLACK);
+}
+
+/// Closes with SO_LINGER 0: the kernel sends RST instead of FIN (and
+/// drops whatever was unsent).
+pub fn reset(stream: TcpStream) {
+    socket2::SockRef::from(&stream)
+        .set_linger(Some(Duration::ZERO))
+        .expect("SO_LINGER 0");
+    drop(stream);
 }

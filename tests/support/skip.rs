@@ -10,8 +10,6 @@
 //! (cargo test shows a skipped test as "ok" and hides a passing test's
 //! output).
 
-#![allow(dead_code)]
-
 use std::io::Write;
 
 /// Records that the calling test skips because of `why`; panics instead

@@ -1,80 +1,25 @@
-//! Helpers for the operational tests (admin listener, signals, config file):
-//! the raw-socket HTTP/1.x client (tests/raw_client), the built binary run as a child process
-//! (its bound address read from the startup line on stderr), and polling with
-//! generous deadlines: the test machine is shared and noisy, so upper bounds
-//! on timing are loose and lower bounds strict.
-
-#![allow(dead_code)]
-
-pub mod exposition;
-// cli and limits use both common and common_ops, which share this client.
-#[allow(clippy::duplicate_mod)]
-#[path = "../raw_client/mod.rs"]
-mod raw_client;
-// Each test uses some of these.
-#[allow(unused_imports)]
-pub use raw_client::{Client, READ_TIMEOUT, Response};
+//! The built server binary run as a child process: a `Command` for it
+//! with a clean environment, a run to its exit, and [`Running`], a server
+//! whose bound address is read from its startup line on stderr, whose log
+//! is read line by line as it comes, and which is killed when dropped.
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::client::get;
+use super::exposition::Exposition;
+use super::procfs;
+
 /// How long the binary may take to print its startup line.
 pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// The built server binary.
 pub const BIN: &str = env!("CARGO_BIN_EXE_keepalive-server");
-
-/// A server started in-process with the admin listener beside it, both
-/// on port 0.
-pub struct AdminFixture {
-    pub handle: keepalive_server::ServerHandle,
-    pub addr: SocketAddr,
-    pub admin: SocketAddr,
-}
-
-impl AdminFixture {
-    pub fn start(config: keepalive_server::Config) -> AdminFixture {
-        let handle = keepalive_server::Server::bind(config.settings())
-            .unwrap()
-            .start()
-            .unwrap();
-        let (admin, _thread) =
-            keepalive_server::admin::spawn("127.0.0.1:0".parse().unwrap(), handle.remote())
-                .unwrap();
-        let addr = handle.local_addr();
-        AdminFixture {
-            handle,
-            addr,
-            admin,
-        }
-    }
-}
-
-/// One request on a fresh connection (`Connection: close`).
-pub fn get(addr: SocketAddr, path: &str) -> Response {
-    let mut client = Client::connect(addr);
-    client.send(format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").as_bytes());
-    client.read_response()
-}
-
-/// Polls `probe` every 20 ms until it returns `Some`, panicking with the
-/// last `describe`d state after `within`.
-pub fn eventually<T>(within: Duration, mut probe: impl FnMut() -> Result<T, String>) -> T {
-    let deadline = Instant::now() + within;
-    loop {
-        match probe() {
-            Ok(value) => return value,
-            Err(why) if Instant::now() >= deadline => panic!("gave up after {within:?}: {why}"),
-            Err(_) => std::thread::sleep(Duration::from_millis(20)),
-        }
-    }
-}
 
 /// Removes ANSI escape sequences: CSI (`ESC [`, parameter and intermediate
 /// bytes, then a final byte in `@`..=`~`, e.g. `ESC[1;32m`, `ESC[2~`), and
@@ -108,11 +53,6 @@ pub fn strip_ansi(line: &str) -> String {
         }
     }
     out
-}
-
-/// The repository root (for `config/server.toml`).
-pub fn repo_path(relative: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
 }
 
 /// A `Command` for the binary with logging on, colour off and no `KAS_*`
@@ -209,6 +149,8 @@ pub struct Running {
     pub stdout: Receiver<String>,
     /// Every line from stdout and stderr, in the order they arrived.
     log: Arc<Mutex<Vec<String>>>,
+    /// The threads reading stdout and stderr: finished at the pipes' end.
+    readers: [JoinHandle<()>; 2],
 }
 
 impl Running {
@@ -241,14 +183,15 @@ impl Running {
     fn spawn(command: Command) -> Running {
         let mut child = spawn_piped(command);
         let log = Arc::new(Mutex::new(Vec::new()));
-        let stdout = forward_lines(child.stdout.take().unwrap(), Arc::clone(&log));
-        let lines = forward_lines(child.stderr.take().unwrap(), Arc::clone(&log));
+        let (stdout, out_reader) = forward_lines(child.stdout.take().unwrap(), Arc::clone(&log));
+        let (lines, err_reader) = forward_lines(child.stderr.take().unwrap(), Arc::clone(&log));
         Running {
             child,
             addr: SocketAddr::from(([0, 0, 0, 0], 0)),
             lines,
             stdout,
             log,
+            readers: [out_reader, err_reader],
         }
     }
 
@@ -309,14 +252,33 @@ impl Running {
         self.log.lock().unwrap().clone()
     }
 
+    /// Waits up to `within` for the end of both pipes (after the process
+    /// has exited): from then on `log`, `lines` and `stdout` hold
+    /// everything it wrote.
+    #[track_caller]
+    pub fn wait_for_output_end(&self, within: Duration) {
+        let deadline = Instant::now() + within;
+        while !self.readers.iter().all(JoinHandle::is_finished) {
+            assert!(
+                Instant::now() < deadline,
+                "stdout or stderr still open after {within:?}; log: {:?}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// The admin listener's `/metrics`, parsed (the binary must have been
+    /// started with `--admin`).
+    pub fn metrics(&self) -> Exposition {
+        let response = get(self.admin_addr(), "/metrics");
+        assert_eq!(response.status, 200, "/metrics: {response:?}");
+        Exposition::parse(&response.text())
+    }
+
     /// CPU time used so far (utime + stime), in clock ticks.
     pub fn cpu_ticks(&self) -> u64 {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid()))
-            .expect("/proc/<pid>/stat");
-        // Fields after the `(comm)`: state is field 3, utime 14, stime 15.
-        let after = &stat[stat.rfind(')').expect("(comm)") + 2..];
-        let fields: Vec<&str> = after.split_whitespace().collect();
-        fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+        procfs::cpu_ticks(&self.pid().to_string())
     }
 
     /// Everything written so far (stderr then stdout) and not yet taken
@@ -355,13 +317,13 @@ impl Drop for Running {
 }
 
 /// Sends each line of `pipe`, ANSI stripped, to the receiver it returns,
-/// after appending it to `log`.
+/// after appending it to `log`; the thread doing so ends at the pipe's end.
 fn forward_lines(
     pipe: impl Read + Send + 'static,
     log: Arc<Mutex<Vec<String>>>,
-) -> Receiver<String> {
+) -> (Receiver<String>, JoinHandle<()>) {
     let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
+    let reader = std::thread::spawn(move || {
         for line in BufReader::new(pipe).lines() {
             let Ok(line) = line else { break };
             let line = strip_ansi(&line);
@@ -371,48 +333,11 @@ fn forward_lines(
             }
         }
     });
-    rx
+    (rx, reader)
 }
 
 /// The `ADDR` of `listening on http://ADDR/` in the startup line.
 pub fn listening_on(line: &str) -> Option<&str> {
     let (_, after) = line.split_once("listening on http://")?;
     after.split_once('/').map(|(addr, _)| addr)
-}
-
-/// A file in a fresh temporary directory (removed when dropped).
-pub struct TempFile {
-    dir: PathBuf,
-    pub path: PathBuf,
-}
-
-impl TempFile {
-    pub fn new(name: &str, contents: &str) -> TempFile {
-        use std::sync::atomic::{AtomicUsize, Ordering};
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "kas-test-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(name);
-        std::fs::write(&path, contents).unwrap();
-        TempFile { dir, path }
-    }
-
-    pub fn arg(&self) -> &str {
-        self.path.to_str().unwrap()
-    }
-
-    /// Replaces the file's contents.
-    pub fn write(&self, contents: &str) {
-        std::fs::write(&self.path, contents).unwrap();
-    }
-}
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
 }

@@ -1,27 +1,25 @@
-//! What the TLS tests share: a self-signed certificate made fresh for each
-//! test (rcgen; nothing checked in), written to a temporary directory for
-//! the flags and config keys that take paths, and a blocking rustls client
+//! For the TLS tests: a self-signed certificate made fresh for each test
+//! (rcgen; nothing checked in), written to a temporary directory for the
+//! flags and config keys that take paths, and a blocking rustls client
 //! that trusts exactly that certificate.
-
-#![allow(dead_code)]
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
 
-/// How long a test client waits on a read before calling it a hang.
-pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
+use super::client::{READ_TIMEOUT, find};
+use super::files::TempDir;
 
 /// A certificate for `localhost` and 127.0.0.1 with its key, as PEM files
 /// in a directory of their own (removed when dropped).
 pub struct TestCert {
-    dir: PathBuf,
+    /// Where the files are (removed with it).
+    dir: TempDir,
     pub cert: PathBuf,
     pub key: PathBuf,
     pub cert_pem: String,
@@ -29,23 +27,15 @@ pub struct TestCert {
 
 impl TestCert {
     pub fn new() -> TestCert {
-        use std::sync::atomic::{AtomicUsize, Ordering};
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
         let made = rcgen::generate_simple_self_signed(vec![
             "localhost".to_owned(),
             "127.0.0.1".to_owned(),
         ])
         .expect("rcgen makes a certificate");
-        let dir = std::env::temp_dir().join(format!(
-            "kas-tls-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = TempDir::new();
         let cert_pem = made.cert.pem();
-        let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
-        std::fs::write(&cert, &cert_pem).unwrap();
-        std::fs::write(&key, made.signing_key.serialize_pem()).unwrap();
+        let cert = dir.file("cert.pem", cert_pem.as_bytes());
+        let key = dir.file("key.pem", made.signing_key.serialize_pem().as_bytes());
         TestCert {
             dir,
             cert,
@@ -102,12 +92,6 @@ impl TestCert {
     pub fn copy_over(&self, other: &TestCert) {
         std::fs::write(&other.cert, std::fs::read(&self.cert).unwrap()).unwrap();
         std::fs::write(&other.key, std::fs::read(&self.key).unwrap()).unwrap();
-    }
-}
-
-impl Drop for TestCert {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -186,8 +170,4 @@ impl TlsClient {
             Err(e) => panic!("waiting for the close: {e}"),
         }
     }
-}
-
-pub fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
 }
