@@ -25,7 +25,15 @@ use super::NEAR_MISS_US;
 use super::histogram::LogHistogram;
 use crate::observe::{AfterFin, Closer, Event, IdleEnd, Reuse};
 use crate::timers::Micros;
-use recent::{Count, Window};
+use recent::{Count, Stretch, Window};
+
+/// Where in the window an event falls: its stretch, and the buckets' width
+/// (for a moment in another stretch, as a lazy close's).
+#[derive(Debug, Clone, Copy)]
+struct Moment {
+    stretch: Stretch,
+    width: Micros,
+}
 
 /// Addresses a worker keeps apart; the rest are summed as "other".
 pub const MAX_PEERS: usize = 64;
@@ -113,6 +121,8 @@ pub struct PeerTable {
     other_window: Window,
     /// The width of a window bucket: a tenth of the window.
     width: Micros,
+    /// The stretch the latest event fell in.
+    stretch: Stretch,
     /// The entry found last, and for which address: a request's events
     /// come in a row for one peer, and all of a proxy's for one.
     last_found: Option<(IpAddr, u8)>,
@@ -127,6 +137,7 @@ impl PeerTable {
             other: PeerStats::default(),
             other_window: Window::default(),
             width: (window / BUCKETS as u64).max(1),
+            stretch: Stretch::of(0, 1),
             last_found: None,
         }
     }
@@ -143,6 +154,7 @@ impl PeerTable {
         let width = (window / BUCKETS as u64).max(1);
         if width != self.width {
             self.width = width;
+            self.stretch = Stretch::of(0, width);
             for entry in &mut self.entries {
                 entry.window = Window::default();
             }
@@ -153,6 +165,10 @@ impl PeerTable {
     /// Records `event` for the peer at `addr`, seen at loop time `now`.
     pub fn record(&mut self, addr: IpAddr, now: Micros, event: &Event<'_>) {
         let width = self.width;
+        if !self.stretch.holds(now, width) {
+            self.stretch = Stretch::of(now, width);
+        }
+        let stretch = self.stretch;
         let i = match self.last_found {
             Some((last, i)) if last == addr => usize::from(i),
             _ => self.find(addr).unwrap_or_else(|| self.admit(addr)),
@@ -160,7 +176,7 @@ impl PeerTable {
         self.last_found = Some((addr, i as u8));
         let entry = &mut self.entries[i];
         entry.last_seen = entry.last_seen.max(now);
-        entry.record(now, width, event);
+        entry.record(now, Moment { stretch, width }, event);
     }
 
     /// The table as the admin view shows it: each peer with how long ago
@@ -245,12 +261,12 @@ impl PeerTable {
 }
 
 impl Entry {
-    fn record(&mut self, now: Micros, width: Micros, event: &Event<'_>) {
+    fn record(&mut self, now: Micros, at: Moment, event: &Event<'_>) {
         let stats = &mut self.stats;
         match *event {
             Event::Accepted => {
                 stats.connections += 1;
-                self.used(now, width);
+                self.used(now, at);
             }
             Event::ClientNamed {
                 user_agent,
@@ -263,10 +279,10 @@ impl Entry {
             }
             Event::ResponsesDone(n) => stats.requests += u64::from(n),
             Event::Reused(reuse) => {
-                self.reused(reuse, now, width);
-                self.used(now, width);
+                self.reused(reuse, at);
+                self.used(now, at);
             }
-            Event::IdleEnded(end) => self.idle_ended(end, now, width),
+            Event::IdleEnded(end) => self.idle_ended(end, now, at),
             Event::AfterFin(AfterFin::Request {
                 delay_us,
                 idle_timeout_ms,
@@ -274,7 +290,7 @@ impl Entry {
             }) => {
                 stats.late_requests += 1;
                 stats.late_request_delay_max_us = stats.late_request_delay_max_us.max(delay_us);
-                let bucket = self.window.at(now, width);
+                let bucket = self.window.at(at.stretch);
                 // Sent before our FIN could have reached the client (and its
                 // ACK come back): it crossed the FIN in flight.
                 let crossing = round_trip_us.is_some_and(|rtt| delay_us < u64::from(rtt));
@@ -292,7 +308,7 @@ impl Entry {
         }
     }
 
-    fn reused(&mut self, reuse: Reuse, now: Micros, width: Micros) {
+    fn reused(&mut self, reuse: Reuse, at: Moment) {
         let stats = &mut self.stats;
         let near = reuse.headroom_us < NEAR_MISS_US as i64;
         let past = reuse
@@ -301,7 +317,7 @@ impl Entry {
         stats.reuse_gaps.record(reuse.gap_us);
         stats.near_misses += u64::from(near);
         stats.reuses_past_advertised += u64::from(past);
-        let bucket = self.window.at(now, width);
+        let bucket = self.window.at(at.stretch);
         bucket.add(Count::Reuses);
         if near {
             bucket.add(Count::NearMisses);
@@ -313,8 +329,8 @@ impl Entry {
         bucket.note_terms(reuse.idle_timeout_ms, reuse.advertised_secs, near || past);
     }
 
-    fn idle_ended(&mut self, end: IdleEnd, now: Micros, width: Micros) {
-        let bucket = self.window.at(now, width);
+    fn idle_ended(&mut self, end: IdleEnd, now: Micros, at: Moment) {
+        let bucket = self.window.at(at.stretch);
         match end.closer {
             Closer::Client => {
                 self.stats.client_idle_closes += 1;
@@ -345,12 +361,13 @@ impl Entry {
 
     /// The peer opened or reused a connection: a client idle close just
     /// before it was a lazy one.
-    fn used(&mut self, now: Micros, width: Micros) {
+    fn used(&mut self, now: Micros, at: Moment) {
         self.last_use = Some(now);
         if let Some(closed) = self.unpaired_close.take()
             && now.saturating_sub(closed) < LAZY_CLOSE_US
         {
-            self.window.at(closed, width).add(Count::LazyClientCloses);
+            let then = Stretch::of(closed, at.width);
+            self.window.at(then).add(Count::LazyClientCloses);
         }
     }
 }

@@ -255,13 +255,37 @@ impl Default for Window {
     }
 }
 
+/// The stretch of the window a moment falls in: when it began, and which
+/// bucket holds it. Worked out once per stretch by the table (a division),
+/// not once per event.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Stretch {
+    start: Micros,
+    index: usize,
+}
+
+impl Stretch {
+    /// The stretch of buckets `width` wide that holds `now`.
+    pub(super) fn of(now: Micros, width: Micros) -> Stretch {
+        let n = now / width;
+        Stretch {
+            start: n * width,
+            index: (n % BUCKETS as u64) as usize,
+        }
+    }
+
+    /// Whether `now` falls in it.
+    pub(super) fn holds(&self, now: Micros, width: Micros) -> bool {
+        now >= self.start && now - self.start < width
+    }
+}
+
 impl Window {
-    /// The bucket for `now`, emptied first if it held an older stretch.
-    pub(super) fn at(&mut self, now: Micros, width: Micros) -> &mut Bucket {
-        let start = now - now % width;
-        let bucket = &mut self.buckets[((now / width) % BUCKETS as u64) as usize];
-        if bucket.start != start {
-            *bucket = Bucket::empty(start);
+    /// The bucket for `stretch`, emptied first if it held an older one.
+    pub(super) fn at(&mut self, stretch: Stretch) -> &mut Bucket {
+        let bucket = &mut self.buckets[stretch.index];
+        if bucket.start != stretch.start {
+            *bucket = Bucket::empty(stretch.start);
         }
         bucket
     }
@@ -270,7 +294,7 @@ impl Window {
     /// "other").
     pub(super) fn fold_into(&self, into: &mut Window, width: Micros) {
         for bucket in self.buckets.iter().filter(|b| b.start != Micros::MAX) {
-            into.at(bucket.start, width).merge(bucket);
+            into.at(Stretch::of(bucket.start, width)).merge(bucket);
         }
     }
 
