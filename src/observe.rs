@@ -78,9 +78,11 @@ pub struct IdleEnd {
     pub age_us: Micros,
     /// The connection's real idle timeout, in ms.
     pub idle_timeout_ms: u64,
-    /// The close was a reset: the client's, or the server's own when the
-    /// connection's terms asked for one (`close=rst`), after which a
-    /// request that lost the race cannot be seen.
+    /// The close was a reset, or meets a late request with one: the
+    /// client's reset, the server's own when the connection's terms asked
+    /// for one (`close=rst`), or the server's FIN without the watch after
+    /// it (no descriptor to spare). A request that lost the race then
+    /// cannot be seen.
     pub reset: bool,
     /// The connection's smoothed round trip as the kernel measured it
     /// (`TCP_INFO`), µs, at its end.

@@ -6,6 +6,8 @@
 //! proxy in front is told by the `Forwarded`, `X-Forwarded-For` or `Via`
 //! it adds, and the advice then names the proxies' settings.
 
+use super::trim;
+
 /// A client library (or a proxy) and its idle-timeout setting.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Client {
@@ -170,11 +172,7 @@ impl Client {
     pub fn advice(&self, safe_ms: u64) -> String {
         match self.setting {
             Setting::Millis(template) => template.replace("{}", &safe_ms.to_string()),
-            Setting::Seconds(template) => {
-                let seconds = format!("{:.3}", safe_ms as f64 / 1000.0);
-                let seconds = seconds.trim_end_matches('0').trim_end_matches('.');
-                template.replace("{}", seconds)
-            }
+            Setting::Seconds(template) => template.replace("{}", &trim(safe_ms as f64 / 1000.0)),
             Setting::WholeSeconds(template) if safe_ms < 1000 => format!(
                 "{} (under a second: keep no idle connections)",
                 template.replace("{}", "0")

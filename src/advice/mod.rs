@@ -365,7 +365,7 @@ pub fn round_down(ms: f64) -> u64 {
 }
 
 /// Seconds without trailing zeros: 1.9, 2, 0.05.
-fn trim(seconds: f64) -> String {
+pub(crate) fn trim(seconds: f64) -> String {
     let text = format!("{seconds:.3}");
     text.trim_end_matches('0').trim_end_matches('.').to_owned()
 }

@@ -398,7 +398,11 @@ impl Conn {
             flow => return flow,
         }
         let close = self.session.kept_on().idle_close();
-        self.report_idle_end(Closer::Server, close == IdleClose::Rst, ctx);
+        // Without the watch (a reset, or a FIN with no descriptor to spare
+        // for it), a request that loses the race meets the kernel's reset
+        // and is never seen here.
+        let unwatched = close == IdleClose::Rst || !ctx.watch_allowed;
+        self.report_idle_end(Closer::Server, unwatched, ctx);
         match close {
             IdleClose::Rst => {
                 self.abort();

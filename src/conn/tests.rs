@@ -239,6 +239,15 @@ fn an_idle_close_without_room_for_the_watch_is_at_once() {
         Flow::Close(CloseCause::KeepAliveTimeout)
     );
     assert_eq!(worker.stats.watch_skipped.get(), 1);
+    // A late request would meet the kernel's reset, unseen: the observer
+    // hears the idle end as one that cannot count lost requests.
+    let end = worker
+        .heard
+        .0
+        .iter()
+        .find(|e| e.starts_with("IdleEnded"))
+        .unwrap();
+    assert!(end.contains("reset: true"), "{end}");
 }
 
 /// The server side of a pair, registered in a poll of its own, so tests

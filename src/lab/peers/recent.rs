@@ -24,8 +24,9 @@ pub struct Recent {
     /// Requests that crossed the server's idle FIN in flight (within a
     /// round trip of it): lost races the client could not see coming.
     pub late_crossing_fin: u64,
-    /// Idle connections the server closed with a reset (`close=rst`),
-    /// after which a request that lost the race cannot be seen.
+    /// Idle connections the server closed with a reset (`close=rst`), or
+    /// without the watch after its FIN (no descriptor to spare): a request
+    /// that lost the race then met a reset and cannot be seen.
     pub server_resets: u64,
     pub server_idle_closes: u64,
     pub client_idle_closes: u64,

@@ -101,7 +101,8 @@ pub struct RecentView {
     pub late_requests: u64,
     /// Lost: crossed the server's FIN in flight.
     pub late_requests_crossed_fin: u64,
-    /// Idle connections the server closed with a reset.
+    /// Idle connections the server closed so that a late request meets a
+    /// reset (`close=rst`, or no descriptor to spare for the watch).
     pub server_resets: u64,
     pub client_idle_closes: u64,
     pub lazy_client_closes: u64,

@@ -91,9 +91,10 @@ pub(super) fn judge(
             ),
         };
         says.push(format!(
-            "The server closed {n} of its idle connections with a reset {within}: a request \
-             that lost the race then meets the reset and never reaches the server, so lost \
-             requests cannot be counted here; {evidence}."
+            "The server closed {n} of its idle connections {within} with a reset, or without \
+             its watch for lack of descriptors: a request that lost the race then meets a \
+             reset and never reaches the server, so lost requests cannot be counted here; \
+             {evidence}."
         ));
     }
     if verdict != Verdict::Race && (recent.near_misses > 0 || recent.past_advertised > 0) {
