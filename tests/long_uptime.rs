@@ -138,14 +138,7 @@ fn watch_straddling(wrap: u64) -> Result<(), String> {
     thread::sleep((LEAD + ms(50)).saturating_sub(started.elapsed()));
     let sending = Instant::now();
     let _ = client.try_send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
-    let late = |server: &TestServer| -> u64 {
-        server
-            .handle
-            .stats()
-            .map(|s| s.lab.late_requests.get())
-            .sum()
-    };
-    eventually(SLACK, || match late(&server) {
+    eventually(SLACK, || match server.late_requests() {
         1 => Ok(()),
         n => Err(format!("{n} late requests")),
     });

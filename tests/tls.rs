@@ -149,13 +149,6 @@ fn the_watch_after_close_notify_tells_a_late_request_from_the_peers_close() {
         c.keep_alive_timeout = Duration::from_secs(1);
         c.keep_alive_buffer = Duration::ZERO;
     });
-    let late = |server: &TestServer| -> u64 {
-        server
-            .handle
-            .stats()
-            .map(|s| s.lab.late_requests.get())
-            .sum()
-    };
     let peer_closes = |server: &TestServer| -> u64 {
         server
             .handle
@@ -175,13 +168,13 @@ fn the_watch_after_close_notify_tells_a_late_request_from_the_peers_close() {
         0 => Err("no peer close seen".to_owned()),
         _ => Ok(()),
     });
-    assert_eq!(late(&server), 0, "a close_notify is not a request");
+    assert_eq!(server.late_requests(), 0, "a close_notify is not a request");
     // A client that writes a request after the close_notify lost the race.
     let mut racing = cert.connect(server.addr);
     racing.get("/");
     assert_eq!(racing.stream.read(&mut buf).unwrap(), 0, "close_notify");
     racing.send(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n");
-    eventually(SLACK, || match late(&server) {
+    eventually(SLACK, || match server.late_requests() {
         1 => Ok(()),
         n => Err(format!("{n} late requests")),
     });

@@ -79,6 +79,12 @@ impl TestServer {
         self.handle.stats().map(|s| s.closed_by(cause)).sum()
     }
 
+    /// Requests that arrived after an idle FIN (the lab's late requests),
+    /// over all workers.
+    pub fn late_requests(&self) -> u64 {
+        self.handle.stats().map(|s| s.lab.late_requests.get()).sum()
+    }
+
     /// Polls until the server has exactly `n` open connections.
     #[track_caller]
     pub fn wait_for_open(&self, n: u64) {
