@@ -192,22 +192,31 @@ impl Worker {
             let mut now = self.clock.now();
             for event in events.iter() {
                 match event.token() {
-                    LISTENER => self.accept(now),
+                    LISTENER => {
+                        self.accept(now);
+                        now = self.restamp(now);
+                    }
                     WAKER | ALARM => {} // the next turn reads the clock and fires
                     Token(key) => {
                         let readiness = Readiness::of(event);
+                        let handshaking = self.is_handshaking(key);
                         self.with_conn(key, now, |conn, ctx| conn.on_ready(readiness, ctx));
+                        if handshaking {
+                            now = self.restamp(now);
+                        }
                     }
                 }
-                now = self.restamp(now);
             }
             if self.accept_pending {
                 self.accept(now);
             }
             let mut ready = std::mem::take(&mut self.ready);
             for key in ready.drain(..) {
+                let handshaking = self.is_handshaking(key as usize);
                 self.with_conn(key as usize, now, |conn, ctx| conn.on_ready_again(ctx));
-                now = self.restamp(now);
+                if handshaking {
+                    now = self.restamp(now);
+                }
             }
             if self.ready.is_empty() {
                 self.ready = ready; // keep its capacity for the next turn
@@ -309,11 +318,12 @@ impl Worker {
     /// and a turn of them tens of milliseconds: stamped with the next
     /// turn's reading, a keep-alive timer started early in such a turn
     /// would start that much late. So a TLS worker reads the clock after
-    /// each event (a vDSO call, nothing beside a handshake) and, once the
-    /// turn's reading is [`RESTAMP_AFTER_US`] old, stamps what the turn
-    /// has touched so far and goes on with the fresh reading. Stamps stay
-    /// taken after their activity: never early. A plain worker keeps its
-    /// one reading per turn (its events cost microseconds).
+    /// each event that may have made a handshake (an accept batch, a
+    /// connection still handshaking: not a request on an established
+    /// one) and, once the turn's reading is [`RESTAMP_AFTER_US`] old,
+    /// stamps what the turn has touched so far and goes on with the fresh
+    /// reading. Stamps stay taken after their activity: never early. A
+    /// plain worker keeps its one reading per turn.
     fn restamp(&mut self, now: Micros) -> Micros {
         if self.settings.tls.is_none() {
             return now;
@@ -324,6 +334,15 @@ impl Worker {
         }
         self.sync_touched(fresh);
         fresh
+    }
+
+    /// Whether connection `key` is in its TLS handshake.
+    fn is_handshaking(&self, key: usize) -> bool {
+        self.settings.tls.is_some()
+            && self
+                .conns
+                .get(key)
+                .is_some_and(|conn| conn.phase() == Phase::Handshake)
     }
 
     fn sync_touched(&mut self, now: Micros) {
