@@ -90,17 +90,24 @@ fn loopback(last: u8) -> IpAddr {
     IpAddr::from([127, 0, 0, last])
 }
 
+/// `GET path` naming `agent` as the User-Agent, and its response's status.
+fn request_as(client: &mut Client, agent: &str, path: &str) -> u16 {
+    client
+        .send(format!("GET {path} HTTP/1.1\r\nHost: t\r\nUser-Agent: {agent}\r\n\r\n").as_bytes());
+    client.read_response().status
+}
+
 /// One request on a fresh connection that the client closes at once.
-fn fresh_request(lab: SocketAddr, from: IpAddr) {
+fn fresh_request(lab: SocketAddr, from: IpAddr, agent: &str) {
     let mut client = Client::connect_from(from, lab);
-    assert_eq!(client.request("/").status, 200);
+    assert_eq!(request_as(&mut client, agent, "/"), 200);
 }
 
 /// A connection kept idle until the server's 200 ms idle close (a `ka=`
 /// control), then closed: nothing lost, but kept as long as the server.
-fn kept_until_the_server_closes(lab: SocketAddr, from: IpAddr) {
+fn kept_until_the_server_closes(lab: SocketAddr, from: IpAddr, agent: &str) {
     let mut client = Client::connect_from(from, lab);
-    assert_eq!(client.request("/?ka=200ms").status, 200);
+    assert_eq!(request_as(&mut client, agent, "/?ka=200ms"), 200);
     client.expect_closed(Duration::from_secs(5));
 }
 
@@ -117,8 +124,8 @@ fn lost_request(lab: SocketAddr, from: IpAddr) {
 #[test]
 fn a_clean_run_passes() {
     let run = Driven::start(&[]);
-    fresh_request(run.lab, loopback(1));
-    fresh_request(run.lab, loopback(1));
+    fresh_request(run.lab, loopback(1), "curl/8.0");
+    fresh_request(run.lab, loopback(1), "curl/8.0");
     let (status, stderr) = run.finish();
     assert_eq!(status, 0, "{stderr}");
     assert!(stderr.contains("  ok  "), "{stderr}");
@@ -138,7 +145,7 @@ fn a_lost_request_is_a_race_and_fails_even_under_fail_on_race() {
 #[test]
 fn kept_idle_as_long_as_the_server_is_at_risk_and_fails_by_default() {
     let run = Driven::start(&[]);
-    kept_until_the_server_closes(run.lab, loopback(1));
+    kept_until_the_server_closes(run.lab, loopback(1), "pool/1");
     let (status, stderr) = run.finish();
     assert_eq!(status, 1, "{stderr}");
     assert!(stderr.contains("at risk"), "{stderr}");
@@ -148,7 +155,7 @@ fn kept_idle_as_long_as_the_server_is_at_risk_and_fails_by_default() {
 #[test]
 fn at_risk_is_reported_but_passes_under_fail_on_race() {
     let run = Driven::start(&["--fail-on=race"]);
-    kept_until_the_server_closes(run.lab, loopback(1));
+    kept_until_the_server_closes(run.lab, loopback(1), "pool/1");
     let (status, stderr) = run.finish();
     assert_eq!(status, 0, "{stderr}");
     assert!(stderr.contains("at risk"), "{stderr}");
@@ -156,24 +163,26 @@ fn at_risk_is_reported_but_passes_under_fail_on_race() {
 }
 
 #[test]
-fn clients_are_judged_apart_and_written_as_json() {
+fn clients_are_judged_apart_by_address_and_user_agent_in_the_json() {
     let run = Driven::start(&["--json", "report.json"]);
-    kept_until_the_server_closes(run.lab, loopback(2));
-    fresh_request(run.lab, loopback(3));
+    kept_until_the_server_closes(run.lab, loopback(2), "pool/1");
+    fresh_request(run.lab, loopback(2), "curl/8.0");
+    fresh_request(run.lab, loopback(3), "pool/1");
     let (status, stderr, report) = run.finish_reading("report.json");
     assert_eq!(status, 1, "{stderr}");
     let json: Value = serde_json::from_slice(&report).unwrap();
-    let verdict_of = |addr: &str| {
-        json["clients"]
-            .as_array()
-            .unwrap()
+    let clients = json["clients"].as_array().unwrap();
+    assert_eq!(clients.len(), 3, "{json}");
+    let verdict_of = |addr: &str, agent: &str| {
+        clients
             .iter()
-            .find(|c| c["addr"] == addr)
+            .find(|c| c["addr"] == addr && c["user_agent"] == agent)
             .map(|c| c["verdict"].clone())
-            .unwrap_or_else(|| panic!("no client {addr} in {json}"))
+            .unwrap_or_else(|| panic!("no client {addr} {agent} in {json}"))
     };
-    assert_eq!(verdict_of("127.0.0.2"), "at risk");
-    assert_eq!(verdict_of("127.0.0.3"), "ok");
+    assert_eq!(verdict_of("127.0.0.2", "pool/1"), "at risk");
+    assert_eq!(verdict_of("127.0.0.2", "curl/8.0"), "ok");
+    assert_eq!(verdict_of("127.0.0.3", "pool/1"), "ok");
     assert_eq!(json["clients_pass"], false);
     assert_eq!(json["command_status"], 0);
 }

@@ -8,7 +8,8 @@
 //! `--config` file), from the flags before `--` less the guard's, with
 //! what the lab needs added: a free port on loopback unless `--listen`
 //! is given, the test controls on unless `--test-controls` is given, and
-//! a window as long as any run, so the verdicts cover the whole run.
+//! a window as long as any run, so the verdicts cover the whole run; and
+//! the lab tells clients apart by User-Agent as well as by address.
 
 use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
@@ -133,7 +134,8 @@ pub fn parse(args: Vec<OsString>) -> Result<LabArgs, clap::Error> {
         .expect("required")
         .cloned()
         .collect();
-    let config = Config::load_from(server_args(&args[1..], &matches))?;
+    let mut config = Config::load_from(server_args(&args[1..], &matches))?;
+    config.clients_by_agent = true;
     Ok(LabArgs {
         config,
         json,

@@ -12,6 +12,10 @@
 //!                                  closes, the watch after an idle FIN)
 //! ```
 //!
+//! Clients are told apart by address and User-Agent (the lab's
+//! `clients` tables), so a suite's several clients, all on 127.0.0.1, are
+//! judged one by one.
+//!
 //! The pieces: [`cli`] (the command line, the server's flags among it),
 //! [`run`] (COMMAND and the signals), `settle` (waiting for what the
 //! server can still learn), [`judge`] (the verdicts: the lab's, made
@@ -23,6 +27,7 @@ pub mod run;
 mod settle;
 pub mod table;
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::process::ExitCode;
@@ -31,6 +36,7 @@ use std::time::Instant;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
+use crate::lab::peers::PeersSnapshot;
 use crate::lab::report::{PeersReport, ServerIdle};
 use crate::{Server, ServerHandle, logging};
 use cli::{FailOn, LabArgs};
@@ -124,12 +130,21 @@ fn judge_run(
         advertised_timeout_s: settings.keep_alive_advertised_secs,
         idle_timeout_ms: settings.keep_alive_ms,
     };
-    let mut peers = crate::lab::peers::PeersSnapshot::merge(snapshots.into_iter().map(|s| s.peers));
     // The window spans the whole run (see `cli`): the verdicts' words say
     // "in the last N s" of the run, not of the window's nominal length.
     let duration = started.elapsed();
-    peers.window_us = duration.as_micros().div_ceil(100_000).max(1) as u64 * 100_000;
-    let clients = judge::judge(&PeersReport::new(&peers, server));
+    let window_us = duration.as_micros().div_ceil(100_000).max(1) as u64 * 100_000;
+    let mut by_agent: BTreeMap<String, Vec<PeersSnapshot>> = BTreeMap::new();
+    for agent in snapshots.into_iter().flat_map(|s| s.clients) {
+        by_agent.entry(agent.agent).or_default().push(agent.peers);
+    }
+    let mut clients = Vec::new();
+    for workers in by_agent.into_values() {
+        let mut peers = PeersSnapshot::merge(workers);
+        peers.window_us = window_us;
+        clients.extend(judge::judge(&PeersReport::new(&peers, server)));
+    }
+    clients.sort_by(|a, b| (&a.addr, &a.user_agent).cmp(&(&b.addr, &b.user_agent)));
     let clients_pass = !clients.iter().any(|c| c.fails(lab.fail_on));
     Ok(RunReport {
         command: lab

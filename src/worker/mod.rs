@@ -116,7 +116,10 @@ impl Worker {
         poll.registry()
             .register(&mut listener, LISTENER, Interest::READABLE)?;
         let clock = LoopClock::starting_at(settings.loop_clock_start)?;
-        let lab = Lab::new(Arc::clone(&shared.stats.lab), settings.peers_window_us);
+        let mut lab = Lab::new(Arc::clone(&shared.stats.lab), settings.peers_window_us);
+        if settings.clients_by_agent {
+            lab = lab.with_clients_by_agent();
+        }
         clock.register(poll.registry(), ALARM)?;
         Ok(Worker {
             index,
@@ -575,6 +578,7 @@ impl Worker {
             timeouts: Timeouts::of(&self.settings),
             lists,
             peers: self.lab.snapshot(now),
+            clients: self.lab.clients_snapshot(now),
             cost_us: started.elapsed().as_micros() as u64,
         }
     }
