@@ -60,9 +60,10 @@ impl Lab {
         }
     }
 
-    /// This lab also tells clients apart by User-Agent (see [`clients`]).
-    pub fn with_clients_by_agent(mut self) -> Self {
-        self.clients = Some(ClientTables::new(self.peers.window()));
+    /// This lab, also telling clients apart by User-Agent when `on` (see
+    /// [`clients`]).
+    pub fn telling_agents_apart(mut self, on: bool) -> Self {
+        self.clients = on.then(|| ClientTables::new(self.peers.window()));
         self
     }
 
@@ -75,7 +76,7 @@ impl Lab {
     }
 
     /// Each User-Agent's peers at loop time `now` (none unless asked for
-    /// with [`Lab::with_clients_by_agent`]).
+    /// with [`Lab::telling_agents_apart`]).
     pub fn clients_snapshot(&self, now: Micros) -> Vec<AgentPeers> {
         self.clients
             .as_ref()

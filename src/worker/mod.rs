@@ -116,10 +116,8 @@ impl Worker {
         poll.registry()
             .register(&mut listener, LISTENER, Interest::READABLE)?;
         let clock = LoopClock::starting_at(settings.loop_clock_start)?;
-        let mut lab = Lab::new(Arc::clone(&shared.stats.lab), settings.peers_window_us);
-        if settings.clients_by_agent {
-            lab = lab.with_clients_by_agent();
-        }
+        let lab = Lab::new(Arc::clone(&shared.stats.lab), settings.peers_window_us)
+            .telling_agents_apart(settings.clients_by_agent);
         clock.register(poll.registry(), ALARM)?;
         Ok(Worker {
             index,
