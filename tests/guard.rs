@@ -223,6 +223,25 @@ fn a_command_that_cannot_run_is_127_or_126() {
 }
 
 #[test]
+fn with_a_certificate_the_url_is_https() {
+    let cert = support::tls::TestCert::new();
+    let check = "case \"$KAS_LAB_URL\" in https://127.0.0.1:*/) exit 0;; *) exit 9;; esac";
+    let guard = command(&[
+        "lab",
+        "--tls-cert",
+        cert.cert_arg(),
+        "--tls-key",
+        cert.key_arg(),
+        "--",
+        "sh",
+        "-c",
+        check,
+    ]);
+    let (status, _, stderr) = run_to_exit(guard, RUN_LIMIT);
+    assert_eq!(status.code(), Some(0), "{stderr}");
+}
+
+#[test]
 fn sigterm_stops_the_command_too() {
     let dir = TempDir::new();
     let mut guard = command(&["lab", "--", "sh", "-c", "echo $$ > pid; exec sleep 60"]);

@@ -41,7 +41,8 @@ Signals: SIGINT/SIGTERM finish in-flight requests and exit (a second one exits a
 SIGHUP reloads the --config file; SIGUSR1 reopens the access log.
 
 To measure another server's keep-alive behaviour instead: keepalive-server probe URL \
-(keepalive-server probe --help).";
+(keepalive-server probe --help). To fail a test suite whose client pools would race the \
+server: keepalive-server lab -- COMMAND (keepalive-server lab --help).";
 
 /// How diagnostics are written to stderr.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
