@@ -241,8 +241,9 @@ fn with_a_certificate_the_url_is_https() {
     assert_eq!(status.code(), Some(0), "{stderr}");
 }
 
-#[test]
-fn sigterm_stops_the_command_too() {
+/// Sends `signal` to the guard while COMMAND sleeps: the guard exits
+/// 128 + `number`, and COMMAND is stopped and reaped.
+fn interrupting_stops_the_command(signal: &str, number: i32) {
     let dir = TempDir::new();
     let mut guard = command(&["lab", "--", "sh", "-c", "echo $$ > pid; exec sleep 60"]);
     guard.current_dir(&dir.path);
@@ -260,17 +261,29 @@ fn sigterm_stops_the_command_too() {
         std::thread::sleep(Duration::from_millis(10));
     };
     let signalled = Command::new("kill")
-        .args(["-TERM", &guard.id().to_string()])
+        .args([signal, &guard.id().to_string()])
         .status()
         .unwrap();
     assert!(signalled.success());
     let status = wait_timeout(&mut guard, RUN_LIMIT).expect("the guard exits");
-    assert_eq!(status.code(), Some(128 + 15));
+    assert_eq!(status.code(), Some(128 + number));
     // The guard reaped COMMAND: it is gone, not a zombie.
     assert!(
         !Path::new(&format!("/proc/{pid}")).exists(),
         "COMMAND (pid {pid}) still runs"
     );
+}
+
+#[test]
+fn sigterm_stops_the_command_too() {
+    interrupting_stops_the_command("-TERM", 15);
+}
+
+/// Sent to the guard alone (not by a terminal to the whole group), SIGINT
+/// reaches COMMAND a second later.
+#[test]
+fn sigint_stops_the_command_too() {
+    interrupting_stops_the_command("-INT", 2);
 }
 
 /// A Python with httpx and pytest, or `None` after saying why not.

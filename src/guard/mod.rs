@@ -78,6 +78,11 @@ fn guard(lab: LabArgs) -> Result<u8, String> {
     let handle = server
         .start()
         .map_err(|e| format!("cannot start workers: {e}"))?;
+    if let Some(addr) = lab.config.admin {
+        let (bound, _thread) = crate::admin::spawn(addr, handle.remote())
+            .map_err(|e| format!("cannot listen for admin on {addr}: {e}"))?;
+        eprintln!("keepalive-server lab: admin on {}", base_url(bound, false));
+    }
     let started = Instant::now();
     let url = base_url(handle.local_addr(), tls);
     let child = match run::start(&lab.command, &url) {

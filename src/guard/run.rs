@@ -2,8 +2,12 @@
 //! when it is not found, 126 when it cannot be executed), with
 //! `KAS_LAB_URL` added to an otherwise unchanged environment and the
 //! standard streams shared; then waited for while SIGINT and SIGTERM are
-//! watched. A signal is passed on to COMMAND, which is killed if it is
-//! still running a few seconds later (or at a second signal).
+//! watched. SIGTERM is passed on to COMMAND at once; SIGINT a second
+//! later if COMMAND still runs (Ctrl-C at a terminal reaches the whole
+//! foreground group, COMMAND included: a second SIGINT straight after
+//! would cut short what it does on the first, such as pytest's summary).
+//! COMMAND is killed if it still runs a few seconds after that (or at a
+//! second signal).
 
 use std::ffi::OsString;
 use std::io;
@@ -17,6 +21,9 @@ use signal_hook::iterator::Signals;
 pub const URL_VARIABLE: &str = "KAS_LAB_URL";
 /// How often the wait looks at the signals.
 const TICK: Duration = Duration::from_millis(20);
+/// How long COMMAND has to end on a terminal's SIGINT before the guard
+/// passes one on.
+const OWN_SIGINT: Duration = Duration::from_secs(1);
 /// How long COMMAND has to end after a signal was passed on to it.
 const GRACE: Duration = Duration::from_secs(5);
 
@@ -64,39 +71,60 @@ pub fn start(command: &[OsString], url: &str) -> Result<Child, NotStarted> {
 /// the child is reaped here, so a signal never reaches a reused pid.)
 pub fn wait(mut child: Child, signals: &mut Signals) -> io::Result<Ended> {
     let pid = Pid::from_child(&child);
-    let mut interrupted: Option<(i32, Instant)> = None;
+    let mut interrupted: Option<Interrupt> = None;
     loop {
         if let Some(status) = child.try_wait()? {
             return Ok(match interrupted {
-                Some((signal, _)) => Ended::Interrupted(signal),
+                Some(interrupt) => Ended::Interrupted(interrupt.signal),
                 None => Ended::Exited(status),
             });
         }
         for signal in signals.pending() {
             match interrupted {
-                None => {
-                    interrupted = Some((signal, Instant::now()));
-                    pass_on(pid, signal);
-                }
+                None => interrupted = Some(Interrupt::new(signal)),
                 Some(_) => {
                     let _ = child.kill();
                 }
             }
         }
-        if interrupted.is_some_and(|(_, at)| at.elapsed() > GRACE) {
-            let _ = child.kill();
+        if let Some(interrupt) = &mut interrupted {
+            interrupt.pass_on(pid);
+            if interrupt.at.elapsed() > OWN_SIGINT + GRACE {
+                let _ = child.kill();
+            }
         }
         std::thread::sleep(TICK);
     }
 }
 
-/// Sends `signal` (SIGINT or SIGTERM) to COMMAND.
-fn pass_on(pid: Pid, signal: i32) {
-    let signal = match signal {
-        signal_hook::consts::SIGINT => Signal::INT,
-        _ => Signal::TERM,
-    };
-    let _ = kill_process(pid, signal);
+/// A signal the guard received, and whether COMMAND has been sent it.
+struct Interrupt {
+    signal: i32,
+    at: Instant,
+    passed_on: bool,
+}
+
+impl Interrupt {
+    fn new(signal: i32) -> Self {
+        Interrupt {
+            signal,
+            at: Instant::now(),
+            passed_on: false,
+        }
+    }
+
+    /// Sends the signal to COMMAND once: SIGTERM at once, SIGINT when
+    /// COMMAND has not ended on the terminal's own within [`OWN_SIGINT`].
+    fn pass_on(&mut self, pid: Pid) {
+        let (signal, after) = match self.signal {
+            signal_hook::consts::SIGINT => (Signal::INT, OWN_SIGINT),
+            _ => (Signal::TERM, Duration::ZERO),
+        };
+        if !self.passed_on && self.at.elapsed() >= after {
+            self.passed_on = true;
+            let _ = kill_process(pid, signal);
+        }
+    }
 }
 
 /// The status a shell would report for `status`: its code, or 128 + the
