@@ -68,7 +68,8 @@ pub struct Ctx<'a> {
 impl Ctx<'_> {
     /// Tells the observer that `event` happened, now, on this connection.
     pub fn observe(&mut self, event: Event<'_>) {
-        self.observer.observe(self.conn.peer.ip(), self.now, event);
+        let ConnLabel { id, peer, .. } = self.conn;
+        self.observer.observe_conn(id, peer.ip(), self.now, event);
     }
 
     /// Writes the access-log line of the response just queued, from the

@@ -36,6 +36,9 @@
 //! - [`probe`]: `keepalive-server probe URL`, measuring any server's real
 //!   keep-alive behaviour; [`measure`]: its timed client connections and
 //!   receive stamps, shared with tools/kas-soak.
+//! - [`guard`]: `keepalive-server lab -- COMMAND`, the race guard for CI:
+//!   runs a test suite against the lab and fails it when a client would
+//!   race the server at the idle boundary.
 
 pub mod access_log;
 pub mod admin;
@@ -44,6 +47,7 @@ pub mod app;
 pub mod config;
 pub mod ctx;
 pub mod date;
+pub mod guard;
 pub mod http;
 pub mod in_flight;
 pub mod introspect;

@@ -28,6 +28,12 @@ const DEFAULT_FILTER: &str = "info";
 /// Installs the global subscriber. A `RUST_LOG` that does not parse falls
 /// back to `info`, and says so.
 pub fn init(format: LogFormat) {
+    init_at(format, DEFAULT_FILTER);
+}
+
+/// Like [`init`], at `default_filter` when `RUST_LOG` is unset or does
+/// not parse (the guard, `lab`, logs only warnings by default).
+pub fn init_at(format: LogFormat, default_filter: &str) {
     let from_env = EnvFilter::try_from_default_env();
     let rejected = match &from_env {
         Err(e) if std::env::var_os("RUST_LOG").is_some_and(|v| !v.is_empty()) => {
@@ -35,7 +41,7 @@ pub fn init(format: LogFormat) {
         }
         _ => None,
     };
-    let filter = from_env.unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
+    let filter = from_env.unwrap_or_else(|_| EnvFilter::new(default_filter));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(DroppingStderr)
@@ -47,7 +53,7 @@ pub fn init(format: LogFormat) {
         LogFormat::Json => builder.json().with_ansi(false).init(),
     }
     if let Some(error) = rejected {
-        tracing::warn!(%error, "RUST_LOG does not parse; logging at {DEFAULT_FILTER}");
+        tracing::warn!(%error, "RUST_LOG does not parse; logging at {default_filter}");
     }
 }
 

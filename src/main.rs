@@ -9,7 +9,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::process::ExitCode;
 
 use keepalive_server::config::format_duration;
-use keepalive_server::{Config, Remote, Server, admin, logging, probe, reload};
+use keepalive_server::{Config, Remote, Server, admin, guard, logging, probe, reload};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 use signal_hook::iterator::Signals;
 
@@ -17,6 +17,9 @@ fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().collect();
     if args.get(1).is_some_and(|first| first == "probe") {
         return probe::main(args.into_iter().skip(2));
+    }
+    if args.get(1).is_some_and(|first| first == "lab") {
+        return guard::main(args.into_iter().skip(2));
     }
     let config = Config::load_from(&args).unwrap_or_else(|e| e.exit());
     if config.check {

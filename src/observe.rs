@@ -23,6 +23,14 @@ use crate::timers::Micros;
 pub trait Observer {
     /// `event` happened at loop time `now` on a connection from `peer`.
     fn observe(&mut self, peer: IpAddr, now: Micros, event: Event<'_>);
+
+    /// The same, on the connection with id `conn` (unique over the
+    /// process's life), for an observer that tells connections apart; by
+    /// default it is [`Observer::observe`].
+    fn observe_conn(&mut self, conn: u64, peer: IpAddr, now: Micros, event: Event<'_>) {
+        let _ = conn;
+        self.observe(peer, now, event);
+    }
 }
 
 /// An observer that learns nothing.

@@ -41,7 +41,8 @@ Signals: SIGINT/SIGTERM finish in-flight requests and exit (a second one exits a
 SIGHUP reloads the --config file; SIGUSR1 reopens the access log.
 
 To measure another server's keep-alive behaviour instead: keepalive-server probe URL \
-(keepalive-server probe --help).";
+(keepalive-server probe --help). To fail a test suite whose client pools would race the \
+server: keepalive-server lab -- COMMAND (keepalive-server lab --help).";
 
 /// How diagnostics are written to stderr.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
@@ -158,6 +159,10 @@ pub struct Config {
     #[arg(skip)]
     pub loop_clock_start: Duration,
 
+    /// Not a flag: see [`Settings::clients_by_agent`] (the guard sets it).
+    #[arg(skip)]
+    pub clients_by_agent: bool,
+
     /// Not a flag: the certificate and key of `tls_cert` and `tls_key`,
     /// as loaded (and matched) when the configuration loaded.
     #[arg(skip)]
@@ -209,6 +214,9 @@ pub struct Settings {
     /// narrower stamp (2³² µs, 2³² ms) to show that nothing wraps.
     /// Read once, when the workers start.
     pub loop_clock_start: u64,
+    /// The lab also tells clients apart by User-Agent, for the race guard
+    /// (`lab::clients`; off for a server).
+    pub clients_by_agent: bool,
     /// The listener speaks TLS with this identity (`None`: plain HTTP).
     /// Each connection takes it at accept, so a reload changes it for new
     /// connections only.
@@ -260,6 +268,7 @@ impl Config {
             test_controls: self.test_controls,
             peers_window_us: self.peers_window.as_micros() as u64,
             loop_clock_start: self.loop_clock_start.as_micros() as u64,
+            clients_by_agent: self.clients_by_agent,
             tls: self.tls.clone(),
         }
     }

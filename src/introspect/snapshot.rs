@@ -8,6 +8,7 @@
 
 use serde::Serialize;
 
+use crate::lab::clients::AgentPeers;
 use crate::lab::peers::PeersSnapshot;
 
 use crate::config::Settings;
@@ -111,6 +112,10 @@ pub struct Snapshot {
     /// lab); shown merged, as `peers` in the view and as `/peers`.
     #[serde(skip)]
     pub peers: PeersSnapshot,
+    /// The same by address and User-Agent, for the race guard (empty
+    /// unless the guard runs the server).
+    #[serde(skip)]
+    pub clients: Vec<AgentPeers>,
 }
 
 /// Every list of `timers` at `now`, sorted by duration, each timer

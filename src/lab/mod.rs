@@ -9,6 +9,8 @@
 //! - [`report`]: the `/peers` document: estimates, a verdict and advice.
 //! - [`stats`]: the lab's counters and histograms behind `/metrics`.
 //! - [`histogram`]: the compact per-peer histogram behind the quantiles.
+//! - [`clients`]: for the race guard only, clients told apart by address
+//!   and User-Agent (a test suite's all come from 127.0.0.1).
 //!
 //! The controls a test uses to choose how the server behaves at the idle
 //! boundary (`ka=`, `close=`, ...) are the application's (`app::controls`):
@@ -17,6 +19,7 @@
 //! Everything here is pure: times are loop-clock microseconds passed in,
 //! so the logic is tested without sockets or a clock.
 
+pub mod clients;
 pub mod histogram;
 pub mod peers;
 pub mod report;
@@ -29,6 +32,7 @@ pub use stats::LabStats;
 
 use crate::observe::{AfterFin, Event, Observer};
 use crate::timers::Micros;
+use clients::{AgentPeers, ClientTables};
 use peers::{PeerTable, PeersSnapshot};
 
 /// A reuse with less than this left before the server's idle deadline is
@@ -41,6 +45,8 @@ pub const NEAR_MISS_US: u64 = 100_000;
 pub struct Lab {
     peers: PeerTable,
     stats: Arc<LabStats>,
+    /// The same events by address and User-Agent, when asked for.
+    clients: Option<ClientTables>,
 }
 
 impl Lab {
@@ -50,12 +56,31 @@ impl Lab {
         Lab {
             peers: PeerTable::new(window),
             stats,
+            clients: None,
         }
+    }
+
+    /// This lab, also telling clients apart by User-Agent when `on` (see
+    /// [`clients`]).
+    pub fn telling_agents_apart(mut self, on: bool) -> Self {
+        self.clients = on.then(|| ClientTables::new(self.peers.window()));
+        self
     }
 
     /// The recent window is `window` µs long from now on (a reload).
     pub fn set_window(&mut self, window: Micros) {
         self.peers.set_window(window);
+        if let Some(clients) = &mut self.clients {
+            clients.set_window(window);
+        }
+    }
+
+    /// Each User-Agent's peers at loop time `now` (none unless asked for
+    /// with [`Lab::telling_agents_apart`]).
+    pub fn clients_snapshot(&self, now: Micros) -> Vec<AgentPeers> {
+        self.clients
+            .as_ref()
+            .map_or_else(Vec::new, |clients| clients.snapshot(now))
     }
 
     /// The peer table as the admin view shows it, at loop time `now`.
@@ -86,5 +111,12 @@ impl Observer for Lab {
             Event::Accepted | Event::ClientNamed { .. } | Event::ResponsesDone(_) => {}
         }
         self.peers.record(peer, now, &event);
+    }
+
+    fn observe_conn(&mut self, conn: u64, peer: IpAddr, now: Micros, event: Event<'_>) {
+        if let Some(clients) = &mut self.clients {
+            clients.record(conn, peer, now, &event);
+        }
+        self.observe(peer, now, event);
     }
 }

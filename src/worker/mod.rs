@@ -116,7 +116,8 @@ impl Worker {
         poll.registry()
             .register(&mut listener, LISTENER, Interest::READABLE)?;
         let clock = LoopClock::starting_at(settings.loop_clock_start)?;
-        let lab = Lab::new(Arc::clone(&shared.stats.lab), settings.peers_window_us);
+        let lab = Lab::new(Arc::clone(&shared.stats.lab), settings.peers_window_us)
+            .telling_agents_apart(settings.clients_by_agent);
         clock.register(poll.registry(), ALARM)?;
         Ok(Worker {
             index,
@@ -575,6 +576,7 @@ impl Worker {
             timeouts: Timeouts::of(&self.settings),
             lists,
             peers: self.lab.snapshot(now),
+            clients: self.lab.clients_snapshot(now),
             cost_us: started.elapsed().as_micros() as u64,
         }
     }

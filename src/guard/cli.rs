@@ -1,0 +1,299 @@
+//! The `lab` subcommand's command line: every server flag (the server's
+//! own [`Config`], flattened in), the guard's `--json` and `--fail-on`,
+//! and the COMMAND after `--`.
+//!
+//! clap checks the whole line once, with the lab's help and usage. The
+//! server's configuration is then loaded as the server loads its own
+//! ([`Config::load_from`]: flags, then `KAS_*` variables, then the
+//! `--config` file), from the flags before `--` less the guard's, with
+//! what the lab needs added: a free port on loopback unless `--listen`
+//! is given, the test controls on unless `--test-controls` is given, and
+//! a window as long as any run, so the verdicts cover the whole run; and
+//! the lab tells clients apart by User-Agent as well as by address.
+
+use std::ffi::{OsStr, OsString};
+use std::path::PathBuf;
+
+use clap::error::ErrorKind;
+use clap::{Arg, ArgMatches, Command, CommandFactory, ValueEnum};
+
+use crate::config::Config;
+
+const USAGE: &str = "keepalive-server lab [SERVER FLAGS] [--json FILE] [--fail-on race|at-risk] -- COMMAND [ARGS...]";
+
+const ABOUT: &str = "\
+The keep-alive race guard: runs COMMAND (a test suite) against the keep-alive lab, then judges \
+every client that connected over the whole run and fails when one would race the server at the \
+idle boundary.";
+
+const AFTER_HELP: &str = "\
+The server starts with the lab's test controls on, listening on a free port on 127.0.0.1 unless \
+--listen is given; every server flag, KAS_* variable and --config key applies. COMMAND runs with \
+KAS_LAB_URL set to the server's base URL (http://127.0.0.1:PORT/, or https:// with --tls-cert) \
+and its environment otherwise unchanged; its standard streams pass through. When it ends, the \
+guard waits for what the server can still learn (at most a few seconds), prints a table of the \
+clients (address and User-Agent, verdict, requests, lost requests, near misses, advice) on \
+stderr, and with --json writes the same to FILE.
+
+Exit status: COMMAND's own when it failed; otherwise 1 when a client is `race`, or `at risk` \
+under the default --fail-on at-risk; otherwise 0. 2: a usage error. 126/127: COMMAND could not \
+be run (not executable / not found). SIGINT or SIGTERM stops COMMAND too: 128 + the signal.
+
+In CI: keepalive-server lab --keep-alive-timeout 5s -- npm test";
+
+/// Which verdict fails the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum FailOn {
+    /// Only lost requests fail; `at risk` is reported and passes.
+    Race,
+    /// Lost requests and clients at risk fail.
+    #[default]
+    AtRisk,
+}
+
+/// What the guard runs: the server's configuration, what it writes, and
+/// the command.
+#[derive(Debug)]
+pub struct LabArgs {
+    pub config: Config,
+    /// Where the JSON report goes, if anywhere.
+    pub json: Option<PathBuf>,
+    pub fail_on: FailOn,
+    /// The program and its arguments (never empty).
+    pub command: Vec<OsString>,
+}
+
+/// The guard's own flags: not passed to the server.
+const GUARD_FLAGS: [&str; 2] = ["json", "fail-on"];
+
+/// The window the guard judges on: longer than any run (the loop clock
+/// starts at zero, so the whole run falls in it); the longest allowed.
+const WHOLE_RUN: &str = "365days";
+
+/// The lab's command line, as `--help` shows it.
+pub fn command() -> Command {
+    Config::command()
+        .name("keepalive-server lab")
+        .bin_name("keepalive-server lab")
+        .about(ABOUT)
+        .override_usage(USAGE)
+        .after_help(AFTER_HELP)
+        .disable_version_flag(true)
+        .mut_arg("listen", |arg| {
+            arg.default_value("127.0.0.1:0")
+                .help("Address to listen on [default: a free port on 127.0.0.1]")
+        })
+        .mut_arg("check", |arg| arg.hide(true))
+        .mut_arg("peers_window", |arg| arg.hide(true))
+        .arg(
+            Arg::new("json")
+                .long("json")
+                .value_name("FILE")
+                .value_parser(clap::value_parser!(PathBuf))
+                .help("Also write the clients' verdicts to FILE as JSON")
+                .help_heading("Guard"),
+        )
+        .arg(
+            Arg::new("fail_on")
+                .long("fail-on")
+                .value_name("race|at-risk")
+                .value_parser(clap::builder::EnumValueParser::<FailOn>::new())
+                .default_value("at-risk")
+                .help("The verdict that fails the run: race (lost requests only) or at-risk (also clients that would race)")
+                .help_heading("Guard"),
+        )
+        .arg(
+            Arg::new("command")
+                .value_name("COMMAND")
+                .num_args(1..)
+                .last(true)
+                .required(true)
+                .value_parser(clap::value_parser!(OsString))
+                .help("The command to run against the lab (its base URL in KAS_LAB_URL), after --"),
+        )
+}
+
+/// Parses what follows `lab` (`args` starts with the program name): a
+/// usage error (exit status 2) names the flag, variable or file key.
+pub fn parse(args: Vec<OsString>) -> Result<LabArgs, clap::Error> {
+    let cmd = command();
+    let matches = cmd.clone().try_get_matches_from(&args)?;
+    for refused in ["check", "peers_window"] {
+        if matches.value_source(refused) == Some(clap::parser::ValueSource::CommandLine) {
+            let flag = refused.replace('_', "-");
+            return Err(cmd.clone().error(
+                ErrorKind::ArgumentConflict,
+                format!("--{flag} has no meaning here: the guard judges the whole run"),
+            ));
+        }
+    }
+    let json = matches.get_one::<PathBuf>("json").cloned();
+    let fail_on = *matches.get_one::<FailOn>("fail_on").expect("has a default");
+    let command: Vec<OsString> = matches
+        .get_many::<OsString>("command")
+        .expect("required")
+        .cloned()
+        .collect();
+    let mut config = Config::load_from(server_args(&args[1..], &matches))?;
+    config.clients_by_agent = true;
+    Ok(LabArgs {
+        config,
+        json,
+        fail_on,
+        command,
+    })
+}
+
+/// The server's command line: the flags before `--` less the guard's,
+/// then what the lab needs that the user did not set.
+fn server_args(args: &[OsString], matches: &ArgMatches) -> Vec<OsString> {
+    let mut server: Vec<OsString> = vec!["keepalive-server".into()];
+    server.extend(server_flags(args));
+    let given = |id: &str| matches.value_source(id) == Some(clap::parser::ValueSource::CommandLine);
+    if !given("listen") {
+        server.push("--listen=127.0.0.1:0".into());
+    }
+    if !given("test_controls") {
+        server.push("--test-controls=on".into());
+    }
+    server.push(format!("--peers-window={WHOLE_RUN}").into());
+    server
+}
+
+/// The flags before `--`, without the guard's own (`--json FILE`,
+/// `--json=FILE`, and the same for `--fail-on`). A server flag's value is
+/// kept with it whatever it looks like (`--access-log --json` logs to a
+/// file named `--json`).
+fn server_flags(args: &[OsString]) -> Vec<OsString> {
+    let takes_value: Vec<String> = Config::command()
+        .get_arguments()
+        .filter(|arg| arg.get_action().takes_values())
+        .filter_map(|arg| arg.get_long().map(str::to_owned))
+        .collect();
+    let mut kept = Vec::new();
+    let mut tokens = args.iter();
+    while let Some(token) = tokens.next() {
+        if token == "--" {
+            break;
+        }
+        let text = token.to_string_lossy();
+        let Some(long) = text.strip_prefix("--") else {
+            kept.push(token.clone());
+            continue;
+        };
+        let (name, inline_value) = match long.split_once('=') {
+            Some((name, _)) => (name, true),
+            None => (long, false),
+        };
+        let guard = GUARD_FLAGS.contains(&name);
+        let value = (!inline_value && (guard || takes_value.iter().any(|t| t == name)))
+            .then(|| tokens.next())
+            .flatten();
+        if !guard {
+            kept.push(token.clone());
+            kept.extend(value.cloned());
+        }
+    }
+    kept
+}
+
+/// The program COMMAND names, for messages.
+pub fn program(command: &[OsString]) -> &OsStr {
+    command.first().map_or(OsStr::new(""), OsString::as_os_str)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(args: &[&str]) -> Vec<OsString> {
+        args.iter().map(OsString::from).collect()
+    }
+
+    fn parsed(args: &[&str]) -> Result<LabArgs, clap::Error> {
+        let mut all = vec!["keepalive-server lab"];
+        all.extend_from_slice(args);
+        parse(os(&all))
+    }
+
+    #[test]
+    fn the_guards_flags_are_not_the_servers() {
+        let flags = server_flags(&os(&[
+            "--json",
+            "out.json",
+            "--keep-alive-timeout",
+            "1s",
+            "--fail-on=race",
+            "--access-log",
+            "--json",
+            "--workers=1",
+            "--",
+            "--json",
+        ]));
+        assert_eq!(
+            flags,
+            os(&[
+                "--keep-alive-timeout",
+                "1s",
+                "--access-log",
+                "--json",
+                "--workers=1"
+            ])
+        );
+    }
+
+    #[test]
+    fn defaults_listen_on_a_free_loopback_port_with_controls_on() {
+        let lab = parsed(&["--keep-alive-timeout", "1s", "--", "true", "-x"]).unwrap();
+        assert_eq!(lab.config.listen, "127.0.0.1:0".parse().unwrap());
+        assert!(lab.config.test_controls);
+        assert_eq!(lab.config.keep_alive_timeout.as_millis(), 1000);
+        assert_eq!(lab.fail_on, FailOn::AtRisk);
+        assert_eq!(lab.json, None);
+        assert_eq!(lab.command, os(&["true", "-x"]));
+    }
+
+    #[test]
+    fn guard_flags_and_an_explicit_listen_are_taken() {
+        let lab = parsed(&[
+            "--fail-on",
+            "race",
+            "--json=out.json",
+            "--listen",
+            "127.0.0.1:0",
+            "--test-controls=off",
+            "--",
+            "sh",
+            "-c",
+            "exit 3",
+        ])
+        .unwrap();
+        assert_eq!(lab.fail_on, FailOn::Race);
+        assert_eq!(lab.json, Some(PathBuf::from("out.json")));
+        assert!(!lab.config.test_controls);
+        assert_eq!(lab.command, os(&["sh", "-c", "exit 3"]));
+    }
+
+    #[test]
+    fn usage_errors_exit_2() {
+        for bad in [
+            &["true"][..],
+            &["--"],
+            &["--fail-on", "never", "--", "true"],
+            &["--keep-alive-timeout", "soon", "--", "true"],
+            &["--peers-window", "1m", "--", "true"],
+            &["--check", "--", "true"],
+        ] {
+            let error = parsed(bad).expect_err("a usage error");
+            assert_eq!(error.exit_code(), 2, "{bad:?}: {error}");
+        }
+    }
+
+    #[test]
+    fn help_shows_the_synopsis_and_the_variable() {
+        let help = command().render_long_help().to_string();
+        assert!(help.contains(USAGE), "{help}");
+        assert!(help.contains("KAS_LAB_URL"), "{help}");
+        assert!(help.contains("--keep-alive-timeout"), "{help}");
+    }
+}

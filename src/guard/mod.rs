@@ -1,0 +1,222 @@
+//! `keepalive-server lab [SERVER FLAGS] -- COMMAND`: the keep-alive race
+//! guard for CI. It starts the server with the lab on, runs COMMAND (a
+//! test suite) against it with the base URL in `KAS_LAB_URL`, and when
+//! COMMAND ends judges every client that connected over the whole run:
+//! a client that lost requests to the server's idle close (`race`), or
+//! that would (`at risk`: reuses near or past the deadline, idle
+//! connections kept as long as the server keeps them), fails the run.
+//!
+//! ```text
+//!  start server ─▶ run COMMAND ─▶ settle ─▶ judge ─▶ table (stderr), --json FILE ─▶ exit
+//!  (free port)     (KAS_LAB_URL)  (open connections end: the client's
+//!                                  closes, the watch after an idle FIN)
+//! ```
+//!
+//! Clients are told apart by address and User-Agent (the lab's
+//! `clients` tables), so a suite's several clients, all on 127.0.0.1, are
+//! judged one by one.
+//!
+//! The pieces: [`cli`] (the command line, the server's flags among it),
+//! [`run`] (COMMAND and the signals), `settle` (waiting for what the
+//! server can still learn), [`judge`] (the verdicts: the lab's, made
+//! stricter), [`table`] (what is printed and written).
+
+pub mod cli;
+pub mod judge;
+pub mod run;
+mod settle;
+pub mod table;
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+
+use crate::lab::peers::PeersSnapshot;
+use crate::lab::report::{PeersReport, ServerIdle};
+use crate::{Server, ServerHandle, logging};
+use cli::{FailOn, LabArgs};
+use run::Ended;
+use table::RunReport;
+
+/// The guard's diagnostics level when `RUST_LOG` is unset: the server's
+/// own startup and shutdown lines would only crowd COMMAND's output.
+const LOG_LEVEL: &str = "warn";
+
+/// Runs the subcommand: `args` are what follows `lab` on the command line.
+pub fn main<I, T>(args: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString>,
+{
+    let args: Vec<OsString> = std::iter::once(OsString::from("keepalive-server lab"))
+        .chain(args.into_iter().map(Into::into))
+        .collect();
+    let lab = cli::parse(args).unwrap_or_else(|e| e.exit());
+    logging::init_at(lab.config.log_format, LOG_LEVEL);
+    match guard(lab) {
+        Ok(status) => ExitCode::from(status),
+        Err(message) => {
+            eprintln!("keepalive-server lab: {message}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Serves, runs COMMAND, judges: the exit status.
+fn guard(lab: LabArgs) -> Result<u8, String> {
+    // Before COMMAND starts: from then on a signal is the guard's to pass on.
+    let mut signals = Signals::new([SIGINT, SIGTERM])
+        .map_err(|e| format!("cannot install signal handlers: {e}"))?;
+    let settings = lab.config.settings();
+    let tls = settings.tls.is_some();
+    let server = Server::bind(settings).map_err(|e| e.to_string())?;
+    let handle = server
+        .start()
+        .map_err(|e| format!("cannot start workers: {e}"))?;
+    if let Some(addr) = lab.config.admin {
+        let (bound, _thread) = crate::admin::spawn(addr, handle.remote())
+            .map_err(|e| format!("cannot listen for admin on {addr}: {e}"))?;
+        eprintln!("keepalive-server lab: admin on {}", base_url(bound, false));
+    }
+    let started = Instant::now();
+    let url = base_url(handle.local_addr(), tls);
+    let child = match run::start(&lab.command, &url) {
+        Ok(child) => child,
+        Err(not_started) => {
+            eprintln!("keepalive-server lab: {}", not_started.message);
+            return Ok(not_started.status);
+        }
+    };
+    let status = match run::wait(child, &mut signals) {
+        Ok(Ended::Exited(status)) => run::shell_status(status),
+        Ok(Ended::Interrupted(signal)) => {
+            eprintln!("keepalive-server lab: interrupted (signal {signal}): COMMAND stopped");
+            return Ok(interrupted_status(signal));
+        }
+        Err(e) => return Err(format!("cannot wait for COMMAND: {e}")),
+    };
+    let left_open = match settle::settle(&handle, &mut signals) {
+        Ok(left_open) => left_open,
+        Err(signal) => return Ok(interrupted_status(signal)),
+    };
+    let report = judge_run(&handle, &lab, status, started, left_open)?;
+    eprint!("{}", report.text());
+    if let Some(path) = &lab.json {
+        std::fs::write(path, report.json())
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    handle.shutdown();
+    Ok(exit_status(status, report.clients_pass))
+}
+
+/// The lab's peers, judged against the server's own idle timeouts, over
+/// the whole run.
+fn judge_run(
+    handle: &ServerHandle,
+    lab: &LabArgs,
+    status: i32,
+    started: Instant,
+    connections_left_open: u64,
+) -> Result<RunReport, String> {
+    let snapshots = handle
+        .remote()
+        .snapshots(settle::SNAPSHOT_TIMEOUT)
+        .map_err(|e| format!("cannot read the lab: {e}"))?;
+    if snapshots.len() < handle.remote().worker_count() {
+        return Err("a worker did not report its peers".into());
+    }
+    let settings = lab.config.settings();
+    let server = ServerIdle {
+        advertised_timeout_s: settings.keep_alive_advertised_secs,
+        idle_timeout_ms: settings.keep_alive_ms,
+    };
+    // The window spans the whole run (see `cli`): the verdicts' words say
+    // "in the last N s" of the run, not of the window's nominal length.
+    let duration = started.elapsed();
+    let window_us = duration.as_micros().div_ceil(100_000).max(1) as u64 * 100_000;
+    let mut by_agent: BTreeMap<String, Vec<PeersSnapshot>> = BTreeMap::new();
+    for agent in snapshots.into_iter().flat_map(|s| s.clients) {
+        by_agent.entry(agent.agent).or_default().push(agent.peers);
+    }
+    let mut clients = Vec::new();
+    for workers in by_agent.into_values() {
+        let mut peers = PeersSnapshot::merge(workers);
+        peers.window_us = window_us;
+        clients.extend(judge::judge(&PeersReport::new(&peers, server)));
+    }
+    clients.sort_by(|a, b| (&a.addr, &a.user_agent).cmp(&(&b.addr, &b.user_agent)));
+    let clients_pass = !clients.iter().any(|c| c.fails(lab.fail_on));
+    Ok(RunReport {
+        command: lab
+            .command
+            .iter()
+            .map(|arg| arg.to_string_lossy().into_owned())
+            .collect(),
+        command_status: status,
+        duration_s: (duration.as_secs_f64() * 10.0).round() / 10.0,
+        server,
+        fail_on: match lab.fail_on {
+            FailOn::Race => "race",
+            FailOn::AtRisk => "at-risk",
+        },
+        connections_left_open,
+        clients,
+        clients_pass,
+    })
+}
+
+/// COMMAND's own status when it failed; else 1 when a client fails the
+/// run; else 0.
+fn exit_status(command_status: i32, clients_pass: bool) -> u8 {
+    match command_status {
+        0 if clients_pass => 0,
+        0 => 1,
+        status => u8::try_from(status).ok().filter(|&s| s != 0).unwrap_or(1),
+    }
+}
+
+/// A shell's status for a run cut by `signal`: 128 + the signal.
+fn interrupted_status(signal: i32) -> u8 {
+    u8::try_from(128 + signal).unwrap_or(1)
+}
+
+/// The base URL COMMAND is given: the bound address (loopback for every
+/// interface), `https` when the server speaks TLS. (main.rs has the same
+/// as `url`, kept apart for now so the guard leaves main.rs alone.)
+pub fn base_url(bound: SocketAddr, tls: bool) -> String {
+    let host = match bound.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+        ip => ip,
+    };
+    let scheme = if tls { "https" } else { "http" };
+    format!("{scheme}://{}/", SocketAddr::new(host, bound.port()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_commands_failure_wins_then_the_clients() {
+        assert_eq!(exit_status(0, true), 0);
+        assert_eq!(exit_status(0, false), 1);
+        assert_eq!(exit_status(3, true), 3);
+        assert_eq!(exit_status(3, false), 3);
+        assert_eq!(exit_status(143, true), 143);
+        assert_eq!(exit_status(256, true), 1);
+    }
+
+    #[test]
+    fn the_url_names_loopback_for_every_interface() {
+        let any: SocketAddr = "0.0.0.0:8080".parse().unwrap();
+        assert_eq!(base_url(any, false), "http://127.0.0.1:8080/");
+        let v6: SocketAddr = "[::]:443".parse().unwrap();
+        assert_eq!(base_url(v6, true), "https://[::1]:443/");
+    }
+}

@@ -1,0 +1,205 @@
+//! What the guard tells at the end of a run: a short table of the clients
+//! on stderr (one line each, then its advice, indented), and the same as a
+//! JSON document for `--json FILE`.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::lab::report::{ServerIdle, Verdict};
+
+use super::judge::ClientVerdict;
+
+/// The guard's findings on one run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunReport {
+    /// COMMAND and its arguments, as given (lossy UTF-8).
+    pub command: Vec<String>,
+    /// COMMAND's exit status (128 + N when signal N ended it).
+    pub command_status: i32,
+    /// From the server's start to the judgement, seconds.
+    pub duration_s: f64,
+    /// The server's idle timeouts the clients were judged against.
+    pub server: ServerIdle,
+    /// Which verdicts fail the run: `race` or `at-risk`.
+    pub fail_on: &'static str,
+    /// Connections still open when the guard stopped waiting (a process
+    /// COMMAND left behind holds them): what they would still show is
+    /// not judged.
+    pub connections_left_open: u64,
+    pub clients: Vec<ClientVerdict>,
+    /// Whether the clients pass (COMMAND's own status aside).
+    pub clients_pass: bool,
+}
+
+/// The words a verdict is shown with.
+pub fn verdict_label(verdict: Verdict) -> &'static str {
+    match verdict {
+        Verdict::Ok => "ok",
+        Verdict::AtRisk => "at risk",
+        Verdict::Race => "race",
+    }
+}
+
+impl RunReport {
+    /// The table for stderr.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        let server = &self.server;
+        let advertised = server
+            .advertised_timeout_s
+            .map_or_else(|| "nothing".to_owned(), |s| format!("{s} s"));
+        let _ = writeln!(
+            out,
+            "keepalive-server lab: {} client{} in {:.1} s; the server closes idle connections after {} ms and advertises {advertised}",
+            self.clients.len(),
+            if self.clients.len() == 1 { "" } else { "s" },
+            self.duration_s,
+            server.idle_timeout_ms,
+        );
+        if self.clients.is_empty() {
+            out.push_str(
+                "  no client connected: did COMMAND use KAS_LAB_URL? Nothing was judged.\n",
+            );
+        }
+        let names: Vec<String> = self.clients.iter().map(client_name).collect();
+        let width = names.iter().map(String::len).max().unwrap_or(0).max(6);
+        if !self.clients.is_empty() {
+            let _ = writeln!(
+                out,
+                "  {:<width$}  {:<7}  {:>8}  {:>4}  {:>11}",
+                "CLIENT", "VERDICT", "REQUESTS", "LOST", "NEAR MISSES"
+            );
+        }
+        for (client, name) in self.clients.iter().zip(&names) {
+            let _ = writeln!(
+                out,
+                "  {name:<width$}  {:<7}  {:>8}  {:>4}  {:>11}",
+                verdict_label(client.verdict),
+                client.requests,
+                client.lost_requests,
+                client.near_misses,
+            );
+            let _ = writeln!(out, "      {}", client.advice);
+        }
+        if self.connections_left_open > 0 {
+            let _ = writeln!(
+                out,
+                "  {} connection{} still open after COMMAND ended (a process it left behind?): not judged",
+                self.connections_left_open,
+                if self.connections_left_open == 1 {
+                    ""
+                } else {
+                    "s"
+                }
+            );
+        }
+        let failing = self
+            .clients
+            .iter()
+            .filter(|c| c.verdict != Verdict::Ok)
+            .count();
+        let _ = writeln!(
+            out,
+            "keepalive-server lab: {} (--fail-on {}){}",
+            if self.clients_pass { "pass" } else { "FAIL" },
+            self.fail_on,
+            match (failing, self.clients_pass) {
+                (0, _) => String::new(),
+                (n, true) => format!(": {n} client{} at risk, reported only", plural(n)),
+                (n, false) => format!(": {n} client{} would race the server", plural(n)),
+            }
+        );
+        out
+    }
+
+    /// The JSON document for `--json`.
+    pub fn json(&self) -> String {
+        let mut text = serde_json::to_string_pretty(self).expect("the report serializes");
+        text.push('\n');
+        text
+    }
+}
+
+/// A client as the table names it: its address and User-Agent.
+fn client_name(client: &ClientVerdict) -> String {
+    match &client.user_agent {
+        Some(agent) => format!("{} {agent}", client.addr),
+        None => format!("{} (no User-Agent)", client.addr),
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(verdict: Verdict) -> ClientVerdict {
+        ClientVerdict {
+            addr: "127.0.0.1".into(),
+            user_agent: Some("python-httpx/0.28.1".into()),
+            user_agents: vec!["python-httpx/0.28.1".into()],
+            client: Some("httpx"),
+            verdict,
+            connections: 2,
+            requests: 4,
+            lost_requests: 0,
+            near_misses: 1,
+            server_idle_closes: 0,
+            safe_pool_idle_timeout_ms: Some(900),
+            advice: "Set httpx's keepalive_expiry=0.9 in httpx.Limits (900 ms or less).".into(),
+        }
+    }
+
+    fn run(clients: Vec<ClientVerdict>, pass: bool) -> RunReport {
+        RunReport {
+            command: vec!["pytest".into()],
+            command_status: 0,
+            duration_s: 2.5,
+            server: ServerIdle {
+                advertised_timeout_s: Some(1),
+                idle_timeout_ms: 2000,
+            },
+            fail_on: "at-risk",
+            connections_left_open: 0,
+            clients,
+            clients_pass: pass,
+        }
+    }
+
+    #[test]
+    fn the_table_shows_each_client_with_its_advice() {
+        let text = run(vec![client(Verdict::AtRisk)], false).text();
+        assert!(
+            text.contains("127.0.0.1 python-httpx/0.28.1  at risk"),
+            "{text}"
+        );
+        assert!(text.contains("keepalive_expiry=0.9"), "{text}");
+        assert!(
+            text.contains("FAIL (--fail-on at-risk): 1 client would race"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn an_empty_run_says_nothing_was_judged() {
+        let text = run(Vec::new(), true).text();
+        assert!(text.contains("no client connected"), "{text}");
+        assert!(text.contains("pass"), "{text}");
+    }
+
+    #[test]
+    fn the_json_has_the_tables_fields() {
+        let json: serde_json::Value =
+            serde_json::from_str(&run(vec![client(Verdict::Race)], false).json()).unwrap();
+        let first = &json["clients"][0];
+        assert_eq!(first["verdict"], "race");
+        assert_eq!(first["user_agent"], "python-httpx/0.28.1");
+        assert_eq!(first["lost_requests"], 0);
+        assert_eq!(json["clients_pass"], false);
+        assert_eq!(json["server"]["idle_timeout_ms"], 2000);
+    }
+}

@@ -1,0 +1,413 @@
+//! `keepalive-server lab -- COMMAND`, the race guard, as CI runs it: the
+//! built binary with a COMMAND, checked by its exit status, its table on
+//! stderr and its --json file.
+//!
+//! Most tests drive the lab themselves: COMMAND is a shell that publishes
+//! `KAS_LAB_URL` in a file and waits for the test to say it is done, while
+//! the test speaks raw HTTP to the lab (from other loopback addresses
+//! when clients must be told apart). The examples (examples/ci/python
+//! with pytest and httpx, examples/ci/node with node:test) run as they are,
+//! both ways: the misconfigured pool fails the guard, the fixed one
+//! passes. They need a Python venv with httpx and pytest
+//! (`KAS_EXAMPLES_VENV`, default target/examples-venv) and Node with npm;
+//! without them they skip (and fail under CI=true; .ci/run installs them).
+
+mod support;
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::binary::{command, run_to_exit, wait_timeout};
+use support::client::Client;
+use support::files::{TempDir, repo_path};
+use support::skip;
+
+/// How long a guard run may take before the test fails it.
+const RUN_LIMIT: Duration = Duration::from_secs(60);
+
+/// COMMAND for a driven run: publish the URL, wait for `done`, exit with
+/// `$EXIT` (default 0).
+const WAIT_FOR_TEST: &str = "printf %s \"$KAS_LAB_URL\" > url.tmp && mv url.tmp url; \
+     while [ ! -e done ]; do sleep 0.02; done; exit ${EXIT:-0}";
+
+/// A guard running a COMMAND that waits for the test.
+struct Driven {
+    dir: TempDir,
+    run: JoinHandle<(ExitStatus, String, String)>,
+    /// The lab's address, from KAS_LAB_URL.
+    lab: SocketAddr,
+}
+
+impl Driven {
+    /// Starts the guard with `flags` before `--`.
+    fn start(flags: &[&str]) -> Driven {
+        let dir = TempDir::new();
+        let mut args = vec!["lab"];
+        args.extend_from_slice(flags);
+        args.extend_from_slice(&["--", "sh", "-c", WAIT_FOR_TEST]);
+        let mut guard = command(&args);
+        guard.current_dir(&dir.path);
+        let run = std::thread::spawn(move || run_to_exit(guard, RUN_LIMIT));
+        let url = dir.path.join("url");
+        let since = Instant::now();
+        while !url.exists() {
+            assert!(
+                since.elapsed() < RUN_LIMIT,
+                "COMMAND never published its URL"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let url = std::fs::read_to_string(url).unwrap();
+        let lab = url
+            .strip_prefix("http://")
+            .and_then(|rest| rest.strip_suffix('/'))
+            .and_then(|authority| authority.parse().ok())
+            .unwrap_or_else(|| panic!("KAS_LAB_URL is not http://ADDR/: {url}"));
+        Driven { dir, run, lab }
+    }
+
+    /// Lets COMMAND end; the guard's exit status and stderr.
+    fn finish(self) -> (i32, String) {
+        let (status, stderr, _) = self.finish_reading("url");
+        (status, stderr)
+    }
+
+    /// Like `finish`, with the file `name` COMMAND's directory then holds.
+    fn finish_reading(self, name: &str) -> (i32, String, Vec<u8>) {
+        self.dir.file("done", b"");
+        let (status, _, stderr) = self.run.join().unwrap();
+        let file = std::fs::read(self.dir.path.join(name))
+            .unwrap_or_else(|e| panic!("{name}: {e}; stderr: {stderr}"));
+        (status.code().expect("an exit status"), stderr, file)
+    }
+}
+
+fn loopback(last: u8) -> IpAddr {
+    IpAddr::from([127, 0, 0, last])
+}
+
+/// `GET path` naming `agent` as the User-Agent, and its response's status.
+fn request_as(client: &mut Client, agent: &str, path: &str) -> u16 {
+    client
+        .send(format!("GET {path} HTTP/1.1\r\nHost: t\r\nUser-Agent: {agent}\r\n\r\n").as_bytes());
+    client.read_response().status
+}
+
+/// One request on a fresh connection that the client closes at once.
+fn fresh_request(lab: SocketAddr, from: IpAddr, agent: &str) {
+    let mut client = Client::connect_from(from, lab);
+    assert_eq!(request_as(&mut client, agent, "/"), 200);
+}
+
+/// A connection kept idle until the server's 200 ms idle close (a `ka=`
+/// control), then closed: nothing lost, but kept as long as the server.
+fn kept_until_the_server_closes(lab: SocketAddr, from: IpAddr, agent: &str) {
+    let mut client = Client::connect_from(from, lab);
+    assert_eq!(request_as(&mut client, agent, "/?ka=200ms"), 200);
+    client.expect_closed(Duration::from_secs(5));
+}
+
+/// A request sent on a connection after the server's idle FIN: lost.
+fn lost_request(lab: SocketAddr, from: IpAddr) {
+    let mut client = Client::connect_from(from, lab);
+    assert_eq!(client.request("/?ka=200ms").status, 200);
+    // The FIN comes at 200 ms; the watch after it lasts a second.
+    std::thread::sleep(Duration::from_millis(500));
+    let _ = client.try_send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+    client.expect_closed(Duration::from_secs(5));
+}
+
+#[test]
+fn a_clean_run_passes() {
+    let run = Driven::start(&[]);
+    fresh_request(run.lab, loopback(1), "curl/8.0");
+    fresh_request(run.lab, loopback(1), "curl/8.0");
+    let (status, stderr) = run.finish();
+    assert_eq!(status, 0, "{stderr}");
+    assert!(stderr.contains("  ok  "), "{stderr}");
+    assert!(stderr.contains("pass (--fail-on at-risk)"), "{stderr}");
+}
+
+#[test]
+fn a_lost_request_is_a_race_and_fails_even_under_fail_on_race() {
+    let run = Driven::start(&["--fail-on", "race"]);
+    lost_request(run.lab, loopback(1));
+    let (status, stderr) = run.finish();
+    assert_eq!(status, 1, "{stderr}");
+    assert!(stderr.contains("race"), "{stderr}");
+    assert!(stderr.contains("lost the race"), "{stderr}");
+}
+
+#[test]
+fn kept_idle_as_long_as_the_server_is_at_risk_and_fails_by_default() {
+    let run = Driven::start(&[]);
+    kept_until_the_server_closes(run.lab, loopback(1), "pool/1");
+    let (status, stderr) = run.finish();
+    assert_eq!(status, 1, "{stderr}");
+    assert!(stderr.contains("at risk"), "{stderr}");
+    assert!(stderr.contains("until the server closed it"), "{stderr}");
+}
+
+#[test]
+fn at_risk_is_reported_but_passes_under_fail_on_race() {
+    let run = Driven::start(&["--fail-on=race"]);
+    kept_until_the_server_closes(run.lab, loopback(1), "pool/1");
+    let (status, stderr) = run.finish();
+    assert_eq!(status, 0, "{stderr}");
+    assert!(stderr.contains("at risk"), "{stderr}");
+    assert!(stderr.contains("reported only"), "{stderr}");
+}
+
+#[test]
+fn clients_are_judged_apart_by_address_and_user_agent_in_the_json() {
+    let run = Driven::start(&["--json", "report.json"]);
+    kept_until_the_server_closes(run.lab, loopback(2), "pool/1");
+    fresh_request(run.lab, loopback(2), "curl/8.0");
+    fresh_request(run.lab, loopback(3), "pool/1");
+    let (status, stderr, report) = run.finish_reading("report.json");
+    assert_eq!(status, 1, "{stderr}");
+    let json: Value = serde_json::from_slice(&report).unwrap();
+    let clients = json["clients"].as_array().unwrap();
+    assert_eq!(clients.len(), 3, "{json}");
+    let verdict_of = |addr: &str, agent: &str| {
+        clients
+            .iter()
+            .find(|c| c["addr"] == addr && c["user_agent"] == agent)
+            .map(|c| c["verdict"].clone())
+            .unwrap_or_else(|| panic!("no client {addr} {agent} in {json}"))
+    };
+    assert_eq!(verdict_of("127.0.0.2", "pool/1"), "at risk");
+    assert_eq!(verdict_of("127.0.0.2", "curl/8.0"), "ok");
+    assert_eq!(verdict_of("127.0.0.3", "pool/1"), "ok");
+    assert_eq!(json["clients_pass"], false);
+    assert_eq!(json["command_status"], 0);
+}
+
+#[test]
+fn the_commands_failure_is_its_own_status() {
+    let (status, _, stderr) = run_to_exit(command(&["lab", "--", "sh", "-c", "exit 3"]), RUN_LIMIT);
+    assert_eq!(status.code(), Some(3), "{stderr}");
+}
+
+#[test]
+fn usage_errors_exit_2_and_help_names_the_variable() {
+    for bad in [
+        &["lab"][..],
+        &["lab", "true"],
+        &["lab", "--fail-on", "x", "--", "true"],
+    ] {
+        let (status, _, stderr) = run_to_exit(command(bad), RUN_LIMIT);
+        assert_eq!(status.code(), Some(2), "{bad:?}: {stderr}");
+    }
+    let (status, stdout, _) = run_to_exit(command(&["lab", "--help"]), RUN_LIMIT);
+    assert_eq!(status.code(), Some(0));
+    assert!(stdout.contains("-- COMMAND [ARGS...]"), "{stdout}");
+    assert!(stdout.contains("KAS_LAB_URL"), "{stdout}");
+}
+
+#[test]
+fn a_command_that_cannot_run_is_127_or_126() {
+    let (status, _, stderr) =
+        run_to_exit(command(&["lab", "--", "kas-no-such-command"]), RUN_LIMIT);
+    assert_eq!(status.code(), Some(127), "{stderr}");
+    assert!(
+        stderr.contains("kas-no-such-command: command not found"),
+        "{stderr}"
+    );
+    let (status, _, stderr) = run_to_exit(command(&["lab", "--", "/"]), RUN_LIMIT);
+    assert_eq!(status.code(), Some(126), "{stderr}");
+}
+
+#[test]
+fn with_a_certificate_the_url_is_https() {
+    let cert = support::tls::TestCert::new();
+    let check = "case \"$KAS_LAB_URL\" in https://127.0.0.1:*/) exit 0;; *) exit 9;; esac";
+    let guard = command(&[
+        "lab",
+        "--tls-cert",
+        cert.cert_arg(),
+        "--tls-key",
+        cert.key_arg(),
+        "--",
+        "sh",
+        "-c",
+        check,
+    ]);
+    let (status, _, stderr) = run_to_exit(guard, RUN_LIMIT);
+    assert_eq!(status.code(), Some(0), "{stderr}");
+}
+
+/// Sends `signal` to the guard while COMMAND sleeps: the guard exits
+/// 128 + `number`, and COMMAND is stopped and reaped.
+fn interrupting_stops_the_command(signal: &str, number: i32) {
+    let dir = TempDir::new();
+    let mut guard = command(&["lab", "--", "sh", "-c", "echo $$ > pid; exec sleep 60"]);
+    guard.current_dir(&dir.path);
+    let mut guard = guard.spawn().unwrap();
+    let pid_file = dir.path.join("pid");
+    let since = Instant::now();
+    let pid = loop {
+        if let Some(pid) = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|text| text.trim().parse::<u32>().ok())
+        {
+            break pid;
+        }
+        assert!(since.elapsed() < RUN_LIMIT, "COMMAND never started");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let signalled = Command::new("kill")
+        .args([signal, &guard.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(signalled.success());
+    let status = wait_timeout(&mut guard, RUN_LIMIT).expect("the guard exits");
+    assert_eq!(status.code(), Some(128 + number));
+    // The guard reaped COMMAND: it is gone, not a zombie.
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "COMMAND (pid {pid}) still runs"
+    );
+}
+
+#[test]
+fn sigterm_stops_the_command_too() {
+    interrupting_stops_the_command("-TERM", 15);
+}
+
+/// Sent to the guard alone (not by a terminal to the whole group), SIGINT
+/// reaches COMMAND a second later.
+#[test]
+fn sigint_stops_the_command_too() {
+    interrupting_stops_the_command("-INT", 2);
+}
+
+/// A Python with httpx and pytest, or `None` after saying why not.
+fn examples_python() -> Option<PathBuf> {
+    let venv = std::env::var_os("KAS_EXAMPLES_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_path("target/examples-venv"));
+    let bin = venv.join("bin");
+    let usable = Command::new(bin.join("python"))
+        .args(["-c", "import httpx, pytest"])
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if usable {
+        return Some(bin);
+    }
+    skip::because(&format!(
+        "no Python venv with httpx and pytest at {} (python3 -m venv DIR && DIR/bin/pip install httpx pytest; KAS_EXAMPLES_VENV=DIR)",
+        venv.display()
+    ));
+    None
+}
+
+/// The Python example under the guard, its pool's keepalive_expiry set.
+fn python_example(bin: &Path, keepalive_expiry: &str) -> (i32, String) {
+    let mut guard = command(&[
+        "lab",
+        "--keep-alive-timeout",
+        "1s",
+        "--",
+        "python",
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+    ]);
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut paths = vec![bin.to_path_buf()];
+    paths.extend(std::env::split_paths(&path));
+    guard
+        .current_dir(repo_path("examples/ci/python"))
+        .env("PATH", std::env::join_paths(paths).unwrap())
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("KEEPALIVE_EXPIRY", keepalive_expiry);
+    let (status, stdout, stderr) = run_to_exit(guard, RUN_LIMIT);
+    assert!(
+        stdout.contains("1 passed"),
+        "pytest itself passes: {stdout}"
+    );
+    (status.code().expect("an exit status"), stderr)
+}
+
+#[test]
+fn python_example_misconfigured_pool_fails_naming_keepalive_expiry() {
+    let Some(bin) = examples_python() else { return };
+    let (status, stderr) = python_example(&bin, "5");
+    assert_eq!(status, 1, "{stderr}");
+    assert!(stderr.contains("at risk"), "{stderr}");
+    assert!(stderr.contains("keepalive_expiry="), "{stderr}");
+}
+
+#[test]
+fn python_example_fixed_pool_passes() {
+    let Some(bin) = examples_python() else { return };
+    let (status, stderr) = python_example(&bin, "0.5");
+    assert_eq!(status, 0, "{stderr}");
+    assert!(stderr.contains("python-httpx/"), "{stderr}");
+}
+
+/// Whether Node and npm are here, after saying why not.
+fn have_node() -> bool {
+    let runs = |tool: &str| {
+        Command::new(tool)
+            .arg("--version")
+            .output()
+            .is_ok_and(|out| out.status.success())
+    };
+    let have = runs("node") && runs("npm");
+    if !have {
+        skip::because("node and npm are needed for examples/ci/node");
+    }
+    have
+}
+
+/// The Node example under the guard (`npm test`), its agent's idle
+/// timeout set.
+fn node_example(agent_timeout_ms: &str) -> (i32, String) {
+    let mut guard = command(&[
+        "lab",
+        "--keep-alive-timeout",
+        "1s",
+        "--",
+        "npm",
+        "test",
+        "--silent",
+    ]);
+    guard
+        .current_dir(repo_path("examples/ci/node"))
+        .env("AGENT_TIMEOUT_MS", agent_timeout_ms);
+    let (status, stdout, stderr) = run_to_exit(guard, RUN_LIMIT);
+    assert!(
+        stdout.contains("# pass 1"),
+        "node:test itself passes: {stdout}"
+    );
+    (status.code().expect("an exit status"), stderr)
+}
+
+#[test]
+fn node_example_misconfigured_agent_fails() {
+    if !have_node() {
+        return;
+    }
+    let (status, stderr) = node_example("5000");
+    assert_eq!(status, 1, "{stderr}");
+    assert!(stderr.contains("at risk"), "{stderr}");
+    assert!(stderr.contains("until the server closed it"), "{stderr}");
+}
+
+#[test]
+fn node_example_fixed_agent_passes() {
+    if !have_node() {
+        return;
+    }
+    let (status, stderr) = node_example("500");
+    assert_eq!(status, 0, "{stderr}");
+    assert!(stderr.contains("  ok  "), "{stderr}");
+}
