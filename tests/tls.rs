@@ -3,7 +3,8 @@
 //! works as over plain HTTP (reuse, `Keep-Alive` headers, the access log
 //! saying TLS, GoAccess still reading it), the idle close says `close_notify` before its FIN (and
 //! `close=rst` still resets), a handshake is under the headers deadline
-//! from accept, garbage fails the handshake and is counted, and a bad
+//! from accept, garbage fails the handshake and is counted, ALPN takes
+//! `http/1.0` or `http/1.1` and refuses (and logs) `h2` alone, and a bad
 //! certificate path stops the binary at start with one line naming it.
 
 mod support;
@@ -15,7 +16,7 @@ use std::time::{Duration, Instant};
 use keepalive_server::config::AccessLogTarget;
 use keepalive_server::stats::CloseCause;
 use keepalive_server::tls::{HandshakeFailure, ServerTls, TlsVersion};
-use support::binary::{command, run_to_exit};
+use support::binary::{Running, command, run_to_exit};
 use support::files::{TempDir, TempFile};
 use support::server::TestServer;
 use support::tls::{End, TestCert};
@@ -258,6 +259,54 @@ fn plain_http_on_the_tls_port_fails_the_handshake_and_is_counted() {
     });
     assert_eq!(handshakes(&server, TlsVersion::Tls13), 0);
     server.wait_for_open(0);
+}
+
+#[test]
+fn alpn_accepts_http_1_0_and_http_1_1_or_no_offer_at_all() {
+    let cert = TestCert::new();
+    let server = start(&cert, |_| {});
+    /// What the client offers, and the protocol it should end up with.
+    type Offer<'a> = (&'a [&'a [u8]], Option<&'a [u8]>);
+    let offers: [Offer; 4] = [
+        (&[b"http/1.0"], Some(b"http/1.0")),
+        (&[b"http/1.1"], Some(b"http/1.1")),
+        (&[b"h2", b"http/1.0"], Some(b"http/1.0")),
+        (&[], None),
+    ];
+    for (offer, chosen) in offers {
+        let mut client = cert
+            .try_connect_offering(server.addr, offer)
+            .unwrap_or_else(|e| panic!("offering {offer:?}: {e}"));
+        assert_eq!(client.stream.conn.alpn_protocol(), chosen, "{offer:?}");
+        client.send(b"GET / HTTP/1.0\r\nHost: localhost\r\n\r\n");
+        let (head, body) = client.read_response();
+        assert!(head.starts_with("HTTP/1.1 200"), "{offer:?}: {head}");
+        assert_eq!(body, "Hello, World!");
+    }
+}
+
+#[test]
+fn a_client_offering_only_h2_is_refused_and_the_log_names_its_offer() {
+    let cert = TestCert::new();
+    let running = Running::start(command(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--tls-cert",
+        cert.cert_arg(),
+        "--tls-key",
+        cert.key_arg(),
+    ]));
+    let refused = cert
+        .try_connect_offering(running.addr, &[b"h2"])
+        .err()
+        .expect("an h2-only client is refused");
+    assert!(
+        refused.to_string().contains("NoApplicationProtocol"),
+        "the alert says why: {refused}"
+    );
+    let line = running.wait_for_line("ALPN", Duration::from_secs(10));
+    assert!(line.contains("offered=h2"), "{line}");
+    assert!(line.contains("http/1.1 and http/1.0"), "{line}");
 }
 
 #[test]

@@ -14,7 +14,9 @@
 //! ```
 //!
 //! - [`ServerTls`]: the certificate and key as loaded (`--tls-cert`,
-//!   `--tls-key`), checked to match, ALPN `http/1.1` only. It lives in the
+//!   `--tls-key`), checked to match, ALPN `http/1.1` and `http/1.0` (a
+//!   client offering only others, `h2` alone, is refused and logged by
+//!   what it offered: `LogsForeignAlpn`). It lives in the
 //!   workers' settings, so a SIGHUP reload swaps it for new connections
 //!   while each open connection keeps the one it shook hands with.
 //! - [`TlsConn`] (`stream`): one connection's rustls state, boxed so that
@@ -35,6 +37,8 @@ use std::sync::Arc;
 use rustls::ServerConfig;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
 
 use crate::stats::Counter;
 
@@ -74,10 +78,12 @@ impl ServerTls {
                     cert.display()
                 ))
             })?;
-        // HTTP/1.1 is all this server speaks; a client offering only h2
-        // fails the handshake rather than being answered in a protocol it
-        // did not ask for.
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        // HTTP/1.1 and 1.0 are all this server speaks (curl --http1.0
+        // offers `http/1.0` alone); a client offering only h2 fails the
+        // handshake rather than being answered in a protocol it did not
+        // ask for, and the log says what it offered.
+        config.alpn_protocols = ALPN.iter().map(|p| p.to_vec()).collect();
+        config.cert_resolver = Arc::new(LogsForeignAlpn(Arc::clone(&config.cert_resolver)));
         // Tickets let a client resume without a full handshake, as nginx
         // does by default; the ticketer rotates its key every 6 hours.
         if let Ok(ticketer) = rustls::crypto::ring::Ticketer::new() {
@@ -91,6 +97,42 @@ impl ServerTls {
     /// A new connection's TLS state, shaking hands with this identity.
     pub fn accept(&self) -> io::Result<Box<TlsConn>> {
         TlsConn::new(Arc::clone(&self.config)).map(Box::new)
+    }
+}
+
+/// The ALPN protocols this server speaks, in its order of preference.
+pub const ALPN: [&[u8]; 2] = [b"http/1.1", b"http/1.0"];
+
+/// The certificate resolver, wrapped to log a client whose ALPN offer
+/// names none of [`ALPN`]: rustls refuses it with `no_application_protocol`
+/// right after resolving the certificate, and says nothing of what was
+/// offered. One scan of a few short names per handshake; a line only for
+/// the refused.
+#[derive(Debug)]
+struct LogsForeignAlpn(Arc<dyn ResolvesServerCert>);
+
+impl ResolvesServerCert for LogsForeignAlpn {
+    fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        // No ALPN at all is fine (HTTP/1.1 is assumed); an offer, even an
+        // empty one, with none of ours is refused.
+        if hello
+            .alpn()
+            .is_some_and(|mut offered| offered.all(|p| !ALPN.contains(&p)))
+        {
+            let offered: Vec<String> = hello
+                .alpn()
+                .into_iter()
+                .flatten()
+                .map(|p| String::from_utf8_lossy(p).into_owned())
+                .collect();
+            tracing::info!(
+                offered = %offered.join(","),
+                sni = hello.server_name().unwrap_or("-"),
+                "TLS client refused: it offers only ALPN protocols this server does \
+                 not speak (it speaks http/1.1 and http/1.0)"
+            );
+        }
+        self.0.resolve(hello)
     }
 }
 

@@ -336,8 +336,10 @@ fn forward_lines(
     (rx, reader)
 }
 
-/// The `ADDR` of `listening on http://ADDR/` in the startup line.
+/// The `ADDR` of `listening on http://ADDR/` (or `https://`) in the
+/// startup line.
 pub fn listening_on(line: &str) -> Option<&str> {
-    let (_, after) = line.split_once("listening on http://")?;
+    let (_, after) = line.split_once("listening on http")?;
+    let after = after.strip_prefix("s://").or(after.strip_prefix("://"))?;
     after.split_once('/').map(|(addr, _)| addr)
 }

@@ -55,6 +55,11 @@ impl TestCert {
 
     /// A client configuration trusting this certificate alone.
     pub fn client_config(&self) -> Arc<ClientConfig> {
+        self.client_config_offering(&[b"http/1.1"])
+    }
+
+    /// The same, offering `alpn` (none at all when empty).
+    pub fn client_config_offering(&self, alpn: &[&[u8]]) -> Arc<ClientConfig> {
         let mut roots = RootCertStore::empty();
         for cert in CertificateDer::pem_slice_iter(self.cert_pem.as_bytes()) {
             roots.add(cert.unwrap()).unwrap();
@@ -65,7 +70,7 @@ impl TestCert {
             .unwrap()
             .with_root_certificates(roots)
             .with_no_client_auth();
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
         Arc::new(config)
     }
 
@@ -77,10 +82,19 @@ impl TestCert {
     /// The same, or why the handshake failed (a certificate this one does
     /// not vouch for, say).
     pub fn try_connect(&self, addr: SocketAddr) -> std::io::Result<TlsClient> {
+        self.try_connect_offering(addr, &[b"http/1.1"])
+    }
+
+    /// The same, offering `alpn` in the handshake.
+    pub fn try_connect_offering(
+        &self,
+        addr: SocketAddr,
+        alpn: &[&[u8]],
+    ) -> std::io::Result<TlsClient> {
         let tcp = TcpStream::connect(addr)?;
         tcp.set_read_timeout(Some(READ_TIMEOUT))?;
         let name = ServerName::try_from("localhost").unwrap();
-        let conn = ClientConnection::new(self.client_config(), name).unwrap();
+        let conn = ClientConnection::new(self.client_config_offering(alpn), name).unwrap();
         let mut stream = StreamOwned::new(conn, tcp);
         while stream.conn.is_handshaking() {
             stream.conn.complete_io(&mut stream.sock)?;
