@@ -334,31 +334,6 @@ fn a_bad_certificate_path_stops_the_server_with_one_line_naming_it() {
     );
 }
 
-#[test]
-fn check_loads_the_pair_and_refuses_a_key_of_another_certificate_or_half_a_pair() {
-    let cert = TestCert::new();
-    let other = TestCert::new();
-    let check = |args: &[&str]| {
-        let mut all = vec!["--check"];
-        all.extend_from_slice(args);
-        run_to_exit(command(&all), Duration::from_secs(20))
-    };
-    let (status, stdout, stderr) =
-        check(&["--tls-cert", cert.cert_arg(), "--tls-key", cert.key_arg()]);
-    assert_eq!(status.code(), Some(0), "{stderr}");
-    assert!(stdout.contains("tls_cert = "), "{stdout}");
-    let (status, _, stderr) = check(&["--tls-cert", cert.cert_arg(), "--tls-key", other.key_arg()]);
-    assert_eq!(status.code(), Some(2), "a mismatched key: {stderr}");
-    assert!(stderr.contains("do not make a usable pair"), "{stderr}");
-    assert!(
-        stderr.contains("--tls-key"),
-        "the key is named as at fault: {stderr}"
-    );
-    let (status, _, stderr) = check(&["--tls-cert", cert.cert_arg()]);
-    assert_eq!(status.code(), Some(2), "half a pair: {stderr}");
-    assert!(stderr.contains("tls_key is not"), "{stderr}");
-}
-
 /// Runs the built binary's `probe --json` with `args`; its exit status,
 /// its document (when it printed one) and its stderr.
 fn probe(args: &[&str]) -> (Option<i32>, Option<serde_json::Value>, String) {

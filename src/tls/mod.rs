@@ -27,16 +27,14 @@
 //! - `client`: the probe's side (roots, `--cacert`, `--insecure`).
 
 pub mod client;
+mod files;
 mod stream;
 
-use std::fs;
 use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
 use rustls::ServerConfig;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 
@@ -60,12 +58,13 @@ impl std::fmt::Debug for ServerTls {
 impl ServerTls {
     /// Loads a PEM certificate chain and private key (PKCS#8, PKCS#1 or
     /// SEC1) and checks that the key belongs to the first certificate.
-    /// The error says which file is at fault, in one sentence naming it.
+    /// The error says which file is at fault and what to do, naming it.
     pub fn load(cert: &Path, key: &Path) -> Result<ServerTls, LoadError> {
         let at = |file| move |message| LoadError { file, message };
-        let chain = read_chain(cert).map_err(at(TlsFile::Cert))?;
-        let key_der = read_key(key).map_err(at(TlsFile::Key))?;
+        let chain = files::read_chain(cert).map_err(at(TlsFile::Cert))?;
+        let key_der = files::read_key(key).map_err(at(TlsFile::Key))?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
+        files::check_pair(&provider, &chain, &key_der, (cert, key))?;
         let mut config = ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(|e| at(TlsFile::Cert)(format!("TLS setup: {e}")))?
@@ -156,36 +155,6 @@ impl std::fmt::Display for LoadError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.message)
     }
-}
-
-/// Reads every certificate in a PEM file; at least one.
-fn read_chain(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
-    let pem = read(path, "certificate")?;
-    let chain = CertificateDer::pem_slice_iter(&pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("{}: not a PEM certificate: {e}", path.display()))?;
-    if chain.is_empty() {
-        return Err(format!(
-            "{}: no certificate in it (expected -----BEGIN CERTIFICATE-----)",
-            path.display()
-        ));
-    }
-    Ok(chain)
-}
-
-/// Reads the first private key in a PEM file.
-fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, String> {
-    let pem = read(path, "private key")?;
-    PrivateKeyDer::from_pem_slice(&pem).map_err(|e| {
-        format!(
-            "{}: no usable PEM private key in it (PKCS#8, PKCS#1 or SEC1): {e}",
-            path.display()
-        )
-    })
-}
-
-fn read(path: &Path, what: &str) -> Result<Vec<u8>, String> {
-    fs::read(path).map_err(|e| format!("cannot read {what} {}: {e}", path.display()))
 }
 
 /// A negotiated protocol version, as logs and metrics name it.

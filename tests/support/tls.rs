@@ -44,6 +44,16 @@ impl TestCert {
         }
     }
 
+    /// A file of the test's own beside the pair (removed with it).
+    pub fn file(&self, name: &str, contents: &[u8]) -> PathBuf {
+        self.dir.file(name, contents)
+    }
+
+    /// The private key, as PEM.
+    pub fn key_pem(&self) -> String {
+        std::fs::read_to_string(&self.key).unwrap()
+    }
+
     /// Paths as flag values.
     pub fn cert_arg(&self) -> &str {
         self.cert.to_str().unwrap()
@@ -107,6 +117,21 @@ impl TestCert {
         std::fs::write(&other.cert, std::fs::read(&self.cert).unwrap()).unwrap();
         std::fs::write(&other.key, std::fs::read(&self.key).unwrap()).unwrap();
     }
+}
+
+/// A CA's certificate and a certificate for `localhost` it signed, with
+/// the latter's key: PEM texts `(ca, leaf, leaf_key)`.
+pub fn ca_and_leaf() -> (String, String, String) {
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).unwrap();
+    let leaf_key = rcgen::KeyPair::generate().unwrap();
+    let leaf = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+        .unwrap()
+        .signed_by(&leaf_key, &ca)
+        .unwrap();
+    (ca.pem(), leaf.pem(), leaf_key.serialize_pem())
 }
 
 /// How a TLS read ended.
