@@ -359,6 +359,24 @@ fn unknown_paths_and_methods_are_refused() {
 }
 
 #[test]
+fn an_event_interval_out_of_range_or_not_a_number_gets_400_naming_the_range() {
+    let f = start("5s", "1s");
+    for bad in ["50", "abc", "99", "5001", ""] {
+        let response = get(f.admin, &format!("/events?interval={bad}"));
+        assert_eq!(response.status, 400, "interval={bad}");
+        assert!(
+            response.text().contains("from 100 to 5000"),
+            "interval={bad}: {}",
+            response.text()
+        );
+    }
+    let mut client = Client::connect(f.admin);
+    client.send(b"GET /events?interval=100 HTTP/1.1\r\nHost: t\r\n\r\n");
+    let response = client.read_head_response();
+    assert_eq!(response.status, 200, "the bounds themselves are taken");
+}
+
+#[test]
 fn head_answers_headers_only() {
     use std::io::Read;
     let f = start("5s", "1s");

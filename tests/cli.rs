@@ -268,6 +268,50 @@ fn switches_from_the_environment_take_the_usual_words() {
 }
 
 #[test]
+fn a_mistyped_subcommand_is_pointed_to_the_right_one() {
+    for typo in ["prob", "porbe"] {
+        let finished = run(command(&[typo, "http://127.0.0.1:1/"]), LIMIT);
+        assert_eq!(finished.status.code(), Some(2), "{}", finished.stderr);
+        assert!(
+            finished
+                .stderr
+                .contains("a similar subcommand exists: 'probe'"),
+            "{typo}: {}",
+            finished.stderr
+        );
+    }
+    let finished = run(command(&["--check", "probe", "http://127.0.0.1:1/"]), LIMIT);
+    assert_eq!(finished.status.code(), Some(2), "{}", finished.stderr);
+    assert!(
+        finished.stderr.contains("`probe` must come first"),
+        "{}",
+        finished.stderr
+    );
+}
+
+#[test]
+fn help_answers_as_a_subcommand_too() {
+    let finished = run(command(&["help"]), LIMIT);
+    assert!(finished.status.success(), "{}", finished.stderr);
+    assert!(
+        finished
+            .stdout
+            .contains("Usage: keepalive-server [OPTIONS] [COMMAND]")
+    );
+    assert!(finished.stdout.contains("  probe  "), "{}", finished.stdout);
+    assert!(finished.stdout.contains("--keep-alive-timeout"));
+    let finished = run(command(&["help", "probe"]), LIMIT);
+    assert!(finished.status.success(), "{}", finished.stderr);
+    assert!(
+        finished
+            .stdout
+            .contains("Usage: keepalive-server probe [OPTIONS] <URL>"),
+        "the probe's own help: {}",
+        finished.stdout
+    );
+}
+
+#[test]
 fn help_is_wrapped_and_names_placeholders_and_rust_log() {
     let finished = run(command(&["--help"]), LIMIT);
     assert!(finished.status.success(), "{}", finished.stderr);

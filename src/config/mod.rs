@@ -9,6 +9,7 @@
 mod consistency;
 mod effective;
 mod load;
+mod subcommands;
 pub mod values;
 
 use std::ffi::OsString;
@@ -23,6 +24,7 @@ use crate::tls::ServerTls;
 
 pub use effective::Change;
 pub use load::{MAX_CONFIG_FILE, Origin, Origins, read_config_file};
+pub use subcommands::{SUBCOMMANDS, help_as_flag};
 pub use values::{AccessLogTarget, format_duration, format_size, parse_duration, parse_size};
 use values::{
     AdminAddr, parse_access_log, parse_admin, parse_bool, parse_count, parse_header_size,
