@@ -120,6 +120,7 @@ pub(super) fn load(args: Vec<OsString>) -> Result<Config, clap::Error> {
     let matches = parser.try_get_matches_from(all)?;
     let mut config = Config::from_arg_matches(&matches)?;
     config.origins = origins;
+    super::credentials::find_tls_files_in(&mut config, super::credentials::directory().as_deref());
     super::consistency::check(&config).map_err(usage_error)?;
     config.tls = super::consistency::load_tls(&config).map_err(usage_error)?;
     Ok(config)

@@ -7,6 +7,7 @@
 //! into the whole-millisecond [`Settings`] workers run on.
 
 mod consistency;
+mod credentials;
 mod effective;
 mod load;
 mod subcommands;
@@ -132,11 +133,11 @@ pub struct Config {
     #[arg(long, env = "KAS_ACCESS_LOG", value_name = "PATH", default_value = "off", value_parser = parse_access_log, allow_hyphen_values = true)]
     pub access_log: AccessLogTarget,
 
-    /// Serve HTTPS with this PEM certificate chain (leaf first); needs --tls-key.
+    /// Serve HTTPS with this PEM certificate chain (leaf first); needs --tls-key. A relative path is looked up in $CREDENTIALS_DIRECTORY when systemd sets it (LoadCredential=).
     #[arg(long, env = "KAS_TLS_CERT", value_name = "PATH")]
     pub tls_cert: Option<PathBuf>,
 
-    /// The PEM private key of --tls-cert (PKCS#8, PKCS#1 or SEC1).
+    /// The PEM private key of --tls-cert (PKCS#8, PKCS#1 or SEC1); relative: as --tls-cert.
     #[arg(long, env = "KAS_TLS_KEY", value_name = "PATH")]
     pub tls_key: Option<PathBuf>,
 

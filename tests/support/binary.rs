@@ -78,6 +78,8 @@ pub fn command_with_fd_limit(limit: u32, args: &[&str]) -> Command {
 
 fn hermetic(mut command: Command) -> Command {
     command.env("RUST_LOG", "info").env("NO_COLOR", "1");
+    // Set by systemd for a unit with credentials: it moves relative TLS paths.
+    command.env_remove("CREDENTIALS_DIRECTORY");
     for (name, _) in std::env::vars_os() {
         if name.to_string_lossy().starts_with("KAS_") {
             command.env_remove(name);
