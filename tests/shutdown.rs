@@ -70,11 +70,10 @@ fn in_flight(server: &Running, path: &str) -> Client {
 /// Waits until every listener is closed (the drain has begun in every
 /// worker): a connect is refused.
 fn wait_until_draining(server: &Running) {
-    let deadline = Instant::now() + EXIT_WITHIN;
-    while TcpStream::connect(server.addr).is_ok() {
-        assert!(Instant::now() < deadline, "still accepting after SIGTERM");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    eventually(EXIT_WITHIN, || match TcpStream::connect(server.addr) {
+        Ok(_) => Err("still accepting after SIGTERM".to_owned()),
+        Err(_) => Ok(()),
+    });
 }
 
 #[test]

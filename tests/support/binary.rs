@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::client::get;
 use super::exposition::Exposition;
-use super::procfs;
+use super::{poll, procfs};
 
 /// How long the binary may take to print its startup line.
 pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(20);
@@ -129,16 +129,11 @@ fn read_to_end(mut pipe: impl Read + Send + 'static) -> JoinHandle<String> {
 
 /// Polls `child` until it exits or `within` passes.
 pub fn wait_timeout(child: &mut Child, within: Duration) -> Option<ExitStatus> {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            return Some(status);
-        }
-        if Instant::now() >= deadline {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    poll(within, || {
+        let status = child.try_wait().expect("try_wait");
+        status.ok_or_else(|| "still running".to_owned())
+    })
+    .ok()
 }
 
 /// The server binary running as a child process (killed when dropped).
@@ -206,13 +201,14 @@ impl Running {
         command.arg("--listen").arg(addr.to_string());
         let mut running = Running::spawn(command);
         running.addr = addr;
-        let deadline = Instant::now() + STARTUP_TIMEOUT;
-        while TcpStream::connect(addr).is_err() {
-            if Instant::now() >= deadline {
-                let _ = running.child.kill();
-                panic!("nothing listening on {addr}; log: {:?}", running.log());
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        if let Err(why) = poll(STARTUP_TIMEOUT, || {
+            TcpStream::connect(addr).map_err(|e| e.to_string())
+        }) {
+            let _ = running.child.kill();
+            panic!(
+                "nothing listening on {addr} ({why}); log: {:?}",
+                running.log()
+            );
         }
         running
     }
@@ -259,15 +255,17 @@ impl Running {
     /// everything it wrote.
     #[track_caller]
     pub fn wait_for_output_end(&self, within: Duration) {
-        let deadline = Instant::now() + within;
-        while !self.readers.iter().all(JoinHandle::is_finished) {
-            assert!(
-                Instant::now() < deadline,
-                "stdout or stderr still open after {within:?}; log: {:?}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        let ended = poll(within, || {
+            match self.readers.iter().all(JoinHandle::is_finished) {
+                true => Ok(()),
+                false => Err("open".to_owned()),
+            }
+        });
+        assert!(
+            ended.is_ok(),
+            "stdout or stderr still open after {within:?}; log: {:?}",
+            self.log()
+        );
     }
 
     /// The admin listener's `/metrics`, parsed (the binary must have been
