@@ -136,6 +136,14 @@ pub fn wait_timeout(child: &mut Child, within: Duration) -> Option<ExitStatus> {
     .ok()
 }
 
+/// Starts the binary on 127.0.0.1:0 with `args` after that, and waits for
+/// its startup line.
+pub fn serve(args: &[&str]) -> Running {
+    let mut all = vec!["--listen", "127.0.0.1:0"];
+    all.extend_from_slice(args);
+    Running::start(command(&all))
+}
+
 /// The server binary running as a child process (killed when dropped).
 pub struct Running {
     pub child: Child,

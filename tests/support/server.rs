@@ -22,12 +22,25 @@ pub struct TestServer {
     pub addr: SocketAddr,
 }
 
-/// Starts a one-worker server on 127.0.0.1:0 with every default, after
-/// `tweak` has had its say on the configuration.
-pub fn start(tweak: impl FnOnce(&mut Config)) -> TestServer {
+/// The test servers' configuration: 127.0.0.1:0, one worker, every
+/// default, after `tweak` has had its say.
+pub fn config(tweak: impl FnOnce(&mut Config)) -> Config {
     let mut config = Config::with_listen("127.0.0.1:0".parse().unwrap());
     config.workers = Some(NonZeroUsize::new(1).unwrap());
     tweak(&mut config);
+    config
+}
+
+/// Sets the keep-alive timeout and buffer as `--keep-alive-timeout` and
+/// `--keep-alive-buffer` spell them (`5s`, `0s`): a common `tweak`.
+pub fn keep_alive(config: &mut Config, timeout: &str, buffer: &str) {
+    config.keep_alive_timeout = keepalive_server::config::parse_duration(timeout).unwrap();
+    config.keep_alive_buffer = keepalive_server::config::parse_duration(buffer).unwrap();
+}
+
+/// Starts a server with [`config`]`(tweak)`.
+pub fn start(tweak: impl FnOnce(&mut Config)) -> TestServer {
+    let config = config(tweak);
     let handle = Server::bind(config.settings())
         .expect("bind")
         .start()
@@ -163,6 +176,11 @@ pub struct AdminFixture {
     pub handle: ServerHandle,
     pub addr: SocketAddr,
     pub admin: SocketAddr,
+}
+
+/// Starts a server with [`config`]`(tweak)` and its admin listener.
+pub fn start_with_admin(tweak: impl FnOnce(&mut Config)) -> AdminFixture {
+    AdminFixture::start(config(tweak))
 }
 
 impl AdminFixture {

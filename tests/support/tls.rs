@@ -14,6 +14,7 @@ use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
 
 use super::client::{READ_TIMEOUT, find};
 use super::files::TempDir;
+use super::server::TestServer;
 
 /// A certificate for `localhost` and 127.0.0.1 with its key, as PEM files
 /// in a directory of their own (removed when dropped).
@@ -52,6 +53,17 @@ impl TestCert {
     /// The private key, as PEM.
     pub fn key_pem(&self) -> String {
         std::fs::read_to_string(&self.key).unwrap()
+    }
+
+    /// A server ([`super::server::start`]) serving HTTPS with this
+    /// certificate, after `tweak`.
+    pub fn serve(&self, tweak: impl FnOnce(&mut keepalive_server::Config)) -> TestServer {
+        let tls = keepalive_server::tls::ServerTls::load(&self.cert, &self.key)
+            .expect("the test certificate loads");
+        super::server::start(|config| {
+            config.tls = Some(tls);
+            tweak(config);
+        })
     }
 
     /// Paths as flag values.
