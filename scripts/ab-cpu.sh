@@ -7,7 +7,10 @@
 #
 # Usage: scripts/ab-cpu.sh ROUNDS BIN_A BIN_B   (needs wrk and taskset)
 #   e.g. a binary built from main as A, the branch's as B.
+
+case ${1:-} in -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0" && exit 0 ;; esac
 set -euo pipefail
+[ $# -ge 3 ] || { echo "usage: scripts/ab-cpu.sh ROUNDS BIN_A BIN_B (--help for more)" >&2; exit 2; }
 rounds=$1 a=$2 b=$3
 command -v wrk >/dev/null || { echo "wrk not found: apt-get install wrk" >&2; exit 1; }
 tick=$(getconf CLK_TCK)

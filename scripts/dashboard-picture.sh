@@ -6,6 +6,8 @@
 # to a temporary file and never touches the tracked picture.
 #
 # Usage: scripts/dashboard-picture.sh [OUTPUT]   (default docs/dashboard.png)
+
+case ${1:-} in -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0" && exit 0 ;; esac
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-docs/dashboard.png}

@@ -11,6 +11,8 @@
 #   Env: COUNTS="1000 10000 19000", BATCH (200), CSV (target/idle.csv),
 #   OUT (docs), PIN (1: server on CPU 0, client on CPU 1, see soak.sh; 0 to
 #   let them share cores). The client and the server each hold N descriptors.
+
+case ${1:-} in -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0" && exit 0 ;; esac
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

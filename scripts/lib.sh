@@ -3,6 +3,14 @@
 # per-process CPU time, medians, an nginx set up like keepalive-server
 # (one worker, no access log, `Hello, World!`), and nginx as a proxy in
 # front of it.
+#
+# Usage: source scripts/lib.sh   (from the repository's root)
+
+# Run rather than sourced (as with --help): what it is, and nothing else.
+if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
+  awk '!/^#/ { exit } { sub(/^# ?/, ""); print }' "$0"
+  exit 0
+fi
 
 # CPU nanoseconds used so far by every thread of a process.
 cpu_ns() {

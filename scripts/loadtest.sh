@@ -28,6 +28,8 @@
 #   (emptied before each of its runs), to price the access log.
 #   BASELINE=PATH adds "before": another keepalive-server binary (e.g. one
 #   built from main), measured in the same rounds, for before/after ratios.
+
+case ${1:-} in -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0" && exit 0 ;; esac
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh

@@ -9,7 +9,10 @@
 # Usage: sudo scripts/probe-vs-wire.sh PORT URL [probe flags...]
 #   e.g. scripts/probe-vs-wire.sh 8443 https://localhost:8443/ --cacert cert.pem
 #   Needs tcpdump and python3; the server must be on 127.0.0.1:PORT.
+
+case ${1:-} in -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0" && exit 0 ;; esac
 set -euo pipefail
+[ $# -ge 2 ] || { echo "usage: scripts/probe-vs-wire.sh PORT URL [probe flags...] (--help for more)" >&2; exit 2; }
 cd "$(dirname "$0")/.."
 port=$1 url=$2
 shift 2

@@ -38,6 +38,8 @@
 #   KEEP_LOGS=1 keeps the nginx and server logs (the path is printed)
 # Needs nginx, wrk and curl; installs nothing.
 # Exit status: 0 when the good configuration saw no 502s, 1 otherwise.
+
+case ${1:-} in -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0" && exit 0 ;; esac
 set -euo pipefail
 
 cd "$(dirname "$0")/.."

@@ -9,6 +9,8 @@
 #
 # Usage: scripts/race-demo.sh            Needs nginx and python3.
 #   Env: SECONDS_PER_ROUND (20), CLIENTS (16), PORT_BASE (18300).
+
+case ${1:-} in -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0" && exit 0 ;; esac
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh

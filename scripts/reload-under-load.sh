@@ -7,6 +7,8 @@
 #
 # Usage: scripts/reload-under-load.sh [duration_s] [connections]
 #   defaults: 20 s, 100 connections, 2 workers. Needs wrk and curl.
+
+case ${1:-} in -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0" && exit 0 ;; esac
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -12,6 +12,8 @@
 #   Env: CONNS="100 1000 5000 10000 19000", SERVERS="kas nginx",
 #   CSV (target/scale.csv), PORT_BASE (18560), OUT (docs).
 #   Needs wrk and a descriptor limit above the largest count (20,000 here).
+
+case ${1:-} in -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0" && exit 0 ;; esac
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh

@@ -22,6 +22,8 @@
 #   scripts/soak.sh 10000 2s                         # 10k conns, 2s timeout
 #   IDLE_CHECK=10s scripts/soak.sh 2000 1s -- --workers 2
 # Exit status: 0 ok, 2 when a connection closed early, failed or never closed.
+
+case ${1:-} in -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0" && exit 0 ;; esac
 set -euo pipefail
 
 cd "$(dirname "$0")/.."

@@ -9,6 +9,8 @@
 # Usage: scripts/syscalls.sh [duration]   (default 3s)
 #   Env: PORT_BASE (18660). Needs wrk and strace (apt-get install strace);
 #   nginx optional.
+
+case ${1:-} in -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0" && exit 0 ;; esac
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh

@@ -15,6 +15,8 @@
 #   defaults: 5 rounds, 3s, 50 connections, wrk -t1. Needs wrk, nginx with
 #   http_ssl_module and openssl (apt-get install wrk nginx openssl).
 #   Env: PORT_BASE (default 18560).
+
+case ${1:-} in -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0" && exit 0 ;; esac
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh

@@ -8,13 +8,13 @@ use std::io::Write as _;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::process::ExitCode;
 
-use keepalive_server::config::format_duration;
+use keepalive_server::config::{self, format_duration};
 use keepalive_server::{Config, Remote, Server, admin, guard, logging, probe, reload};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 use signal_hook::iterator::Signals;
 
 fn main() -> ExitCode {
-    let args: Vec<OsString> = std::env::args_os().collect();
+    let args = config::help_as_flag(std::env::args_os().collect());
     if args.get(1).is_some_and(|first| first == "probe") {
         return probe::main(args.into_iter().skip(2));
     }
@@ -76,6 +76,7 @@ fn run(config: Config, args: Vec<OsString>) -> Result<(), String> {
         admin = %admin_addr.map_or_else(|| "off".to_owned(), |addr| bound(addr, false)),
         access_log = %config.access_log,
         tls = %config.tls_cert.as_deref().map_or_else(|| "off".to_owned(), |cert| cert.display().to_string()),
+        test_controls = %if config.test_controls { "on" } else { "off" },
         "listening on {}",
         bound(handle.local_addr(), config.tls.is_some())
     );

@@ -12,7 +12,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
 use std::time::Duration;
 
-use support::binary::{Running, command};
+use support::binary::{Running, command, serve};
 use support::client::Client;
 use support::eventually;
 use support::files::TempFile;
@@ -28,16 +28,9 @@ struct Logged {
 impl Logged {
     fn start(extra: &[&str]) -> Logged {
         let log = TempFile::new("access.log", "");
-        let mut args = vec![
-            "--listen",
-            "127.0.0.1:0",
-            "--workers",
-            "1",
-            "--access-log",
-            log.arg(),
-        ];
+        let mut args = vec!["--workers", "1", "--access-log", log.arg()];
         args.extend_from_slice(extra);
-        let server = Running::start(command(&args));
+        let server = serve(&args);
         Logged { server, log }
     }
 

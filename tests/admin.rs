@@ -5,28 +5,17 @@
 
 mod support;
 
-use std::num::NonZeroUsize;
 use std::time::Duration;
 
-use keepalive_server::Config;
 use serde_json::Value;
 use support::client::{Client, get};
 use support::eventually;
 use support::exposition::Exposition;
-use support::server::AdminFixture;
+use support::server::{AdminFixture, keep_alive, start_with_admin};
 
 const WITHIN: Duration = Duration::from_secs(10);
 
 type Fixture = AdminFixture;
-
-/// One worker (so list lengths are exact), the admin listener on port 0.
-fn start(keep_alive: &str, buffer: &str) -> Fixture {
-    let mut config = Config::with_listen("127.0.0.1:0".parse().unwrap());
-    config.workers = Some(NonZeroUsize::new(1).unwrap());
-    config.keep_alive_timeout = keepalive_server::config::parse_duration(keep_alive).unwrap();
-    config.keep_alive_buffer = keepalive_server::config::parse_duration(buffer).unwrap();
-    AdminFixture::start(config)
-}
 
 impl Fixture {
     fn metrics(&self) -> String {
@@ -79,7 +68,7 @@ fn lists(timers: &Value) -> Vec<&Value> {
 
 #[test]
 fn metrics_is_prometheus_text_with_help_and_type_for_every_series() {
-    let f = start("5s", "1s");
+    let f = start_with_admin(|c| keep_alive(c, "5s", "1s"));
     let _idle = f.idle_client();
     let response = get(f.admin, "/metrics");
     assert_eq!(response.status, 200);
@@ -164,7 +153,7 @@ fn metrics_is_prometheus_text_with_help_and_type_for_every_series() {
 
 #[test]
 fn metrics_count_accepts_requests_and_idle_connections() {
-    let f = start("5s", "1s");
+    let f = start_with_admin(|c| keep_alive(c, "5s", "1s"));
     // Three requests on one connection, then a 200 and a 404 on another.
     let mut a = f.idle_client();
     assert_eq!(a.request("/").status, 200);
@@ -210,7 +199,7 @@ fn metrics_count_accepts_requests_and_idle_connections() {
 
 #[test]
 fn metrics_count_closes_by_keep_alive_timeout() {
-    let f = start("1s", "0s");
+    let f = start_with_admin(|c| keep_alive(c, "1s", "0s"));
     let m = f.metrics();
     assert_eq!(
         sample(
@@ -259,7 +248,7 @@ fn metrics_count_closes_by_keep_alive_timeout() {
 #[test]
 fn timers_show_idle_sockets_in_one_unrefed_list() {
     const N: usize = 4;
-    let f = start("5s", "1s");
+    let f = start_with_admin(|c| keep_alive(c, "5s", "1s"));
     let clients: Vec<Client> = (0..N).map(|_| f.idle_client()).collect();
     let timers = eventually(WITHIN, || {
         let timers = f.timers();
@@ -291,7 +280,7 @@ fn timers_show_idle_sockets_in_one_unrefed_list() {
 
 #[test]
 fn timers_show_an_in_flight_delay_as_refed() {
-    let f = start("5s", "1s");
+    let f = start_with_admin(|c| keep_alive(c, "5s", "1s"));
     let mut delayed = Client::connect(f.addr);
     delayed.get("/delay/1500");
     let timers = eventually(WITHIN, || {
@@ -327,7 +316,7 @@ fn timers_show_an_in_flight_delay_as_refed() {
 
 #[test]
 fn healthz_turns_503_on_shutdown() {
-    let f = start("5s", "1s");
+    let f = start_with_admin(|c| keep_alive(c, "5s", "1s"));
     let response = get(f.admin, "/healthz");
     assert_eq!(response.status, 200);
     f.handle.shutdown();
@@ -342,7 +331,7 @@ fn healthz_turns_503_on_shutdown() {
 
 #[test]
 fn unknown_paths_and_methods_are_refused() {
-    let f = start("5s", "1s");
+    let f = start_with_admin(|c| keep_alive(c, "5s", "1s"));
     assert_eq!(get(f.admin, "/metricsx").status, 404);
     assert_eq!(get(f.admin, "/timers/").status, 404);
     // A query string does not hide the route.
@@ -359,9 +348,27 @@ fn unknown_paths_and_methods_are_refused() {
 }
 
 #[test]
+fn an_event_interval_out_of_range_or_not_a_number_gets_400_naming_the_range() {
+    let f = start_with_admin(|c| keep_alive(c, "5s", "1s"));
+    for bad in ["50", "abc", "99", "5001", ""] {
+        let response = get(f.admin, &format!("/events?interval={bad}"));
+        assert_eq!(response.status, 400, "interval={bad}");
+        assert!(
+            response.text().contains("from 100 to 5000"),
+            "interval={bad}: {}",
+            response.text()
+        );
+    }
+    let mut client = Client::connect(f.admin);
+    client.send(b"GET /events?interval=100 HTTP/1.1\r\nHost: t\r\n\r\n");
+    let response = client.read_head_response();
+    assert_eq!(response.status, 200, "the bounds themselves are taken");
+}
+
+#[test]
 fn head_answers_headers_only() {
     use std::io::Read;
-    let f = start("5s", "1s");
+    let f = start_with_admin(|c| keep_alive(c, "5s", "1s"));
     for path in ["/healthz", "/metrics", "/timers", "/", "/nope"] {
         let mut client = Client::connect(f.admin);
         client.send(format!("HEAD {path} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
@@ -377,7 +384,7 @@ fn head_answers_headers_only() {
 
 #[test]
 fn timers_label_each_list_with_what_it_holds() {
-    let f = start("5s", "1s");
+    let f = start_with_admin(|c| keep_alive(c, "5s", "1s"));
     let _idle = f.idle_client(); // keep-alive: 5 s + 1 s buffer
     let _fresh = Client::connect(f.addr); // headers: nothing sent yet
     let mut partial = Client::connect(f.addr);
@@ -458,7 +465,7 @@ fn timers_label_each_list_with_what_it_holds() {
 
 #[test]
 fn the_dashboard_page_and_its_files_are_served() {
-    let f = start("5s", "1s");
+    let f = start_with_admin(|c| keep_alive(c, "5s", "1s"));
     let page = get(f.admin, "/");
     assert_eq!(page.status, 200);
     assert_eq!(

@@ -10,6 +10,7 @@ use std::time::Duration;
 use support::HELLO;
 use support::binary::{BIN, Running, command, run_to_exit, strip_ansi};
 use support::client::{Client, get};
+use support::files::repo_path;
 
 struct Finished {
     status: ExitStatus,
@@ -268,6 +269,50 @@ fn switches_from_the_environment_take_the_usual_words() {
 }
 
 #[test]
+fn a_mistyped_subcommand_is_pointed_to_the_right_one() {
+    for typo in ["prob", "porbe"] {
+        let finished = run(command(&[typo, "http://127.0.0.1:1/"]), LIMIT);
+        assert_eq!(finished.status.code(), Some(2), "{}", finished.stderr);
+        assert!(
+            finished
+                .stderr
+                .contains("a similar subcommand exists: 'probe'"),
+            "{typo}: {}",
+            finished.stderr
+        );
+    }
+    let finished = run(command(&["--check", "probe", "http://127.0.0.1:1/"]), LIMIT);
+    assert_eq!(finished.status.code(), Some(2), "{}", finished.stderr);
+    assert!(
+        finished.stderr.contains("`probe` must come first"),
+        "{}",
+        finished.stderr
+    );
+}
+
+#[test]
+fn help_answers_as_a_subcommand_too() {
+    let finished = run(command(&["help"]), LIMIT);
+    assert!(finished.status.success(), "{}", finished.stderr);
+    assert!(
+        finished
+            .stdout
+            .contains("Usage: keepalive-server [OPTIONS] [COMMAND]")
+    );
+    assert!(finished.stdout.contains("  probe  "), "{}", finished.stdout);
+    assert!(finished.stdout.contains("--keep-alive-timeout"));
+    let finished = run(command(&["help", "probe"]), LIMIT);
+    assert!(finished.status.success(), "{}", finished.stderr);
+    assert!(
+        finished
+            .stdout
+            .contains("Usage: keepalive-server probe [OPTIONS] <URL>"),
+        "the probe's own help: {}",
+        finished.stdout
+    );
+}
+
+#[test]
 fn help_is_wrapped_and_names_placeholders_and_rust_log() {
     let finished = run(command(&["--help"]), LIMIT);
     assert!(finished.status.success(), "{}", finished.stderr);
@@ -327,9 +372,48 @@ fn the_startup_line_gives_the_url_and_readable_timeouts() {
         "headers_timeout=1m",
         "request_timeout=5m",
         "shutdown_timeout=30s",
+        "test_controls=on",
     ] {
         assert!(startup.contains(field), "{field} not in {startup}");
     }
+}
+
+#[test]
+fn the_startup_line_says_the_packaged_config_turns_the_test_controls_off() {
+    let packaged = repo_path("config/server.toml");
+    let running = Running::start(command(&[
+        "--config",
+        packaged.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+    ]));
+    let log = running.log();
+    let line = log
+        .iter()
+        .find(|line| line.contains("listening on"))
+        .expect("a startup line");
+    assert!(line.ends_with(" test_controls=off"), "{line}");
+}
+
+/// The README's own `--check` line, run as it says: from the root.
+#[test]
+fn the_readme_check_command_works_from_the_repository_root() {
+    const COMMAND: &str = "keepalive-server --config config/server.toml --check";
+    let readme = std::fs::read_to_string(repo_path("README.md")).unwrap();
+    assert!(
+        readme.contains(COMMAND),
+        "the README no longer says {COMMAND}"
+    );
+    let args: Vec<&str> = COMMAND.split(' ').skip(1).collect();
+    let mut cmd = command(&args);
+    cmd.current_dir(repo_path(""));
+    let finished = run(cmd, LIMIT);
+    assert!(finished.status.success(), "{}", finished.stderr);
+    assert!(
+        finished.stdout.contains("# config file"),
+        "{}",
+        finished.stdout
+    );
 }
 
 #[test]

@@ -342,6 +342,13 @@ fn request_line() {
             &[405, 501],
         )
         .check(|r| assert!(r.header("allow").is_some(), "{r:?}")),
+        // As `curl -X CONNECT http://a/` sends it; nginx: 405.
+        case(
+            "CONNECT with an origin-form target",
+            "CONNECT / HTTP/1.1\r\nHost: a\r\n\r\n",
+            &[405],
+        )
+        .check(|r| assert!(r.header("allow").is_some(), "{r:?}")),
         // RFC 9112 §3: a request-line longer than the server reads → 414.
         case("20 KB URI", too_long_uri, &[414]),
         // RFC 9112 §3: no HTTP/0.9 simple requests.

@@ -92,8 +92,10 @@ fn the_dashboard_shows_idle_connections_in_the_keep_alive_list() {
         "shown: race verdict for 127.0.0.2".to_string(),
         "shown: updated in 24-hour UTC".to_string(),
         "shown: client closes in their own colour".to_string(),
-        "shown: one Date tick row".to_string(),
+        "shown: charts drawn from the first snapshot".to_string(),
+        "shown: one date row".to_string(),
         "shown: no overflow at 420 px".to_string(),
+        "shown: timer tracks in view at 420 px".to_string(),
         "console: clean".to_string(),
     ] {
         assert!(stdout.contains(&line), "no {line:?} in\n{stdout}");

@@ -21,19 +21,15 @@ use keepalive_server::stats::CloseCause;
 use support::client::{Client, post, reset};
 use support::procfs::open_fds;
 use support::server::{TestServer, start};
-use support::{HELLO, SLACK, ms, serial};
+use support::{HELLO, SLACK, eventually, ms, serial};
 
 /// Polls until the process is back to `baseline` descriptors; how long it took.
 fn wait_for_fds(baseline: usize, within: Duration) -> Duration {
     let started = Instant::now();
-    while open_fds() > baseline {
-        assert!(
-            started.elapsed() < within,
-            "{} descriptors left over after {within:?}",
-            open_fds() - baseline
-        );
-        thread::sleep(ms(5));
-    }
+    eventually(within, || match open_fds().saturating_sub(baseline) {
+        0 => Ok(()),
+        left => Err(format!("{left} descriptors left over")),
+    });
     started.elapsed()
 }
 

@@ -9,30 +9,17 @@ mod support;
 
 use std::io::{self, Read};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::num::NonZeroUsize;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use keepalive_server::Config;
-use keepalive_server::config::parse_duration;
 use serde_json::Value;
-use support::binary::Running;
+use support::binary::serve;
 use support::client::{Client, get};
 use support::eventually;
 use support::exposition::Exposition;
-use support::server::AdminFixture;
+use support::server::{AdminFixture, keep_alive, start_with_admin};
 
 const WITHIN: Duration = Duration::from_secs(10);
-
-/// One worker, the given keep-alive timeout and buffer, the admin listener.
-fn start(keep_alive: &str, buffer: &str, tweak: impl FnOnce(&mut Config)) -> AdminFixture {
-    let mut config = Config::with_listen("127.0.0.1:0".parse().unwrap());
-    config.workers = Some(NonZeroUsize::new(1).unwrap());
-    config.keep_alive_timeout = parse_duration(keep_alive).unwrap();
-    config.keep_alive_buffer = parse_duration(buffer).unwrap();
-    tweak(&mut config);
-    AdminFixture::start(config)
-}
 
 fn loopback(last: u8) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(127, 0, 0, last))
@@ -73,7 +60,7 @@ fn peer_when(fixture: &AdminFixture, addr: IpAddr, ready: impl Fn(&Value) -> boo
 
 #[test]
 fn advertise_and_max_change_what_responses_say() {
-    let fixture = start("5s", "1s", |_| {});
+    let fixture = start_with_admin(|c| keep_alive(c, "5s", "1s"));
     let mut client = Client::connect(fixture.addr);
     let first = client.request("/?advertise=7s&max=2");
     assert_eq!(first.header("keep-alive"), Some("timeout=7, max=2"));
@@ -94,7 +81,7 @@ fn advertise_and_max_change_what_responses_say() {
 
 #[test]
 fn after_closes_politely_silently_or_with_a_reset() {
-    let fixture = start("5s", "1s", |_| {});
+    let fixture = start_with_admin(|c| keep_alive(c, "5s", "1s"));
     let cases = [
         ("close", true, "fin"),
         ("silent", false, "fin"),
@@ -123,7 +110,7 @@ fn after_closes_politely_silently_or_with_a_reset() {
 
 #[test]
 fn ka_sets_the_real_idle_timeout_and_close_how_it_ends() {
-    let fixture = start("30s", "1s", |_| {});
+    let fixture = start_with_admin(|c| keep_alive(c, "30s", "1s"));
     for (close, expected) in [("fin", "fin"), ("rst", "rst")] {
         let mut client = Client::connect(fixture.addr);
         let began = Instant::now();
@@ -144,7 +131,7 @@ fn ka_sets_the_real_idle_timeout_and_close_how_it_ends() {
 
 #[test]
 fn bad_control_values_get_400_naming_the_control() {
-    let fixture = start("5s", "1s", |_| {});
+    let fixture = start_with_admin(|c| keep_alive(c, "5s", "1s"));
     let cases = [
         ("/?ka=0", "ka"),
         ("/?ka=11m", "ka"),
@@ -174,7 +161,10 @@ fn bad_control_values_get_400_naming_the_control() {
 
 #[test]
 fn test_controls_off_ignores_them() {
-    let fixture = start("5s", "1s", |config| config.test_controls = false);
+    let fixture = start_with_admin(|c| {
+        keep_alive(c, "5s", "1s");
+        c.test_controls = false;
+    });
     let mut client = Client::connect(fixture.addr);
     let response = client.request("/?advertise=9s&after=rst&ka=bad");
     assert_eq!(response.status, 200);
@@ -201,7 +191,7 @@ fn close_after_idle(addr: SocketAddr, from: IpAddr, connections: usize, idle: Du
 
 #[test]
 fn a_client_that_closes_idle_connections_first_is_estimated_within_5_percent() {
-    let fixture = start("10s", "1s", |_| {});
+    let fixture = start_with_admin(|c| keep_alive(c, "10s", "1s"));
     let addr = fixture.addr;
     let short =
         thread::spawn(move || close_after_idle(addr, loopback(2), 8, Duration::from_millis(1200)));
@@ -231,7 +221,7 @@ fn a_client_that_closes_idle_connections_first_is_estimated_within_5_percent() {
 #[test]
 fn a_client_that_reuses_past_the_deadline_sends_late_requests_and_races() {
     // The server really closes at 1 s, and says 1 s.
-    let fixture = start("1s", "0s", |_| {});
+    let fixture = start_with_admin(|c| keep_alive(c, "1s", "0s"));
     let addr = fixture.addr;
     let racers: Vec<_> = (0..4u64)
         .map(|i| {
@@ -270,7 +260,7 @@ fn a_client_that_reuses_past_the_deadline_sends_late_requests_and_races() {
 
 #[test]
 fn a_client_that_reuses_just_before_the_deadline_counts_near_misses() {
-    let fixture = start("1s", "0s", |_| {});
+    let fixture = start_with_admin(|c| keep_alive(c, "1s", "0s"));
     let mut client = Client::connect_from(loopback(5), fixture.addr);
     assert_eq!(client.request("/").status, 200);
     // Idle until 50 ms before the server's 1 s deadline.
@@ -287,7 +277,7 @@ fn a_client_that_reuses_just_before_the_deadline_counts_near_misses() {
 
 #[test]
 fn the_peer_table_stays_bounded_with_ten_thousand_addresses() {
-    let fixture = start("5s", "1s", |_| {});
+    let fixture = start_with_admin(|c| keep_alive(c, "5s", "1s"));
     let addr = fixture.addr;
     const ADDRESSES: u32 = 10_000;
     let halves: Vec<_> = (0..2u32)
@@ -348,8 +338,9 @@ fn lose_a_race(
 fn the_verdict_describes_the_recent_window_and_the_totals_stay() {
     // A one-second window: a client that raced and then behaves reads "ok"
     // again once the race is a window old; the totals keep the race.
-    let fixture = start("30s", "0s", |config| {
-        config.peers_window = Duration::from_secs(1);
+    let fixture = start_with_admin(|c| {
+        keep_alive(c, "30s", "0s");
+        c.peers_window = Duration::from_secs(1);
     });
     let from = loopback(6);
     let seen = lose_a_race(
@@ -387,7 +378,7 @@ fn lost_requests_are_judged_against_their_connections_own_timeout() {
     // One address, two idle timeouts: the server's 30 s, and 200 ms set by
     // `ka=` on the connection that lost the race. The advice is about the
     // 200 ms one, and says so, with the client's own setting (httpx).
-    let fixture = start("30s", "0s", |_| {});
+    let fixture = start_with_admin(|c| keep_alive(c, "30s", "0s"));
     let from = loopback(7);
     let mut calm = Client::connect_from(from, fixture.addr);
     assert_eq!(calm.request("/").status, 200);
@@ -414,7 +405,7 @@ fn lost_requests_are_judged_against_their_connections_own_timeout() {
 
 #[test]
 fn a_server_that_resets_idle_connections_says_lost_requests_cannot_be_seen() {
-    let fixture = start("30s", "0s", |_| {});
+    let fixture = start_with_admin(|c| keep_alive(c, "30s", "0s"));
     let from = loopback(8);
     let seen = lose_a_race(
         fixture.addr,
@@ -444,7 +435,7 @@ fn a_pool_that_closes_when_it_is_next_used_is_an_upper_bound() {
     // httpx drops an expired idle connection only when it is next used:
     // its close comes with its next connection, and the close age is the
     // pause between requests, not its idle timeout.
-    let fixture = start("30s", "1s", |_| {});
+    let fixture = start_with_admin(|c| keep_alive(c, "30s", "1s"));
     let from = loopback(9);
     let mut old = Client::connect_from(from, fixture.addr);
     assert_eq!(old.request("/").status, 200);
@@ -471,9 +462,7 @@ fn a_reuse_served_past_the_deadline_is_at_risk_and_its_late_timer_is_counted() {
     // "race". The timer was overdue when the worker woke, and the lateness
     // figures say so whether it fired or the request cancelled it first
     // (that case: conn::tests::a_request_that_cancels_an_overdue_idle_timer…).
-    let args = [
-        "--listen",
-        "127.0.0.1:0",
+    let server = serve(&[
         "--workers",
         "1",
         "--admin",
@@ -482,8 +471,7 @@ fn a_reuse_served_past_the_deadline_is_at_risk_and_its_late_timer_is_counted() {
         "1s",
         "--keep-alive-buffer",
         "0s",
-    ];
-    let server = Running::start(support::binary::command(&args));
+    ]);
     let admin = server.admin_addr();
     let lateness = || {
         let metrics = Exposition::parse(&get(admin, "/metrics").text());

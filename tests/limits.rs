@@ -14,7 +14,7 @@ use keepalive_server::stats::CloseCause;
 use support::binary::{Running, command_with_fd_limit};
 use support::client::Client;
 use support::server::{TestServer, start};
-use support::{HELLO, SLACK, ms};
+use support::{HELLO, SLACK, eventually, poll};
 
 const GET: &[u8] = b"GET / HTTP/1.1\r\nHost: t\r\n\r\n";
 
@@ -136,14 +136,10 @@ fn idle_connections_enrolled_before_a_reload_can_be_evicted() {
     config.keep_alive_timeout = Duration::from_secs(20);
     let remote = server.handle.remote();
     remote.offer_settings(&std::sync::Arc::new(config.settings()));
-    let deadline = Instant::now() + SLACK;
-    while remote.workers_yet_to_take_settings() > 0 {
-        assert!(
-            Instant::now() < deadline,
-            "the worker never took the settings"
-        );
-        thread::sleep(ms(5));
-    }
+    eventually(SLACK, || match remote.workers_yet_to_take_settings() {
+        0 => Ok(()),
+        n => Err(format!("{n} workers never took the settings")),
+    });
 
     let mut fresh = server.client();
     assert_ok(&mut fresh);
@@ -242,15 +238,11 @@ fn out_of_descriptors_at_accept_pauses_without_spinning_and_logs_once() {
             .filter(|line| line.contains("WARN") && line.contains("accept"))
             .collect()
     };
-    let deadline = Instant::now() + SLACK;
-    while warnings(&server).is_empty() {
-        assert!(
-            Instant::now() < deadline,
-            "no accept warning; log: {:?}",
-            server.log()
-        );
-        thread::sleep(ms(20));
-    }
+    let warned = poll(SLACK, || match warnings(&server).is_empty() {
+        true => Err("none".to_owned()),
+        false => Ok(()),
+    });
+    assert!(warned.is_ok(), "no accept warning; log: {:?}", server.log());
 
     // Paused, not spinning: next to no CPU over the next 2 s.
     let window = Duration::from_secs(2);
@@ -274,21 +266,20 @@ fn out_of_descriptors_at_accept_pauses_without_spinning_and_logs_once() {
 
     // Descriptors free up: accepting resumes and a new connection is served.
     drop(clients);
-    let deadline = Instant::now() + SLACK + SLACK;
-    loop {
+    let served = poll(SLACK + SLACK, || {
         let mut client = Client::connect(addr);
         client.send(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
         let mut answer = Vec::new();
         let _ = client.stream.read_to_end(&mut answer);
-        if answer.starts_with(b"HTTP/1.1 200 ") {
-            break;
+        match answer.starts_with(b"HTTP/1.1 200 ") {
+            true => Ok(()),
+            false => Err(String::from_utf8_lossy(&answer).into_owned()),
         }
-        assert!(
-            Instant::now() < deadline,
-            "not served after the descriptors freed up: {:?}; log: {:?}",
-            String::from_utf8_lossy(&answer),
+    });
+    if let Err(answer) = served {
+        panic!(
+            "not served after the descriptors freed up: {answer:?}; log: {:?}",
             server.log()
         );
-        thread::sleep(ms(100));
     }
 }

@@ -9,17 +9,11 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use support::binary::{Running, command};
+use support::binary::{Running, serve};
 use support::client::Client;
 use support::files::TempFile;
 
 const WITHIN: Duration = Duration::from_secs(10);
-
-fn start(file: &TempFile, extra: &[&str]) -> Running {
-    let mut args = vec!["--config", file.arg(), "--listen", "127.0.0.1:0"];
-    args.extend_from_slice(extra);
-    Running::start(command(&args))
-}
 
 fn keep_alive(client: &mut Client) -> String {
     let response = client.request("/");
@@ -46,7 +40,7 @@ fn assert_running(server: &mut Running) {
 #[test]
 fn an_open_connection_survives_a_reload_and_advertises_the_new_timeout() {
     let file = TempFile::new("server.toml", "keep_alive_timeout = \"5s\"\n");
-    let mut server = start(&file, &["--workers", "2"]);
+    let mut server = serve(&["--config", file.arg(), "--workers", "2"]);
     let mut open = Client::connect(server.addr);
     assert_eq!(keep_alive(&mut open), "timeout=5");
 
@@ -72,7 +66,7 @@ fn timers_armed_after_a_reload_use_the_new_durations() {
         "server.toml",
         "keep_alive_timeout = \"30s\"\nkeep_alive_buffer = \"0s\"\n",
     );
-    let mut server = start(&file, &["--workers", "1"]);
+    let mut server = serve(&["--config", file.arg(), "--workers", "1"]);
     let mut open = Client::connect(server.addr);
     assert_eq!(keep_alive(&mut open), "timeout=30");
 
@@ -93,7 +87,7 @@ fn timers_armed_after_a_reload_use_the_new_durations() {
 #[test]
 fn a_reloaded_header_count_limit_applies_to_the_next_request() {
     let file = TempFile::new("server.toml", "max_headers = 100\n");
-    let mut server = start(&file, &["--workers", "1"]);
+    let mut server = serve(&["--config", file.arg(), "--workers", "1"]);
     let mut fifty_fields = b"GET / HTTP/1.1\r\nHost: t\r\n".to_vec();
     fifty_fields.extend(b"X:1\r\n".repeat(49));
     fifty_fields.extend_from_slice(b"\r\n");
@@ -112,7 +106,7 @@ fn a_reloaded_header_count_limit_applies_to_the_next_request() {
 #[test]
 fn an_invalid_file_keeps_the_running_configuration() {
     let file = TempFile::new("server.toml", "keep_alive_timeout = \"5s\"\n");
-    let mut server = start(&file, &["--workers", "1"]);
+    let mut server = serve(&["--config", file.arg(), "--workers", "1"]);
     let mut open = Client::connect(server.addr);
     assert_eq!(keep_alive(&mut open), "timeout=5");
 
@@ -135,7 +129,7 @@ fn an_invalid_file_keeps_the_running_configuration() {
 #[test]
 fn options_that_need_a_restart_are_reported_and_ignored() {
     let file = TempFile::new("server.toml", "workers = 1\n");
-    let mut server = start(&file, &[]);
+    let mut server = serve(&["--config", file.arg()]);
     file.write("workers = 2\nkeep_alive_timeout = \"4s\"\n");
     server.signal("HUP");
     let warning = server.wait_for_line("ignored until restart", WITHIN);
@@ -151,7 +145,7 @@ fn options_that_need_a_restart_are_reported_and_ignored() {
 
 #[test]
 fn without_a_config_file_sighup_says_there_is_nothing_to_reload() {
-    let mut server = Running::start(command(&["--listen", "127.0.0.1:0", "--workers", "1"]));
+    let mut server = serve(&["--workers", "1"]);
     server.signal("HUP");
     server.wait_for_line("nothing to reload", WITHIN);
     assert_eq!(keep_alive(&mut Client::connect(server.addr)), "timeout=65");
@@ -161,7 +155,7 @@ fn without_a_config_file_sighup_says_there_is_nothing_to_reload() {
 #[test]
 fn sighup_right_after_the_startup_line_does_not_end_the_process() {
     for _ in 0..5 {
-        let mut server = Running::start(command(&["--listen", "127.0.0.1:0", "--workers", "1"]));
+        let mut server = serve(&["--workers", "1"]);
         server.signal("HUP");
         // Handled (not the default action, which ends the process).
         server.wait_for_line("nothing to reload", WITHIN);

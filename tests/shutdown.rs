@@ -11,7 +11,7 @@ use std::process::{Child, ChildStderr, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use support::binary::{Running, STARTUP_TIMEOUT, command, wait_timeout};
+use support::binary::{Running, STARTUP_TIMEOUT, command, serve, wait_timeout};
 use support::client::{Client, get};
 use support::eventually;
 use support::exposition::Exposition;
@@ -19,25 +19,13 @@ use support::exposition::Exposition;
 /// Generous: the machine is shared.
 const EXIT_WITHIN: Duration = Duration::from_secs(10);
 
-fn start(extra: &[&str]) -> Running {
-    let mut args = vec!["--listen", "127.0.0.1:0", "--workers", "2"];
-    args.extend_from_slice(extra);
-    Running::start(command(&args))
-}
-
+/// The servers' flags: two workers, as a rule.
+const TWO_WORKERS: [&str; 2] = ["--workers", "2"];
 /// One worker, so one listener: once it is closed, every connect is refused.
-fn start_one_worker(extra: &[&str]) -> Running {
-    let mut args = vec!["--listen", "127.0.0.1:0", "--workers", "1"];
-    args.extend_from_slice(extra);
-    Running::start(command(&args))
-}
-
-/// With the admin listener, whose `/metrics` shows requests in flight.
-fn start_watched(extra: &[&str]) -> Running {
-    let mut args = vec!["--admin", "127.0.0.1:0"];
-    args.extend_from_slice(extra);
-    start(&args)
-}
+const ONE_WORKER: [&str; 2] = ["--workers", "1"];
+/// Two workers and the admin listener, whose `/metrics` shows requests in
+/// flight.
+const WATCHED: [&str; 4] = ["--workers", "2", "--admin", "127.0.0.1:0"];
 
 /// A persistent connection with one request answered.
 fn idle_client(server: &Running) -> Client {
@@ -70,16 +58,15 @@ fn in_flight(server: &Running, path: &str) -> Client {
 /// Waits until every listener is closed (the drain has begun in every
 /// worker): a connect is refused.
 fn wait_until_draining(server: &Running) {
-    let deadline = Instant::now() + EXIT_WITHIN;
-    while TcpStream::connect(server.addr).is_ok() {
-        assert!(Instant::now() < deadline, "still accepting after SIGTERM");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    eventually(EXIT_WITHIN, || match TcpStream::connect(server.addr) {
+        Ok(_) => Err("still accepting after SIGTERM".to_owned()),
+        Err(_) => Ok(()),
+    });
 }
 
 #[test]
 fn sigterm_closes_idle_finishes_in_flight_and_exits_zero() {
-    let mut server = start_watched(&[]);
+    let mut server = serve(&WATCHED);
     let mut idle = idle_client(&server);
     let mut delayed = in_flight(&server, "/delay/800");
 
@@ -122,7 +109,7 @@ fn sigterm_closes_idle_finishes_in_flight_and_exits_zero() {
 
 #[test]
 fn sigint_on_an_idle_server_exits_zero_at_once() {
-    let mut server = start(&[]);
+    let mut server = serve(&TWO_WORKERS);
     let idle = idle_client(&server);
     let signalled = Instant::now();
     server.signal("INT");
@@ -137,7 +124,7 @@ fn sigint_on_an_idle_server_exits_zero_at_once() {
 fn sigterm_right_after_the_startup_line_is_graceful() {
     // The startup line promises a server that handles signals.
     for _ in 0..5 {
-        let mut server = start(&[]);
+        let mut server = serve(&TWO_WORKERS);
         server.signal("TERM");
         let status = server.wait_exit(EXIT_WITHIN).expect("exited");
         assert!(
@@ -150,7 +137,7 @@ fn sigterm_right_after_the_startup_line_is_graceful() {
 
 #[test]
 fn second_sigterm_exits_at_once() {
-    let mut server = start_watched(&[]);
+    let mut server = serve(&WATCHED);
     let mut delayed = in_flight(&server, "/delay/5000");
     let first = Instant::now();
     server.signal("TERM");
@@ -174,7 +161,7 @@ fn second_sigterm_exits_at_once() {
 
 #[test]
 fn shutdown_timeout_cuts_a_long_drain() {
-    let mut server = start_watched(&["--shutdown-timeout", "300ms"]);
+    let mut server = serve(&[&WATCHED[..], &["--shutdown-timeout", "300ms"]].concat());
     let mut delayed = in_flight(&server, "/delay/3000");
     let signalled = Instant::now();
     server.signal("TERM");
@@ -206,7 +193,7 @@ fn shutdown_timeout_cuts_a_long_drain() {
 
 #[test]
 fn shutdown_timeout_0_waits_as_long_as_in_flight_requests_take() {
-    let mut server = start_watched(&["--shutdown-timeout", "0"]);
+    let mut server = serve(&[&WATCHED[..], &["--shutdown-timeout", "0"]].concat());
     let mut delayed = in_flight(&server, "/delay/1500");
     let signalled = Instant::now();
     server.signal("TERM");
@@ -233,7 +220,7 @@ fn shutdown_timeout_0_waits_as_long_as_in_flight_requests_take() {
 fn sigterm_during_slowly_read_pipelined_echoes_cuts_nothing() {
     const ECHOES: usize = 6;
     const SIZE: usize = 1_000_000;
-    let mut server = start(&[]);
+    let mut server = serve(&TWO_WORKERS);
     let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
     socket.set_recv_buffer_size(64 * 1024).unwrap();
     socket.connect(&server.addr.into()).unwrap();
@@ -309,7 +296,13 @@ fn sigterm_during_slowly_read_pipelined_echoes_cuts_nothing() {
 #[test]
 fn sigterm_with_timeout_0_finishes_a_response_in_progress() {
     const SIZE: usize = 24 << 20;
-    let mut server = start_one_worker(&["--timeout", "0", "--max-body-size", "32MiB"]);
+    let mut server = serve(
+        &[
+            &ONE_WORKER[..],
+            &["--timeout", "0", "--max-body-size", "32MiB"],
+        ]
+        .concat(),
+    );
     let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
     socket.set_recv_buffer_size(64 * 1024).unwrap();
     socket.connect(&server.addr.into()).unwrap();
@@ -348,7 +341,7 @@ fn sigterm_with_timeout_0_finishes_a_response_in_progress() {
 /// `--shutdown-timeout`): half a head, and a head with half its body.
 #[test]
 fn a_partial_request_at_the_shutdown_timeout_gets_a_408() {
-    let mut server = start_one_worker(&["--shutdown-timeout", "500ms"]);
+    let mut server = serve(&[&ONE_WORKER[..], &["--shutdown-timeout", "500ms"]].concat());
     let mut half_head = Client::connect(server.addr);
     half_head.send(b"GET / HTTP/1.1\r\nHo");
     let mut half_body = Client::connect(server.addr);
@@ -383,7 +376,7 @@ fn a_partial_request_at_the_shutdown_timeout_gets_a_408() {
 /// (long before `--shutdown-timeout`).
 #[test]
 fn a_partial_requests_own_timeout_ends_it_during_the_drain() {
-    let mut server = start_one_worker(&["--headers-timeout", "400ms"]);
+    let mut server = serve(&[&ONE_WORKER[..], &["--headers-timeout", "400ms"]].concat());
     let mut half_head = Client::connect(server.addr);
     half_head.send(b"GET / HTTP/1.1\r\nHo");
     let mut third = Client::connect(server.addr);

@@ -3,7 +3,8 @@
 //! works as over plain HTTP (reuse, `Keep-Alive` headers, the access log
 //! saying TLS, GoAccess still reading it), the idle close says `close_notify` before its FIN (and
 //! `close=rst` still resets), a handshake is under the headers deadline
-//! from accept, garbage fails the handshake and is counted, and a bad
+//! from accept, garbage fails the handshake and is counted, ALPN takes
+//! `http/1.0` or `http/1.1` and refuses (and logs) `h2` alone, and a bad
 //! certificate path stops the binary at start with one line naming it.
 
 mod support;
@@ -14,20 +15,12 @@ use std::time::{Duration, Instant};
 
 use keepalive_server::config::AccessLogTarget;
 use keepalive_server::stats::CloseCause;
-use keepalive_server::tls::{HandshakeFailure, ServerTls, TlsVersion};
-use support::binary::{command, run_to_exit};
+use keepalive_server::tls::{HandshakeFailure, TlsVersion};
+use support::binary::{Running, command, run_to_exit};
 use support::files::{TempDir, TempFile};
 use support::server::TestServer;
 use support::tls::{End, TestCert};
 use support::{SLACK, eventually};
-
-fn start(cert: &TestCert, tweak: impl FnOnce(&mut keepalive_server::Config)) -> TestServer {
-    let tls = ServerTls::load(&cert.cert, &cert.key).expect("the test certificate loads");
-    support::server::start(|config| {
-        config.tls = Some(tls);
-        tweak(config);
-    })
-}
 
 fn handshakes(server: &TestServer, version: TlsVersion) -> u64 {
     server
@@ -45,7 +38,7 @@ fn failures(server: &TestServer, why: HandshakeFailure) -> u64 {
 fn keep_alive_over_tls_reuses_one_handshake_and_logs_the_version() {
     let cert = TestCert::new();
     let log = TempFile::new("access.log", "");
-    let server = start(&cert, |c| {
+    let server = cert.serve(|c| {
         c.keep_alive_timeout = Duration::from_secs(5);
         c.access_log = AccessLogTarget::File(log.path.clone());
     });
@@ -125,7 +118,7 @@ fn goaccess_reads(text: &str, lines: usize) {
 #[test]
 fn the_idle_close_sends_close_notify_then_fin() {
     let cert = TestCert::new();
-    let server = start(&cert, |c| {
+    let server = cert.serve(|c| {
         c.keep_alive_timeout = Duration::from_secs(1);
         c.keep_alive_buffer = Duration::ZERO;
     });
@@ -145,7 +138,7 @@ fn the_idle_close_sends_close_notify_then_fin() {
 #[test]
 fn the_watch_after_close_notify_tells_a_late_request_from_the_peers_close() {
     let cert = TestCert::new();
-    let server = start(&cert, |c| {
+    let server = cert.serve(|c| {
         c.keep_alive_timeout = Duration::from_secs(1);
         c.keep_alive_buffer = Duration::ZERO;
     });
@@ -183,7 +176,7 @@ fn the_watch_after_close_notify_tells_a_late_request_from_the_peers_close() {
 #[test]
 fn close_rst_still_resets_over_tls() {
     let cert = TestCert::new();
-    let server = start(&cert, |c| c.keep_alive_buffer = Duration::ZERO);
+    let server = cert.serve(|c| c.keep_alive_buffer = Duration::ZERO);
     let mut client = cert.connect(server.addr);
     let (head, _) = client.get("/?ka=300ms&close=rst");
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
@@ -197,7 +190,7 @@ fn close_rst_still_resets_over_tls() {
 #[test]
 fn a_client_that_never_says_hello_is_closed_at_the_headers_deadline() {
     let cert = TestCert::new();
-    let server = start(&cert, |c| c.headers_timeout = Duration::from_millis(500));
+    let server = cert.serve(|c| c.headers_timeout = Duration::from_millis(500));
     // Before the connect: the server's deadline runs from its accept.
     let connected = Instant::now();
     let mut silent = TcpStream::connect(server.addr).unwrap();
@@ -222,7 +215,7 @@ fn a_client_that_never_says_hello_is_closed_at_the_headers_deadline() {
 #[test]
 fn a_handshake_cut_short_by_the_deadline_counts_as_a_timeout() {
     let cert = TestCert::new();
-    let server = start(&cert, |c| c.headers_timeout = Duration::from_millis(300));
+    let server = cert.serve(|c| c.headers_timeout = Duration::from_millis(300));
     // The first five bytes of a record header promising more than is sent.
     let mut stalled = TcpStream::connect(server.addr).unwrap();
     stalled.write_all(&[0x16, 0x03, 0x01, 0x02, 0x00]).unwrap();
@@ -238,7 +231,7 @@ fn a_handshake_cut_short_by_the_deadline_counts_as_a_timeout() {
 #[test]
 fn plain_http_on_the_tls_port_fails_the_handshake_and_is_counted() {
     let cert = TestCert::new();
-    let server = start(&cert, |_| {});
+    let server = cert.serve(|_| {});
     let mut plain = TcpStream::connect(server.addr).unwrap();
     plain
         .write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
@@ -258,6 +251,54 @@ fn plain_http_on_the_tls_port_fails_the_handshake_and_is_counted() {
     });
     assert_eq!(handshakes(&server, TlsVersion::Tls13), 0);
     server.wait_for_open(0);
+}
+
+#[test]
+fn alpn_accepts_http_1_0_and_http_1_1_or_no_offer_at_all() {
+    let cert = TestCert::new();
+    let server = cert.serve(|_| {});
+    /// What the client offers, and the protocol it should end up with.
+    type Offer<'a> = (&'a [&'a [u8]], Option<&'a [u8]>);
+    let offers: [Offer; 4] = [
+        (&[b"http/1.0"], Some(b"http/1.0")),
+        (&[b"http/1.1"], Some(b"http/1.1")),
+        (&[b"h2", b"http/1.0"], Some(b"http/1.0")),
+        (&[], None),
+    ];
+    for (offer, chosen) in offers {
+        let mut client = cert
+            .try_connect_offering(server.addr, offer)
+            .unwrap_or_else(|e| panic!("offering {offer:?}: {e}"));
+        assert_eq!(client.stream.conn.alpn_protocol(), chosen, "{offer:?}");
+        client.send(b"GET / HTTP/1.0\r\nHost: localhost\r\n\r\n");
+        let (head, body) = client.read_response();
+        assert!(head.starts_with("HTTP/1.1 200"), "{offer:?}: {head}");
+        assert_eq!(body, "Hello, World!");
+    }
+}
+
+#[test]
+fn a_client_offering_only_h2_is_refused_and_the_log_names_its_offer() {
+    let cert = TestCert::new();
+    let running = Running::start(command(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--tls-cert",
+        cert.cert_arg(),
+        "--tls-key",
+        cert.key_arg(),
+    ]));
+    let refused = cert
+        .try_connect_offering(running.addr, &[b"h2"])
+        .err()
+        .expect("an h2-only client is refused");
+    assert!(
+        refused.to_string().contains("NoApplicationProtocol"),
+        "the alert says why: {refused}"
+    );
+    let line = running.wait_for_line("ALPN", Duration::from_secs(10));
+    assert!(line.contains("offered=h2"), "{line}");
+    assert!(line.contains("http/1.1 and http/1.0"), "{line}");
 }
 
 #[test]
@@ -285,31 +326,6 @@ fn a_bad_certificate_path_stops_the_server_with_one_line_naming_it() {
     );
 }
 
-#[test]
-fn check_loads_the_pair_and_refuses_a_key_of_another_certificate_or_half_a_pair() {
-    let cert = TestCert::new();
-    let other = TestCert::new();
-    let check = |args: &[&str]| {
-        let mut all = vec!["--check"];
-        all.extend_from_slice(args);
-        run_to_exit(command(&all), Duration::from_secs(20))
-    };
-    let (status, stdout, stderr) =
-        check(&["--tls-cert", cert.cert_arg(), "--tls-key", cert.key_arg()]);
-    assert_eq!(status.code(), Some(0), "{stderr}");
-    assert!(stdout.contains("tls_cert = "), "{stdout}");
-    let (status, _, stderr) = check(&["--tls-cert", cert.cert_arg(), "--tls-key", other.key_arg()]);
-    assert_eq!(status.code(), Some(2), "a mismatched key: {stderr}");
-    assert!(stderr.contains("do not make a usable pair"), "{stderr}");
-    assert!(
-        stderr.contains("--tls-key"),
-        "the key is named as at fault: {stderr}"
-    );
-    let (status, _, stderr) = check(&["--tls-cert", cert.cert_arg()]);
-    assert_eq!(status.code(), Some(2), "half a pair: {stderr}");
-    assert!(stderr.contains("tls_key is not"), "{stderr}");
-}
-
 /// Runs the built binary's `probe --json` with `args`; its exit status,
 /// its document (when it printed one) and its stderr.
 fn probe(args: &[&str]) -> (Option<i32>, Option<serde_json::Value>, String) {
@@ -322,7 +338,7 @@ fn probe(args: &[&str]) -> (Option<i32>, Option<serde_json::Value>, String) {
 #[test]
 fn the_probe_measures_the_tls_server_and_sees_close_notify() {
     let cert = TestCert::new();
-    let server = start(&cert, |c| {
+    let server = cert.serve(|c| {
         c.keep_alive_timeout = Duration::from_secs(1);
         c.keep_alive_buffer = Duration::ZERO;
     });
@@ -353,7 +369,7 @@ fn the_probe_measures_the_tls_server_and_sees_close_notify() {
 #[test]
 fn the_probe_reports_a_reset_over_tls_as_rst() {
     let cert = TestCert::new();
-    let server = start(&cert, |c| c.keep_alive_buffer = Duration::ZERO);
+    let server = cert.serve(|c| c.keep_alive_buffer = Duration::ZERO);
     let url = format!(
         "https://127.0.0.1:{}/?ka=400ms&close=rst",
         server.addr.port()
@@ -368,7 +384,7 @@ fn the_probe_reports_a_reset_over_tls_as_rst() {
 #[test]
 fn the_probe_refuses_a_certificate_it_cannot_verify() {
     let cert = TestCert::new();
-    let server = start(&cert, |_| {});
+    let server = cert.serve(|_| {});
     let stranger = TestCert::new();
     let url = format!("https://localhost:{}/", server.addr.port());
     let (code, _, stderr) = probe(&["--connections", "1", "--cacert", stranger.cert_arg(), &url]);

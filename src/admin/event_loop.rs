@@ -266,6 +266,10 @@ impl AdminLoop {
             Route::Events { interval_ms } => {
                 return self.subscribe(key, interval_ms, head_only, now);
             }
+            Route::BadInterval => {
+                let reply = Reply::error("400 Bad Request", http::BAD_INTERVAL.as_bytes());
+                return self.respond(key, reply, head_only, now);
+            }
         };
         let reply = Reply::ok(content_type, body).with_extra(CSP);
         self.respond(key, reply, head_only, now);

@@ -22,6 +22,9 @@ pub enum Route {
     Events {
         interval_ms: u64,
     },
+    /// `/events` with an `interval=` that is not a whole number of ms in
+    /// [`MIN_INTERVAL_MS`]..=[`MAX_INTERVAL_MS`] (400, naming the range).
+    BadInterval,
     Metrics,
     Timers,
     /// `/peers`: the keep-alive lab's per-client report.
@@ -78,8 +81,9 @@ pub fn route(target: &str) -> Route {
         "/dashboard.js" => Route::Script,
         "/dashboard.css" => Route::Style,
         "/favicon.svg" | "/favicon.ico" => Route::Icon,
-        "/events" => Route::Events {
-            interval_ms: interval(query),
+        "/events" => match interval(query) {
+            Some(interval_ms) => Route::Events { interval_ms },
+            None => Route::BadInterval,
         },
         "/metrics" => Route::Metrics,
         "/timers" => Route::Timers,
@@ -89,17 +93,25 @@ pub fn route(target: &str) -> Route {
     }
 }
 
-/// `interval=` from a query string, in ms, clamped to the allowed range;
-/// absent or unreadable: the default.
-fn interval(query: &str) -> u64 {
-    query
+/// `interval=` from a query string, in ms (absent: the default); `None`
+/// when it is not a whole number of ms within the allowed range, which is
+/// refused rather than quietly clamped.
+fn interval(query: &str) -> Option<u64> {
+    match query
         .split('&')
         .find_map(|pair| pair.strip_prefix("interval="))
-        .and_then(|value| value.parse::<u64>().ok())
-        .map_or(DEFAULT_INTERVAL_MS, |ms| {
-            ms.clamp(MIN_INTERVAL_MS, MAX_INTERVAL_MS)
-        })
+    {
+        None => Some(DEFAULT_INTERVAL_MS),
+        Some(value) => value
+            .parse::<u64>()
+            .ok()
+            .filter(|ms| (MIN_INTERVAL_MS..=MAX_INTERVAL_MS).contains(ms)),
+    }
 }
+
+/// The body of the 400 for a bad `interval=`.
+pub const BAD_INTERVAL: &str = "interval= must be a whole number of milliseconds from 100 \
+                                to 5000 (default 250), e.g. /events?interval=500\n";
 
 /// A response head with `Connection: close`; `length` `None` for a body
 /// that runs until the close (the event stream).
@@ -196,15 +208,19 @@ mod tests {
     }
 
     #[test]
-    fn the_event_interval_is_clamped() {
+    fn the_event_interval_is_read_within_its_range_or_refused() {
         let interval_of = |target| match route(target) {
             Route::Events { interval_ms } => interval_ms,
             other => panic!("{other:?}"),
         };
         assert_eq!(interval_of("/events"), 250);
         assert_eq!(interval_of("/events?interval=1000"), 1000);
-        assert_eq!(interval_of("/events?a=b&interval=1"), 100);
-        assert_eq!(interval_of("/events?interval=60000"), 5000);
-        assert_eq!(interval_of("/events?interval=soon"), 250);
+        assert_eq!(interval_of("/events?a=b&interval=100"), 100);
+        assert_eq!(interval_of("/events?interval=5000"), 5000);
+        for bad in ["1", "50", "99", "5001", "60000", "abc", "", "-5", "1.5"] {
+            let target = format!("/events?interval={bad}");
+            assert_eq!(route(&target), Route::BadInterval, "{target}");
+        }
+        assert!(BAD_INTERVAL.contains(&format!("{MIN_INTERVAL_MS} to {MAX_INTERVAL_MS}")));
     }
 }

@@ -26,24 +26,63 @@ use super::process;
 use crate::tls::{HandshakeFailure, TlsVersion};
 
 /// The exposition for one scrape; `viewers`: dashboard feeds open now.
+/// Families in a fixed order, each group written by one step.
 pub fn render(remote: &Remote, snapshots: &[Snapshot], viewers: usize) -> String {
-    let relaxed = std::sync::atomic::Ordering::Relaxed;
-    let stats = || remote.stats();
-    let sum = |read: &dyn Fn(&Stats) -> u64| stats().map(read).sum::<u64>();
-    let state =
-        |pick: fn(&ConnCounts) -> u64| snapshots.iter().map(|s| pick(&s.connections)).sum::<u64>();
-    let total = |pick: fn(&Snapshot) -> usize| snapshots.iter().map(pick).sum::<usize>();
-    let histogram = |bounds: &'static [u64], pick: fn(&Stats) -> HistogramData| {
-        HistogramData::sum_of(bounds, stats().map(pick))
-    };
+    let scrape = Scrape { remote, snapshots };
     let mut out = Exposition::default();
+    render_connections(&mut out, &scrape);
+    render_requests(&mut out, &scrape);
+    render_lab(&mut out, remote);
+    render_tls(&mut out, remote);
+    render_timers(&mut out, &scrape);
+    render_self(&mut out, &scrape, viewers);
+    render_process(&mut out);
+    out.text
+}
 
+/// What one scrape reads: the workers' counters (summed) and the
+/// snapshot round's gauges (summed over the workers).
+struct Scrape<'a> {
+    remote: &'a Remote,
+    snapshots: &'a [Snapshot],
+}
+
+impl Scrape<'_> {
+    /// A counter summed over the workers.
+    fn sum(&self, read: impl Fn(&Stats) -> u64) -> u64 {
+        self.remote.stats().map(read).sum()
+    }
+
+    /// Connections in one state, over the workers' snapshots.
+    fn state(&self, pick: fn(&ConnCounts) -> u64) -> u64 {
+        self.snapshots.iter().map(|s| pick(&s.connections)).sum()
+    }
+
+    /// A count over the workers' snapshots.
+    fn total(&self, pick: fn(&Snapshot) -> usize) -> usize {
+        self.snapshots.iter().map(pick).sum()
+    }
+
+    /// A histogram summed over the workers.
+    fn histogram(
+        &self,
+        bounds: &'static [u64],
+        pick: fn(&Stats) -> HistogramData,
+    ) -> HistogramData {
+        HistogramData::sum_of(bounds, self.remote.stats().map(pick))
+    }
+}
+
+/// Connections by state, accepted, refused, closed by cause, and their
+/// lifetimes and requests.
+fn render_connections(out: &mut Exposition, scrape: &Scrape<'_>) {
+    let relaxed = std::sync::atomic::Ordering::Relaxed;
     out.family("kas_connections", "gauge", "Open connections by state.");
     for (label, value) in [
-        ("reading", state(|c| c.reading)),
-        ("writing", state(|c| c.writing)),
-        ("idle", state(|c| c.idle)),
-        ("closing", state(|c| c.closing)),
+        ("reading", scrape.state(|c| c.reading)),
+        ("writing", scrape.state(|c| c.writing)),
+        ("idle", scrape.state(|c| c.idle)),
+        ("closing", scrape.state(|c| c.closing)),
     ] {
         out.sample("kas_connections", &[("state", label)], value);
     }
@@ -51,13 +90,13 @@ pub fn render(remote: &Remote, snapshots: &[Snapshot], viewers: usize) -> String
         "kas_connections_accepted_total",
         "counter",
         "Connections accepted.",
-        sum(&|s| s.accepted.load(relaxed)),
+        scrape.sum(|s| s.accepted.load(relaxed)),
     );
     out.single(
         "kas_connections_refused_total",
         "counter",
         "Connections refused at --max-connections with none idle to evict.",
-        sum(&|s| s.refused.load(relaxed)),
+        scrape.sum(|s| s.refused.load(relaxed)),
     );
     out.family(
         "kas_connections_closed_total",
@@ -65,7 +104,7 @@ pub fn render(remote: &Remote, snapshots: &[Snapshot], viewers: usize) -> String
         "Connections closed, by cause.",
     );
     for cause in CloseCause::ALL {
-        let value = sum(&|s| s.closed_by(cause));
+        let value = scrape.sum(|s| s.closed_by(cause));
         out.sample(
             "kas_connections_closed_total",
             &[("cause", cause.label())],
@@ -75,25 +114,28 @@ pub fn render(remote: &Remote, snapshots: &[Snapshot], viewers: usize) -> String
     out.histogram(
         "kas_connection_duration_seconds",
         "Connection lifetimes, accept to close.",
-        &histogram(&CONNECTION_DURATION_US, |s| s.connection_duration.read()),
+        &scrape.histogram(&CONNECTION_DURATION_US, |s| s.connection_duration.read()),
         1e6,
     );
     out.histogram(
         "kas_requests_per_connection",
         "Responses sent per connection, counted at its close.",
-        &histogram(&REQUESTS_PER_CONNECTION, |s| {
+        &scrape.histogram(&REQUESTS_PER_CONNECTION, |s| {
             s.requests_per_connection.read()
         }),
         1.0,
     );
+}
 
+/// Responses by status class, by code and method, reuses, durations.
+fn render_requests(out: &mut Exposition, scrape: &Scrape<'_>) {
     out.family(
         "kas_requests_total",
         "counter",
         "Responses sent, by status class.",
     );
     for class in 1..=5 {
-        let value = sum(&|s| s.responses_in_class(class));
+        let value = scrape.sum(|s| s.responses_in_class(class));
         out.sample(
             "kas_requests_total",
             &[("class", &format!("{class}xx"))],
@@ -106,7 +148,7 @@ pub fn render(remote: &Remote, snapshots: &[Snapshot], viewers: usize) -> String
         "Responses sent, by status code and request method (other: any other method, or unread).",
     );
     let mut by_code: std::collections::BTreeMap<(u16, usize), u64> = Default::default();
-    for (code, method, count) in stats().flat_map(Stats::responses) {
+    for (code, method, count) in scrape.remote.stats().flat_map(Stats::responses) {
         *by_code.entry((code, method.index())).or_default() += count;
     }
     for ((code, method), count) in by_code {
@@ -122,36 +164,37 @@ pub fn render(remote: &Remote, snapshots: &[Snapshot], viewers: usize) -> String
         "kas_keepalive_reused_requests_total",
         "counter",
         "Requests served on a connection that had served one before.",
-        sum(&|s| s.reused.get()),
+        scrape.sum(|s| s.reused.get()),
     );
     out.histogram(
         "kas_request_duration_seconds",
         "First byte of a request to the last byte of its response, on the loop clock \
          (0 when both fall in one loop turn).",
-        &histogram(&REQUEST_DURATION_US, |s| s.request_duration.read()),
+        &scrape.histogram(&REQUEST_DURATION_US, |s| s.request_duration.read()),
         1e6,
     );
+}
 
-    render_lab(&mut out, remote);
-    render_tls(&mut out, remote);
-
+/// The timer lists: how many, their timers, the ref'd ones, expirations
+/// by kind and lateness.
+fn render_timers(out: &mut Exposition, scrape: &Scrape<'_>) {
     out.single(
         "kas_timer_lists",
         "gauge",
         "Timer lists (one per distinct duration per worker).",
-        total(|s| s.lists.len()),
+        scrape.total(|s| s.lists.len()),
     );
     out.single(
         "kas_timers",
         "gauge",
         "Timers enrolled in all lists.",
-        total(|s| s.timers),
+        scrape.total(|s| s.timers),
     );
     out.single(
         "kas_timers_refed",
         "gauge",
         "Ref'd timers: what keeps a draining server alive.",
-        total(|s| s.ref_count),
+        scrape.total(|s| s.ref_count),
     );
     out.family(
         "kas_timer_expirations_total",
@@ -159,7 +202,7 @@ pub fn render(remote: &Remote, snapshots: &[Snapshot], viewers: usize) -> String
         "Timers that fired, by what they measured.",
     );
     for kind in TimerKind::ALL {
-        let value = sum(&|s| s.timer_expirations(kind));
+        let value = scrape.sum(|s| s.timer_expirations(kind));
         out.sample(
             "kas_timer_expirations_total",
             &[("timer", kind.label())],
@@ -169,9 +212,14 @@ pub fn render(remote: &Remote, snapshots: &[Snapshot], viewers: usize) -> String
     out.histogram(
         "kas_timer_lateness_seconds",
         "How long after its deadline a connection timer fired, or was cancelled while overdue (loop clock).",
-        &histogram(&TIMER_LATENESS_US, |s| s.timer_lateness.read()),
+        &scrape.histogram(&TIMER_LATENESS_US, |s| s.timer_lateness.read()),
         1e6,
     );
+}
+
+/// The server itself: dashboard viewers, snapshots taken for them,
+/// dropped diagnostic lines, the running version.
+fn render_self(out: &mut Exposition, scrape: &Scrape<'_>, viewers: usize) {
     out.single(
         "kas_admin_viewers",
         "gauge",
@@ -182,7 +230,7 @@ pub fn render(remote: &Remote, snapshots: &[Snapshot], viewers: usize) -> String
         "kas_snapshots_total",
         "counter",
         "Snapshots the workers built for the admin view (each woke a worker).",
-        sum(&|s| s.snapshots.get()),
+        scrape.sum(|s| s.snapshots.get()),
     );
     out.single(
         "kas_log_lines_dropped_total",
@@ -200,42 +248,46 @@ pub fn render(remote: &Remote, snapshots: &[Snapshot], viewers: usize) -> String
         &[("version", env!("CARGO_PKG_VERSION"))],
         1,
     );
+}
 
-    if let Some(p) = process::read() {
+/// The standard `process_*` families, from /proc (none where it cannot
+/// be read).
+fn render_process(out: &mut Exposition) {
+    let Some(p) = process::read() else {
+        return;
+    };
+    out.single(
+        "process_resident_memory_bytes",
+        "gauge",
+        "Resident memory size in bytes.",
+        p.resident_memory_bytes,
+    );
+    out.single(
+        "process_open_fds",
+        "gauge",
+        "Number of open file descriptors.",
+        p.open_fds,
+    );
+    if let Some(max) = p.max_fds {
         out.single(
-            "process_resident_memory_bytes",
+            "process_max_fds",
             "gauge",
-            "Resident memory size in bytes.",
-            p.resident_memory_bytes,
-        );
-        out.single(
-            "process_open_fds",
-            "gauge",
-            "Number of open file descriptors.",
-            p.open_fds,
-        );
-        if let Some(max) = p.max_fds {
-            out.single(
-                "process_max_fds",
-                "gauge",
-                "Maximum number of open file descriptors.",
-                max,
-            );
-        }
-        out.single(
-            "process_cpu_seconds_total",
-            "counter",
-            "Total user and system CPU time spent in seconds.",
-            p.cpu_seconds,
-        );
-        out.single(
-            "process_start_time_seconds",
-            "gauge",
-            "Start time of the process since unix epoch in seconds.",
-            p.start_time_seconds,
+            "Maximum number of open file descriptors.",
+            max,
         );
     }
-    out.text
+    out.single(
+        "process_cpu_seconds_total",
+        "counter",
+        "Total user and system CPU time spent in seconds.",
+        p.cpu_seconds,
+    );
+    out.single(
+        "process_start_time_seconds",
+        "gauge",
+        "Start time of the process since unix epoch in seconds.",
+        p.start_time_seconds,
+    );
 }
 
 /// TLS handshakes by negotiated version, and handshakes that failed by

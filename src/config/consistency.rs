@@ -43,15 +43,25 @@ pub(super) fn load_tls(config: &Config) -> Result<Option<ServerTls>, String> {
             format!("{}: {e}", named(config, key))
         }),
         (None, None) => Ok(None),
-        (Some(_), None) => Err(format!(
-            "{} is set but tls_key is not: HTTPS needs both",
-            named(config, "tls_cert")
-        )),
-        (None, Some(_)) => Err(format!(
-            "{} is set but tls_cert is not: HTTPS needs both",
-            named(config, "tls_key")
-        )),
+        (Some(_), None) => Err(half_a_pair(config, "tls_cert", "tls_key")),
+        (None, Some(_)) => Err(half_a_pair(config, "tls_key", "tls_cert")),
     }
+}
+
+/// `set` was given without `missing`: both named as the user set the one
+/// (`--tls-cert` asks for `--tls-key`, a config file key for the other
+/// key, a variable for the other variable).
+fn half_a_pair(config: &Config, set: &str, missing: &str) -> String {
+    let missing_named = match config.origins.of(set) {
+        Origin::Default | Origin::Flag => format!("--{}", missing.replace('_', "-")),
+        Origin::Env(_) => format!("KAS_{}", missing.to_uppercase()),
+        Origin::File => format!("`{missing}`"),
+    };
+    format!(
+        "{} is set but {missing_named} is not: HTTPS needs both the certificate \
+         chain and its private key",
+        named(config, set)
+    )
 }
 
 /// What a valid configuration does that its author may not expect: a

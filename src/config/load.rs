@@ -64,14 +64,20 @@ impl Origins {
 /// The command line parser: the documented command without clap's own
 /// environment lookup (see the module doc).
 pub(super) fn parser() -> Command {
-    Config::command().mut_args(|arg| arg.env(None))
+    documented().mut_args(|arg| arg.env(None))
+}
+
+/// The command as `--help` shows it: the server's flags, with their
+/// variables, and the subcommands.
+fn documented() -> Command {
+    super::subcommands::with_subcommands(Config::command())
 }
 
 /// Parses `args` (program name first), the `KAS_*` environment and the
 /// `--config` file into a [`Config`]; an error names the flag, variable or
 /// file key at fault and exits with status 2.
 pub(super) fn load(args: Vec<OsString>) -> Result<Config, clap::Error> {
-    let documented = Config::command();
+    let documented = documented();
     let parser = parser();
     let matches = match parser.clone().try_get_matches_from(&args) {
         Ok(matches) => matches,
@@ -81,6 +87,12 @@ pub(super) fn load(args: Vec<OsString>) -> Result<Config, clap::Error> {
         }
         Err(e) => return Err(e),
     };
+    if let Some(name) = matches.subcommand_name() {
+        // `main` runs a subcommand only in first place.
+        return Err(usage_error(format!(
+            "`{name}` must come first, before any option: keepalive-server {name} [ARGS]"
+        )));
+    }
     let mut layered = Layered {
         parser: &parser,
         extra: Vec::new(),
@@ -108,6 +120,7 @@ pub(super) fn load(args: Vec<OsString>) -> Result<Config, clap::Error> {
     let matches = parser.try_get_matches_from(all)?;
     let mut config = Config::from_arg_matches(&matches)?;
     config.origins = origins;
+    super::credentials::find_tls_files_in(&mut config, super::credentials::directory().as_deref());
     super::consistency::check(&config).map_err(usage_error)?;
     config.tls = super::consistency::load_tls(&config).map_err(usage_error)?;
     Ok(config)

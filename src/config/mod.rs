@@ -7,8 +7,10 @@
 //! into the whole-millisecond [`Settings`] workers run on.
 
 mod consistency;
+mod credentials;
 mod effective;
 mod load;
+mod subcommands;
 pub mod values;
 
 use std::ffi::OsString;
@@ -23,6 +25,7 @@ use crate::tls::ServerTls;
 
 pub use effective::Change;
 pub use load::{MAX_CONFIG_FILE, Origin, Origins, read_config_file};
+pub use subcommands::{SUBCOMMANDS, help_as_flag};
 pub use values::{AccessLogTarget, format_duration, format_size, parse_duration, parse_size};
 use values::{
     AdminAddr, parse_access_log, parse_admin, parse_bool, parse_count, parse_header_size,
@@ -131,11 +134,11 @@ pub struct Config {
     #[arg(long, env = "KAS_ACCESS_LOG", value_name = "PATH", default_value = "off", value_parser = parse_access_log, allow_hyphen_values = true)]
     pub access_log: AccessLogTarget,
 
-    /// Serve HTTPS with this PEM certificate chain (leaf first); needs --tls-key.
+    /// Serve HTTPS with this PEM certificate chain (leaf first); needs --tls-key. A relative path is looked up in $CREDENTIALS_DIRECTORY when systemd sets it (LoadCredential=).
     #[arg(long, env = "KAS_TLS_CERT", value_name = "PATH")]
     pub tls_cert: Option<PathBuf>,
 
-    /// The PEM private key of --tls-cert (PKCS#8, PKCS#1 or SEC1).
+    /// The PEM private key of --tls-cert (PKCS#8, PKCS#1 or SEC1); relative: as --tls-cert.
     #[arg(long, env = "KAS_TLS_KEY", value_name = "PATH")]
     pub tls_key: Option<PathBuf>,
 

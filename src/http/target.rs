@@ -7,7 +7,7 @@
 //! |---|---|---|
 //! | origin-form | `/path?query` | any method |
 //! | absolute-form | `http://host:8080/path?query` | any method (`http`/`https` only) |
-//! | authority-form | `host:443` | `CONNECT` only |
+//! | authority-form | `host:443` | `CONNECT` only (refused: 405) |
 //! | asterisk-form | `*` | `OPTIONS` only |
 //!
 //! Anything else (`abc`, `?x`, `ht"tp://h/`, `http://h:ffff1/`) is refused
@@ -38,12 +38,12 @@ pub enum Target<'a> {
 /// Classifies and checks `target`, sent with `method`.
 pub fn parse_target<'a>(method: &str, target: &'a str) -> Result<Target<'a>, RequestError> {
     let bad = |why| Err(RequestError::Malformed(why));
-    if method == "CONNECT" {
-        return if is_authority_form(target) {
-            Ok(Target::Authority)
-        } else {
-            bad("CONNECT needs an authority-form target")
-        };
+    // A CONNECT is refused for its method (405) whatever it names; its
+    // target only has to be well-formed: authority-form, as RFC 9110
+    // wants, or any other form (`curl -X CONNECT http://h/` sends `/`,
+    // which nginx also answers 405).
+    if method == "CONNECT" && is_authority_form(target) {
+        return Ok(Target::Authority);
     }
     // Dropped before anything else looks at the target, as nginx does (a
     // `#` ends the path or query: `/a#f?x` is `/a`).
@@ -307,6 +307,7 @@ mod tests {
             Ok(Target::Authority)
         );
         assert_eq!(parse_target("CONNECT", "[::1]:443"), Ok(Target::Authority));
+        assert_eq!(parse_target("CONNECT", "/"), Ok(Target::Path("/")));
     }
 
     #[test]
@@ -325,7 +326,6 @@ mod tests {
             ("GET", "/a#\u{1}"),
             ("GET", "/a%zz"),
             ("GET", "/a%4"),
-            ("CONNECT", "/"),
             ("CONNECT", "example.com"),
             ("CONNECT", "example.com:"),
             ("CONNECT", ":443"),

@@ -14,7 +14,9 @@
 //! ```
 //!
 //! - [`ServerTls`]: the certificate and key as loaded (`--tls-cert`,
-//!   `--tls-key`), checked to match, ALPN `http/1.1` only. It lives in the
+//!   `--tls-key`), checked to match, ALPN `http/1.1` and `http/1.0` (a
+//!   client offering only others, `h2` alone, is refused and logged by
+//!   what it offered: `LogsForeignAlpn`). It lives in the
 //!   workers' settings, so a SIGHUP reload swaps it for new connections
 //!   while each open connection keeps the one it shook hands with.
 //! - [`TlsConn`] (`stream`): one connection's rustls state, boxed so that
@@ -25,16 +27,16 @@
 //! - `client`: the probe's side (roots, `--cacert`, `--insecure`).
 
 pub mod client;
+mod files;
 mod stream;
 
-use std::fs;
 use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
 use rustls::ServerConfig;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
 
 use crate::stats::Counter;
 
@@ -56,12 +58,13 @@ impl std::fmt::Debug for ServerTls {
 impl ServerTls {
     /// Loads a PEM certificate chain and private key (PKCS#8, PKCS#1 or
     /// SEC1) and checks that the key belongs to the first certificate.
-    /// The error says which file is at fault, in one sentence naming it.
+    /// The error says which file is at fault and what to do, naming it.
     pub fn load(cert: &Path, key: &Path) -> Result<ServerTls, LoadError> {
         let at = |file| move |message| LoadError { file, message };
-        let chain = read_chain(cert).map_err(at(TlsFile::Cert))?;
-        let key_der = read_key(key).map_err(at(TlsFile::Key))?;
+        let chain = files::read_chain(cert).map_err(at(TlsFile::Cert))?;
+        let key_der = files::read_key(key).map_err(at(TlsFile::Key))?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
+        files::check_pair(&provider, &chain, &key_der, (cert, key))?;
         let mut config = ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(|e| at(TlsFile::Cert)(format!("TLS setup: {e}")))?
@@ -74,10 +77,12 @@ impl ServerTls {
                     cert.display()
                 ))
             })?;
-        // HTTP/1.1 is all this server speaks; a client offering only h2
-        // fails the handshake rather than being answered in a protocol it
-        // did not ask for.
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        // HTTP/1.1 and 1.0 are all this server speaks (curl --http1.0
+        // offers `http/1.0` alone); a client offering only h2 fails the
+        // handshake rather than being answered in a protocol it did not
+        // ask for, and the log says what it offered.
+        config.alpn_protocols = ALPN.iter().map(|p| p.to_vec()).collect();
+        config.cert_resolver = Arc::new(LogsForeignAlpn(Arc::clone(&config.cert_resolver)));
         // Tickets let a client resume without a full handshake, as nginx
         // does by default; the ticketer rotates its key every 6 hours.
         if let Ok(ticketer) = rustls::crypto::ring::Ticketer::new() {
@@ -91,6 +96,42 @@ impl ServerTls {
     /// A new connection's TLS state, shaking hands with this identity.
     pub fn accept(&self) -> io::Result<Box<TlsConn>> {
         TlsConn::new(Arc::clone(&self.config)).map(Box::new)
+    }
+}
+
+/// The ALPN protocols this server speaks, in its order of preference.
+pub const ALPN: [&[u8]; 2] = [b"http/1.1", b"http/1.0"];
+
+/// The certificate resolver, wrapped to log a client whose ALPN offer
+/// names none of [`ALPN`]: rustls refuses it with `no_application_protocol`
+/// right after resolving the certificate, and says nothing of what was
+/// offered. One scan of a few short names per handshake; a line only for
+/// the refused.
+#[derive(Debug)]
+struct LogsForeignAlpn(Arc<dyn ResolvesServerCert>);
+
+impl ResolvesServerCert for LogsForeignAlpn {
+    fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        // No ALPN at all is fine (HTTP/1.1 is assumed); an offer, even an
+        // empty one, with none of ours is refused.
+        if hello
+            .alpn()
+            .is_some_and(|mut offered| offered.all(|p| !ALPN.contains(&p)))
+        {
+            let offered: Vec<String> = hello
+                .alpn()
+                .into_iter()
+                .flatten()
+                .map(|p| String::from_utf8_lossy(p).into_owned())
+                .collect();
+            tracing::info!(
+                offered = %offered.join(","),
+                sni = hello.server_name().unwrap_or("-"),
+                "TLS client refused: it offers only ALPN protocols this server does \
+                 not speak (it speaks http/1.1 and http/1.0)"
+            );
+        }
+        self.0.resolve(hello)
     }
 }
 
@@ -114,36 +155,6 @@ impl std::fmt::Display for LoadError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.message)
     }
-}
-
-/// Reads every certificate in a PEM file; at least one.
-fn read_chain(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
-    let pem = read(path, "certificate")?;
-    let chain = CertificateDer::pem_slice_iter(&pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("{}: not a PEM certificate: {e}", path.display()))?;
-    if chain.is_empty() {
-        return Err(format!(
-            "{}: no certificate in it (expected -----BEGIN CERTIFICATE-----)",
-            path.display()
-        ));
-    }
-    Ok(chain)
-}
-
-/// Reads the first private key in a PEM file.
-fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, String> {
-    let pem = read(path, "private key")?;
-    PrivateKeyDer::from_pem_slice(&pem).map_err(|e| {
-        format!(
-            "{}: no usable PEM private key in it (PKCS#8, PKCS#1 or SEC1): {e}",
-            path.display()
-        )
-    })
-}
-
-fn read(path: &Path, what: &str) -> Result<Vec<u8>, String> {
-    fs::read(path).map_err(|e| format!("cannot read {what} {}: {e}", path.display()))
 }
 
 /// A negotiated protocol version, as logs and metrics name it.

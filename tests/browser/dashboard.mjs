@@ -118,6 +118,32 @@ try {
     // The event stream is cut when the page closes; anything else failing is a problem.
     if (!req.url().includes("/events")) problems.push(`request failed: ${req.url()}`);
   });
+  // A picture at load: the first snapshot alone (the next is 5 s away)
+  // already draws the connection states, and the rate charts say when
+  // they will have something to draw.
+  // One idle connection first, so the idle dot stands above the others.
+  const early = await idleConnection();
+  await page.goto(`${adminUrl}?interval=5000`, { waitUntil: "load", timeout: TIMEOUT });
+  await page.waitForFunction(() => /updated/.test(document.getElementById("status").textContent), null, { timeout: TIMEOUT });
+  await page.waitForTimeout(100); // a frame or two
+  const atLoad = await page.evaluate(() => {
+    // Pixels near a colour (canvas anti-aliasing), in a chart's canvas.
+    const near = (id, [r, g, b]) => {
+      const canvas = document.getElementById(`chart-${id}`);
+      const data = canvas.getContext("2d").getImageData(0, 0, canvas.width, canvas.height).data;
+      let n = 0;
+      for (let i = 0; i < data.length; i += 4) {
+        if (Math.abs(data[i] - r) + Math.abs(data[i + 1] - g) + Math.abs(data[i + 2] - b) < 40 && data[i + 3] > 200) n++;
+      }
+      return n;
+    };
+    // #3fb950: the writing line (at 0, above reading's dot; idle's is at
+    // 1); #8b949e: axis labels and the waiting text.
+    return { writing: near("states", [0x3f, 0xb9, 0x50]), rpsText: near("rps", [0x8b, 0x94, 0x9e]) };
+  });
+  early.destroy();
+  if (atLoad.writing < 4) throw new Error(`at load the states chart draws nothing: ${JSON.stringify(atLoad)}`);
+  console.log("shown: charts drawn from the first snapshot");
   await page.goto(adminUrl, { waitUntil: "load", timeout: TIMEOUT });
 
   // Spread over a couple of seconds, so the marks spread along the track.
@@ -179,20 +205,22 @@ try {
   if ((await verdictOf(page, "127.0.0.3")) !== "ok") throw new Error("127.0.0.3 is not ok");
   console.log("shown: race verdict for 127.0.0.2");
 
-  // The Date tick is one row however many lists (workers, durations) hold it.
+  // The Date header's tick is one `date` row (the README's and /timers'
+  // label) however many lists (workers, durations) hold it.
   const tickDeadline = Date.now() + TIMEOUT;
   let ticks = null;
   while (Date.now() < tickDeadline) {
     (await idleConnection()).destroy(); // a response keeps the Date tick armed
     ticks = await page.evaluate(() => ({
-      tick: document.querySelectorAll('#scope-total tr[data-label="Date tick"]').length,
       date: document.querySelectorAll('#scope-total tr[data-label="date"]').length,
+      labels: [...document.querySelectorAll("#scope-total tr[data-label]")].map((r) => r.dataset.label),
     }));
-    if (ticks.tick > 0 || ticks.date > 0) break;
+    if (ticks.date > 0) break;
     await page.waitForTimeout(100);
   }
-  if (!ticks || ticks.tick !== 1 || ticks.date !== 0) throw new Error(`Date tick rows: ${JSON.stringify(ticks)}`);
-  console.log("shown: one Date tick row");
+  if (!ticks || ticks.date !== 1) throw new Error(`date rows: ${JSON.stringify(ticks)}`);
+  if (ticks.labels.some((l) => /tick/i.test(l))) throw new Error(`labels: ${JSON.stringify(ticks.labels)}`);
+  console.log("shown: one date row");
 
   // Usable at phone width: nothing runs off the right edge.
   await page.setViewportSize({ width: 420, height: 900 });
@@ -200,6 +228,19 @@ try {
   const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
   if (overflow > 0) throw new Error(`at 420 px the page is ${overflow} px too wide`);
   console.log("shown: no overflow at 420 px");
+  // ... and every timer track is in view, most of the width, not behind a
+  // scrollbar.
+  const tracks = await page.evaluate(() => {
+    const width = document.documentElement.clientWidth;
+    return [...document.querySelectorAll("#scope-total canvas.track")].map((c) => {
+      const r = c.getBoundingClientRect();
+      const scroller = c.closest("table");
+      return { left: r.left, right: r.right, width, scrolls: scroller.scrollWidth > scroller.clientWidth };
+    });
+  });
+  const hidden = tracks.filter((t) => t.left < 0 || t.right > t.width || t.right - t.left < t.width * 0.6 || t.scrolls);
+  if (!tracks.length || hidden.length) throw new Error(`tracks at 420 px: ${JSON.stringify(tracks)}`);
+  console.log("shown: timer tracks in view at 420 px");
   await page.setViewportSize({ width: 1280, height: 1000 });
 
   // Let the charts gather a few seconds before the picture.

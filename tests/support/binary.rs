@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::client::get;
 use super::exposition::Exposition;
-use super::procfs;
+use super::{poll, procfs};
 
 /// How long the binary may take to print its startup line.
 pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(20);
@@ -78,6 +78,8 @@ pub fn command_with_fd_limit(limit: u32, args: &[&str]) -> Command {
 
 fn hermetic(mut command: Command) -> Command {
     command.env("RUST_LOG", "info").env("NO_COLOR", "1");
+    // Set by systemd for a unit with credentials: it moves relative TLS paths.
+    command.env_remove("CREDENTIALS_DIRECTORY");
     for (name, _) in std::env::vars_os() {
         if name.to_string_lossy().starts_with("KAS_") {
             command.env_remove(name);
@@ -127,16 +129,19 @@ fn read_to_end(mut pipe: impl Read + Send + 'static) -> JoinHandle<String> {
 
 /// Polls `child` until it exits or `within` passes.
 pub fn wait_timeout(child: &mut Child, within: Duration) -> Option<ExitStatus> {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            return Some(status);
-        }
-        if Instant::now() >= deadline {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    poll(within, || {
+        let status = child.try_wait().expect("try_wait");
+        status.ok_or_else(|| "still running".to_owned())
+    })
+    .ok()
+}
+
+/// Starts the binary on 127.0.0.1:0 with `args` after that, and waits for
+/// its startup line.
+pub fn serve(args: &[&str]) -> Running {
+    let mut all = vec!["--listen", "127.0.0.1:0"];
+    all.extend_from_slice(args);
+    Running::start(command(&all))
 }
 
 /// The server binary running as a child process (killed when dropped).
@@ -204,13 +209,14 @@ impl Running {
         command.arg("--listen").arg(addr.to_string());
         let mut running = Running::spawn(command);
         running.addr = addr;
-        let deadline = Instant::now() + STARTUP_TIMEOUT;
-        while TcpStream::connect(addr).is_err() {
-            if Instant::now() >= deadline {
-                let _ = running.child.kill();
-                panic!("nothing listening on {addr}; log: {:?}", running.log());
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        if let Err(why) = poll(STARTUP_TIMEOUT, || {
+            TcpStream::connect(addr).map_err(|e| e.to_string())
+        }) {
+            let _ = running.child.kill();
+            panic!(
+                "nothing listening on {addr} ({why}); log: {:?}",
+                running.log()
+            );
         }
         running
     }
@@ -257,15 +263,17 @@ impl Running {
     /// everything it wrote.
     #[track_caller]
     pub fn wait_for_output_end(&self, within: Duration) {
-        let deadline = Instant::now() + within;
-        while !self.readers.iter().all(JoinHandle::is_finished) {
-            assert!(
-                Instant::now() < deadline,
-                "stdout or stderr still open after {within:?}; log: {:?}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        let ended = poll(within, || {
+            match self.readers.iter().all(JoinHandle::is_finished) {
+                true => Ok(()),
+                false => Err("open".to_owned()),
+            }
+        });
+        assert!(
+            ended.is_ok(),
+            "stdout or stderr still open after {within:?}; log: {:?}",
+            self.log()
+        );
     }
 
     /// The admin listener's `/metrics`, parsed (the binary must have been
@@ -336,8 +344,10 @@ fn forward_lines(
     (rx, reader)
 }
 
-/// The `ADDR` of `listening on http://ADDR/` in the startup line.
+/// The `ADDR` of `listening on http://ADDR/` (or `https://`) in the
+/// startup line.
 pub fn listening_on(line: &str) -> Option<&str> {
-    let (_, after) = line.split_once("listening on http://")?;
+    let (_, after) = line.split_once("listening on http")?;
+    let after = after.strip_prefix("s://").or(after.strip_prefix("://"))?;
     after.split_once('/').map(|(addr, _)| addr)
 }

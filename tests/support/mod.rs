@@ -20,7 +20,8 @@
 //! - [`tls`]: a certificate made for the test, and a rustls client that
 //!   trusts it.
 //!
-//! Here: [`SLACK`], [`eventually`] and [`serial`].
+//! Here: [`SLACK`], [`eventually`] (and [`poll`], its one wait loop) and
+//! [`serial`].
 //!
 //! Timing: the test machine is shared and noisy. A lower bound on the
 //! server's timing is strict (a timeout never fires early); an upper bound
@@ -55,18 +56,30 @@ pub fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-/// Polls `probe` every 20 ms until it returns `Ok`, panicking with the
-/// last `Err` (what it saw instead) after `within`.
-#[track_caller]
-pub fn eventually<T>(within: Duration, mut probe: impl FnMut() -> Result<T, String>) -> T {
+/// How often [`poll`] and [`eventually`] ask again.
+const POLL_EVERY: Duration = Duration::from_millis(20);
+
+/// Polls `probe` every 20 ms until it returns `Ok`, or until `within` has
+/// passed: then its last `Err` (what it saw instead). The one wait loop of
+/// the tests; [`eventually`] when giving up is a failure.
+pub fn poll<T>(
+    within: Duration,
+    mut probe: impl FnMut() -> Result<T, String>,
+) -> Result<T, String> {
     let deadline = Instant::now() + within;
     loop {
         match probe() {
-            Ok(value) => return value,
-            Err(why) if Instant::now() >= deadline => panic!("gave up after {within:?}: {why}"),
-            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            Ok(value) => return Ok(value),
+            Err(why) if Instant::now() >= deadline => return Err(why),
+            Err(_) => std::thread::sleep(POLL_EVERY),
         }
     }
+}
+
+/// [`poll`], panicking with the last `Err` after `within`.
+#[track_caller]
+pub fn eventually<T>(within: Duration, probe: impl FnMut() -> Result<T, String>) -> T {
+    poll(within, probe).unwrap_or_else(|why| panic!("gave up after {within:?}: {why}"))
 }
 
 /// Serialises the tests of one file that load the machine or measure

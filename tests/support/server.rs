@@ -8,14 +8,13 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::{Duration, Instant};
 
 use keepalive_server::introspect::ConnCounts;
 use keepalive_server::stats::CloseCause;
 use keepalive_server::{Config, Server, ServerHandle};
 
 use super::client::Client;
-use super::{HELLO, SLACK};
+use super::{HELLO, SLACK, eventually};
 
 /// A running in-process server (shut down when dropped).
 pub struct TestServer {
@@ -23,12 +22,25 @@ pub struct TestServer {
     pub addr: SocketAddr,
 }
 
-/// Starts a one-worker server on 127.0.0.1:0 with every default, after
-/// `tweak` has had its say on the configuration.
-pub fn start(tweak: impl FnOnce(&mut Config)) -> TestServer {
+/// The test servers' configuration: 127.0.0.1:0, one worker, every
+/// default, after `tweak` has had its say.
+pub fn config(tweak: impl FnOnce(&mut Config)) -> Config {
     let mut config = Config::with_listen("127.0.0.1:0".parse().unwrap());
     config.workers = Some(NonZeroUsize::new(1).unwrap());
     tweak(&mut config);
+    config
+}
+
+/// Sets the keep-alive timeout and buffer as `--keep-alive-timeout` and
+/// `--keep-alive-buffer` spell them (`5s`, `0s`): a common `tweak`.
+pub fn keep_alive(config: &mut Config, timeout: &str, buffer: &str) {
+    config.keep_alive_timeout = keepalive_server::config::parse_duration(timeout).unwrap();
+    config.keep_alive_buffer = keepalive_server::config::parse_duration(buffer).unwrap();
+}
+
+/// Starts a server with [`config`]`(tweak)`.
+pub fn start(tweak: impl FnOnce(&mut Config)) -> TestServer {
+    let config = config(tweak);
     let handle = Server::bind(config.settings())
         .expect("bind")
         .start()
@@ -94,15 +106,12 @@ impl TestServer {
     /// Polls until `closed_by(cause) >= n`.
     #[track_caller]
     pub fn wait_for_closed_by(&self, cause: CloseCause, n: u64) {
-        let deadline = Instant::now() + SLACK + SLACK;
-        while self.closed_by(cause) < n {
-            assert!(
-                Instant::now() < deadline,
-                "closed_by({cause:?}) stayed at {} (wanted >= {n})",
-                self.closed_by(cause)
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        eventually(SLACK + SLACK, || match self.closed_by(cause) {
+            closed if closed >= n => Ok(()),
+            closed => Err(format!(
+                "closed_by({cause:?}) stayed at {closed} (wanted >= {n})"
+            )),
+        });
     }
 
     /// Every worker's snapshot, summed (each worker builds one in its next
@@ -131,18 +140,14 @@ impl TestServer {
     /// deadline. E.g. `wait_until("the request read", |t| t.timers("request") == 1)`.
     #[track_caller]
     pub fn wait_until(&self, what: &str, ok: impl Fn(&Totals) -> bool) -> Totals {
-        let deadline = Instant::now() + SLACK + SLACK;
-        loop {
+        eventually(SLACK + SLACK, || {
             let totals = self.totals();
             if ok(&totals) {
-                return totals;
+                Ok(totals)
+            } else {
+                Err(format!("never {what}: the workers report {totals:?}"))
             }
-            assert!(
-                Instant::now() < deadline,
-                "never {what}: the workers report {totals:?}"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        })
     }
 
     /// Asserts the server still answers `GET /` on a brand-new connection.
@@ -159,18 +164,10 @@ impl TestServer {
 /// Polls (generously) until `handle.open_connections() == n`.
 #[track_caller]
 pub fn wait_for_open(handle: &ServerHandle, n: u64) {
-    let deadline = Instant::now() + SLACK + SLACK;
-    loop {
-        let open = handle.open_connections();
-        if open == n {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "open_connections() stayed at {open}, wanted {n}"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    eventually(SLACK + SLACK, || match handle.open_connections() {
+        open if open == n => Ok(()),
+        open => Err(format!("open_connections() stayed at {open}, wanted {n}")),
+    });
 }
 
 /// A server started in-process with the admin listener beside it, both
@@ -179,6 +176,11 @@ pub struct AdminFixture {
     pub handle: ServerHandle,
     pub addr: SocketAddr,
     pub admin: SocketAddr,
+}
+
+/// Starts a server with [`config`]`(tweak)` and its admin listener.
+pub fn start_with_admin(tweak: impl FnOnce(&mut Config)) -> AdminFixture {
+    AdminFixture::start(config(tweak))
 }
 
 impl AdminFixture {

@@ -14,6 +14,7 @@ use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
 
 use super::client::{READ_TIMEOUT, find};
 use super::files::TempDir;
+use super::server::TestServer;
 
 /// A certificate for `localhost` and 127.0.0.1 with its key, as PEM files
 /// in a directory of their own (removed when dropped).
@@ -44,6 +45,27 @@ impl TestCert {
         }
     }
 
+    /// A file of the test's own beside the pair (removed with it).
+    pub fn file(&self, name: &str, contents: &[u8]) -> PathBuf {
+        self.dir.file(name, contents)
+    }
+
+    /// The private key, as PEM.
+    pub fn key_pem(&self) -> String {
+        std::fs::read_to_string(&self.key).unwrap()
+    }
+
+    /// A server ([`super::server::start`]) serving HTTPS with this
+    /// certificate, after `tweak`.
+    pub fn serve(&self, tweak: impl FnOnce(&mut keepalive_server::Config)) -> TestServer {
+        let tls = keepalive_server::tls::ServerTls::load(&self.cert, &self.key)
+            .expect("the test certificate loads");
+        super::server::start(|config| {
+            config.tls = Some(tls);
+            tweak(config);
+        })
+    }
+
     /// Paths as flag values.
     pub fn cert_arg(&self) -> &str {
         self.cert.to_str().unwrap()
@@ -55,6 +77,11 @@ impl TestCert {
 
     /// A client configuration trusting this certificate alone.
     pub fn client_config(&self) -> Arc<ClientConfig> {
+        self.client_config_offering(&[b"http/1.1"])
+    }
+
+    /// The same, offering `alpn` (none at all when empty).
+    pub fn client_config_offering(&self, alpn: &[&[u8]]) -> Arc<ClientConfig> {
         let mut roots = RootCertStore::empty();
         for cert in CertificateDer::pem_slice_iter(self.cert_pem.as_bytes()) {
             roots.add(cert.unwrap()).unwrap();
@@ -65,7 +92,7 @@ impl TestCert {
             .unwrap()
             .with_root_certificates(roots)
             .with_no_client_auth();
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
         Arc::new(config)
     }
 
@@ -77,10 +104,19 @@ impl TestCert {
     /// The same, or why the handshake failed (a certificate this one does
     /// not vouch for, say).
     pub fn try_connect(&self, addr: SocketAddr) -> std::io::Result<TlsClient> {
+        self.try_connect_offering(addr, &[b"http/1.1"])
+    }
+
+    /// The same, offering `alpn` in the handshake.
+    pub fn try_connect_offering(
+        &self,
+        addr: SocketAddr,
+        alpn: &[&[u8]],
+    ) -> std::io::Result<TlsClient> {
         let tcp = TcpStream::connect(addr)?;
         tcp.set_read_timeout(Some(READ_TIMEOUT))?;
         let name = ServerName::try_from("localhost").unwrap();
-        let conn = ClientConnection::new(self.client_config(), name).unwrap();
+        let conn = ClientConnection::new(self.client_config_offering(alpn), name).unwrap();
         let mut stream = StreamOwned::new(conn, tcp);
         while stream.conn.is_handshaking() {
             stream.conn.complete_io(&mut stream.sock)?;
@@ -93,6 +129,21 @@ impl TestCert {
         std::fs::write(&other.cert, std::fs::read(&self.cert).unwrap()).unwrap();
         std::fs::write(&other.key, std::fs::read(&self.key).unwrap()).unwrap();
     }
+}
+
+/// A CA's certificate and a certificate for `localhost` it signed, with
+/// the latter's key: PEM texts `(ca, leaf, leaf_key)`.
+pub fn ca_and_leaf() -> (String, String, String) {
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).unwrap();
+    let leaf_key = rcgen::KeyPair::generate().unwrap();
+    let leaf = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+        .unwrap()
+        .signed_by(&leaf_key, &ca)
+        .unwrap();
+    (ca.pem(), leaf.pem(), leaf_key.serialize_pem())
 }
 
 /// How a TLS read ended.

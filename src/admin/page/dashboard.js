@@ -132,15 +132,16 @@ function render(view) {
 
 // ---------- timer list rows ----------
 
-/// The Date tick re-arms at each second boundary with whatever is left of
-/// the second, so it lands in a list of a new duration each time (one per
-/// worker, too): shown as one "Date tick" row, however many lists hold it.
+/// The Date header's tick re-arms at each second boundary with whatever
+/// is left of the second, so it lands in a list of a new duration each
+/// time (one per worker, too): shown as one `date` row (the label /timers
+/// and the README use), however many lists hold it.
 function withOneDateRow(lists) {
   const dates = lists.filter((l) => l.label === "date");
   if (dates.length === 0) return lists;
   const row = {
     ...dates[0],
-    label: "Date tick",
+    label: "date",
     tick: true,
     duration_ms: Math.max(...dates.map((l) => l.duration_ms)),
     length: dates.reduce((n, l) => n + l.length, 0),
@@ -330,7 +331,10 @@ function latenessQuantile(q) {
   };
 }
 
-function drawChart(id, lines) {
+/// One chart: its axes always, its lines as far as they are known (a
+/// line of one point, as at page load, is a dot), and while no line has a
+/// point, `waiting` in the middle.
+function drawChart(id, lines, waiting) {
   const canvas = $(`chart-${id}`);
   const { ctx, w, h } = fitCanvas(canvas);
   ctx.clearRect(0, 0, w, h);
@@ -350,8 +354,15 @@ function drawChart(id, lines) {
   ctx.fillText("now", w - pad.r - 22, h - 3);
   const x = (t) => pad.l + (w - pad.l - pad.r) * (1 - (now - t) / WINDOW_MS);
   const y = (v) => pad.t + (h - pad.t - pad.b) * (1 - (max ? v / max : 0));
+  let drawn = 0;
   lines.forEach((line) => {
-    ctx.strokeStyle = line.color; ctx.lineWidth = 1.6;
+    ctx.strokeStyle = line.color; ctx.fillStyle = line.color; ctx.lineWidth = 1.6;
+    const shown = line.points.filter((p) => p.y !== null && now - p.t <= WINDOW_MS);
+    drawn += shown.length;
+    if (shown.length === 1) {
+      ctx.beginPath(); ctx.arc(x(shown[0].t), y(shown[0].y), 3, 0, 2 * Math.PI); ctx.fill();
+      return;
+    }
     ctx.beginPath();
     let drawing = false;
     for (const p of line.points) {
@@ -361,6 +372,11 @@ function drawChart(id, lines) {
     }
     ctx.stroke();
   });
+  if (!drawn) {
+    ctx.fillStyle = "#8b949e"; ctx.textAlign = "center";
+    ctx.fillText(waiting, pad.l + (w - pad.l - pad.r) / 2, pad.t + (h - pad.t - pad.b) / 2);
+    ctx.textAlign = "start";
+  }
 }
 
 function niceCeil(v) {
@@ -390,7 +406,10 @@ function keys(id, lines) {
 }
 
 function drawCharts() {
-  if (!state.view) return;
+  if (!state.view) {
+    for (const id of ["states", "rps", "closes", "lateness"]) drawChart(id, [], "waiting for the first snapshot");
+    return;
+  }
   const states = ["reading", "writing", "idle"].map((s, k) => ({
     name: s, color: COLORS[k], points: series((hist, i) => hist[i].view.connections[s]),
   }));
@@ -407,8 +426,13 @@ function drawCharts() {
     { name: "p50", color: COLORS[1], points: series(latenessQuantile(0.5)) },
     { name: "p99", color: COLORS[4], points: series(latenessQuantile(0.99)) },
   ];
-  for (const [id, lines] of [["states", states], ["rps", rps], ["closes", causes], ["lateness", lateness]]) {
-    drawChart(id, lines);
+  // Rates need two snapshots a second apart; lateness, a timer firing.
+  const rates = "from a second after load";
+  for (const [id, lines, waiting] of [
+    ["states", states, ""], ["rps", rps, rates], ["closes", causes, rates],
+    ["lateness", lateness, "no timer fired in the window"],
+  ]) {
+    drawChart(id, lines, waiting);
     keys(id, lines);
   }
 }

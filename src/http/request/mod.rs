@@ -218,8 +218,9 @@ fn parse_into<'b>(
     let method = request.method.unwrap_or("GET");
     let target = parse_target(method, request.path.unwrap_or("/"))?;
     let fields = HeaderFields::read(request.headers, minor_version)?;
-    if target == Target::Authority {
-        // A well-formed CONNECT: this server is not a proxy.
+    if method == "CONNECT" {
+        // A well-formed CONNECT (any target form): this server is not a
+        // proxy. 405 with `Allow`, as nginx answers.
         return Err(RequestError::MethodNotAllowed);
     }
     let framing = fields.framing(minor_version, limits.body_size)?;

@@ -304,12 +304,19 @@ fn a_partial_head_past_the_stack_array_is_incomplete_wherever_cut() {
 
 #[test]
 fn connect_is_405_and_targets_are_checked() {
-    assert_eq!(
-        parse("CONNECT a:443 HTTP/1.1\r\nHost: a:443\r\n\r\n"),
-        Err(RequestError::MethodNotAllowed)
-    );
-    for text in [
+    for connect in [
+        "CONNECT a:443 HTTP/1.1\r\nHost: a:443\r\n\r\n",
+        // What `curl -X CONNECT http://a/` sends.
         "CONNECT / HTTP/1.1\r\nHost: a\r\n\r\n",
+    ] {
+        assert_eq!(
+            parse(connect),
+            Err(RequestError::MethodNotAllowed),
+            "{connect}"
+        );
+    }
+    for text in [
+        "CONNECT a HTTP/1.1\r\nHost: a\r\n\r\n",
         "GET abc HTTP/1.1\r\nHost: a\r\n\r\n",
         "GET ?x HTTP/1.1\r\nHost: a\r\n\r\n",
         "GET ht\"tp://h/ HTTP/1.1\r\nHost: a\r\n\r\n",

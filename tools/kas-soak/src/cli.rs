@@ -66,12 +66,12 @@ pub struct Args {
     #[arg(long, value_parser = parse_duration)]
     pub idle_check: Option<Duration>,
 
-    /// Arguments for the server started with --server-bin.
     /// Speak TLS to the server (its certificate is not verified: a soak
     /// measures its own server); start it with --tls-cert and --tls-key.
     #[arg(long)]
     pub tls: bool,
 
+    /// Arguments for the server started with --server-bin.
     #[arg(last = true)]
     pub server_args: Vec<String>,
 }
@@ -82,5 +82,26 @@ impl Args {
         self.tls
             .then(|| TlsTarget::new(&self.addr.ip().to_string(), &Trust::Insecure))
             .transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Args;
+
+    /// Each flag's help is its own (a doc line once slid from the
+    /// server's arguments onto `--tls`).
+    #[test]
+    fn tls_and_the_server_arguments_have_their_own_help() {
+        let command = Args::command();
+        let help = |id: &str| {
+            let arg = command.get_arguments().find(|a| a.get_id() == id).unwrap();
+            arg.get_help().map(ToString::to_string).unwrap_or_default()
+        };
+        assert!(help("tls").starts_with("Speak TLS"), "{}", help("tls"));
+        assert!(!help("tls").contains("--server-bin"), "{}", help("tls"));
+        assert!(help("server_args").contains("--server-bin"));
     }
 }
