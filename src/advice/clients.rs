@@ -197,15 +197,6 @@ pub fn every() -> impl Iterator<Item = &'static Client> {
         .chain(PROXIES)
 }
 
-/// The whole table, one line per client and proxy, for advice to "a pool
-/// in front of this server" whose client is not known (the probe's).
-pub fn table(safe_ms: u64) -> String {
-    every()
-        .map(|client| format!("- {}: {}", client.name, client.advice(safe_ms)))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -255,20 +246,5 @@ mod tests {
             "{}",
             nginx.advice(63_000)
         );
-    }
-
-    #[test]
-    fn the_table_lists_every_client_and_proxy_once() {
-        let table = table(1900);
-        for name in [
-            "Go net/http",
-            "httpx",
-            "nginx",
-            "Envoy",
-            "Node fetch (undici)",
-        ] {
-            let line = format!("- {name}: ");
-            assert_eq!(table.matches(&line).count(), 1, "{name} in {table}");
-        }
     }
 }

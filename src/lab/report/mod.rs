@@ -38,8 +38,9 @@ use serde::Serialize;
 mod verdict;
 
 use super::peers::{PeerStats, PeersSnapshot, Recent, Terms};
-use crate::advice::clients;
-use verdict::judge;
+use crate::advice::clients::{self, Client};
+use crate::advice::fix::Keeper;
+use verdict::{OwnTimeout, judge};
 
 /// Close ages below this are not idle timeouts.
 pub const MIN_TIMEOUT_MS: u32 = 100;
@@ -223,7 +224,11 @@ impl PeerView {
         let agents: Vec<String> = stats.agents.texts().collect();
         let client = agents.first().and_then(|agent| clients::recognise(agent));
         let terms = judged_terms(recent, server);
-        let judgement = judge(seen, estimate, lazy, terms, client, server);
+        let own = OwnTimeout {
+            estimate_ms: estimate,
+            lazy,
+        };
+        let judgement = judge(seen, own, terms, keeper(stats, client), server);
         let ms = |us: Option<u64>| us.map(|us| (us as f64 / 100.0).round() / 10.0);
         let gaps = &stats.reuse_gaps;
         let closes = &stats.peer_close_delays;
@@ -263,6 +268,16 @@ impl PeerView {
             safe_pool_idle_timeout_ms: judgement.safe_ms,
             advice: judgement.advice,
         }
+    }
+}
+
+/// Who keeps the pool the advice is for: a proxy when its requests say
+/// so, else the client its `User-Agent` names, if any.
+fn keeper(stats: &PeerStats, client: Option<&'static Client>) -> Keeper {
+    match client {
+        _ if stats.forwarded => Keeper::Proxy,
+        Some(client) => Keeper::Client(client),
+        None => Keeper::Unknown,
     }
 }
 

@@ -1,0 +1,135 @@
+//! What to change, said in one place for `/peers` and the probe: the safe
+//! value as a headline, and the fix in the terms of whoever keeps the pool
+//! (a known client's own setting, a proxy's upstream settings, or every
+//! client's and proxy's when the pool's keeper is not known).
+
+use super::clients::{self, Client, PROXIES};
+use super::trim;
+
+/// Who keeps the idle connections the advice is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keeper {
+    /// A client its `User-Agent` names.
+    Client(&'static Client),
+    /// A client whose `User-Agent` names none in the table.
+    Unknown,
+    /// A proxy: its requests carry `Forwarded`, `X-Forwarded-For` or `Via`.
+    Proxy,
+    /// Any pool in front of the server (the probe's advice).
+    Anyone,
+}
+
+/// The headline: what a pool in front should do with idle connections,
+/// at most `safe` ms; `rounded` says how the value was rounded, if it was.
+pub fn headline(safe: u64, rounded: &str) -> String {
+    match safe {
+        0 => format!(
+            "A client or proxy pool in front of this server should keep no idle connections \
+             (0 ms{rounded}): it closes them too soon to reuse safely."
+        ),
+        safe => format!(
+            "A client or proxy pool in front of this server should close idle connections after \
+             at most {safe} ms ({} s{rounded}).",
+            trim(safe as f64 / 1000.0)
+        ),
+    }
+}
+
+/// What `keeper` should change: its setting for `safe` ms, or (no value
+/// known safe) what else covers the race.
+pub fn fix(safe: Option<u64>, keeper: Keeper) -> String {
+    let Some(safe) = safe else {
+        return "No pool idle timeout is known to be safe: raise the server's keep-alive \
+                timeout above how long the client keeps idle connections, or have the client \
+                retry a request that meets a closed connection."
+            .to_owned();
+    };
+    match keeper {
+        Keeper::Proxy => format!(
+            "A proxy forwards these requests: keep its idle upstream connections {safe} ms or \
+             less ({}).",
+            settings(PROXIES.iter(), safe)
+        ),
+        Keeper::Client(client) if client.has_setting() => format!(
+            "Set {}'s {} ({safe} ms or less).",
+            client.name,
+            client.advice(safe)
+        ),
+        Keeper::Client(client) => format!(
+            "{} has no such setting: {}.",
+            client.name,
+            client.advice(safe)
+        ),
+        Keeper::Unknown => format!(
+            "Lower this client's pool idle timeout to {safe} ms or less (or raise the server's \
+             keep-alive timeout above how long the client keeps idle connections)."
+        ),
+        Keeper::Anyone => format!("In a pool in front: {}.", settings(clients::every(), safe)),
+    }
+}
+
+/// Every client's and proxy's setting for `safe` ms, one `- name:
+/// setting` line each (the probe's table of a pool in front).
+pub fn table(safe: u64) -> String {
+    named(clients::every(), safe)
+        .map(|line| format!("- {line}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `name: setting` for each of `clients`, joined with "; ".
+fn settings<'a>(clients: impl Iterator<Item = &'a Client>, safe: u64) -> String {
+    named(clients, safe).collect::<Vec<_>>().join("; ")
+}
+
+/// `name: setting` for each of `clients`.
+fn named<'a>(clients: impl Iterator<Item = &'a Client>, safe: u64) -> impl Iterator<Item = String> {
+    clients.map(move |client| format!("{}: {}", client.name, client.advice(safe)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_keeper_is_told_its_own_setting() {
+        let go = clients::recognise("Go-http-client/1.1").unwrap();
+        let text = fix(Some(1900), Keeper::Client(go));
+        assert!(text.contains("IdleConnTimeout"), "{text}");
+        let text = fix(Some(1900), Keeper::Proxy);
+        assert!(
+            text.contains("nginx: ") && text.contains("Envoy: "),
+            "{text}"
+        );
+        let text = fix(Some(1900), Keeper::Anyone);
+        assert!(text.starts_with("In a pool in front: "), "{text}");
+        assert!(
+            text.contains("httpx: ") && text.contains("HAProxy: "),
+            "{text}"
+        );
+        let text = fix(None, Keeper::Anyone);
+        assert!(text.contains("retry"), "{text}");
+    }
+
+    #[test]
+    fn the_headline_says_keep_none_at_zero() {
+        assert!(headline(0, "").contains("keep no idle connections"));
+        let text = headline(1900, ", 1939 ms rounded down");
+        assert!(text.contains("at most 1900 ms (1.9 s, 1939 ms"), "{text}");
+    }
+
+    #[test]
+    fn the_table_lists_every_client_and_proxy_once() {
+        let table = table(1900);
+        for name in [
+            "Go net/http",
+            "httpx",
+            "nginx",
+            "Envoy",
+            "Node fetch (undici)",
+        ] {
+            let line = format!("- {name}: ");
+            assert_eq!(table.matches(&line).count(), 1, "{name} in {table}");
+        }
+    }
+}
