@@ -50,13 +50,13 @@ pub fn fix(safe: Option<u64>, keeper: Keeper) -> String {
              less ({}).",
             settings(PROXIES.iter(), safe)
         ),
-        Keeper::Client(client) if client.has_setting() => format!(
+        Keeper::Client(client) if client.can_be_set_to(safe) => format!(
             "Set {}'s {} ({safe} ms or less).",
             client.name,
             client.advice(safe)
         ),
         Keeper::Client(client) => format!(
-            "{} has no such setting: {}.",
+            "{} cannot be told so: {}.",
             client.name,
             client.advice(safe)
         ),
