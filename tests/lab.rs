@@ -257,10 +257,18 @@ fn a_client_that_reuses_past_the_deadline_sends_late_requests_and_races() {
     });
     eprintln!("racing client: {entry}");
     assert_eq!(entry["verdict"], "race", "{entry}");
-    assert!(
-        entry["advice"].as_str().unwrap().contains("ms or less"),
-        "{entry}"
-    );
+    let advice = entry["advice"].as_str().unwrap();
+    assert!(advice.contains("ms or less"), "{entry}");
+    // It sent no User-Agent (as Node's http.Agent does not): the common
+    // pools' settings are named, not "this client's pool idle timeout".
+    assert_eq!(entry["user_agent"], Value::Null, "{entry}");
+    for setting in [
+        "Node http.Agent: timeout",
+        "freeSocketTimeout",
+        "keepAliveTimeout",
+    ] {
+        assert!(advice.contains(setting), "{setting:?} not in {advice}");
+    }
     let delay = entry["late_request_delay_ms"]["max"].as_f64().unwrap();
     assert!(delay < 1000.0, "within the watch: {entry}");
     let metrics = Exposition::parse(&get(fixture.admin, "/metrics").text());

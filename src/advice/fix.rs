@@ -3,7 +3,7 @@
 //! (a known client's own setting, a proxy's upstream settings, or every
 //! client's and proxy's when the pool's keeper is not known).
 
-use super::clients::{self, Client, PROXIES};
+use super::clients::{self, Client, PROXIES, UNNAMED};
 use super::trim;
 
 /// Who keeps the idle connections the advice is for.
@@ -13,6 +13,8 @@ pub enum Keeper {
     Client(&'static Client),
     /// A client whose `User-Agent` names none in the table.
     Unknown,
+    /// A client that sent no `User-Agent` (Node's `http.Agent` sends none).
+    Unnamed,
     /// A proxy: its requests carry `Forwarded`, `X-Forwarded-For` or `Via`.
     Proxy,
     /// Any pool in front of the server (the probe's advice).
@@ -64,6 +66,12 @@ pub fn fix(safe: Option<u64>, keeper: Keeper) -> String {
             "Lower this client's pool idle timeout to {safe} ms or less (or raise the server's \
              keep-alive timeout above how long the client keeps idle connections)."
         ),
+        Keeper::Unnamed => format!(
+            "This client sent no User-Agent (Node's http.Agent sends none), so which pool it is \
+             cannot be told: keep its idle connections {safe} ms or less in its own setting \
+             ({}), or raise the server's keep-alive timeout above how long it keeps them.",
+            settings(UNNAMED.iter(), safe)
+        ),
         Keeper::Anyone => format!("In a pool in front: {}.", settings(clients::every(), safe)),
     }
 }
@@ -107,6 +115,12 @@ mod tests {
             text.contains("httpx: ") && text.contains("HAProxy: "),
             "{text}"
         );
+        let text = fix(Some(1900), Keeper::Unnamed);
+        for words in ["no User-Agent", "timeout: 1900", "freeSocketTimeout: 1900"] {
+            assert!(text.contains(words), "{words:?} not in {text}");
+        }
+        assert!(text.contains("keepAliveTimeout: 1900"), "{text}");
+        assert!(!text.contains("this client's pool idle timeout"), "{text}");
         let text = fix(None, Keeper::Anyone);
         assert!(text.contains("retry"), "{text}");
     }

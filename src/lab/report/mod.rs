@@ -272,11 +272,13 @@ impl PeerView {
 }
 
 /// Who keeps the pool the advice is for: a proxy when its requests say
-/// so, else the client its `User-Agent` names, if any.
+/// so, else the client its `User-Agent` names, if any (or none, if it
+/// sent none).
 fn keeper(stats: &PeerStats, client: Option<&'static Client>) -> Keeper {
     match client {
         _ if stats.forwarded => Keeper::Proxy,
         Some(client) => Keeper::Client(client),
+        None if stats.agents.texts().next().is_none() => Keeper::Unnamed,
         None => Keeper::Unknown,
     }
 }
