@@ -277,6 +277,47 @@ fn a_client_that_reuses_past_the_deadline_sends_late_requests_and_races() {
 }
 
 #[test]
+fn a_proxy_without_forwarding_headers_is_told_apart_by_user_agents_taking_turns() {
+    // As nginx does by default: its clients' User-Agents passed on, no
+    // X-Forwarded-For or Via, its upstream connections from one address.
+    let fixture = start("1s", "0s", |_| {});
+    let agents = [
+        "python-requests/2.32.3",
+        "curl/8.5.0",
+        "python-requests/2.32.3",
+    ];
+    let mut upstream: Vec<Client> = agents
+        .iter()
+        .map(|agent| {
+            let mut client = Client::connect_from(loopback(9), fixture.addr);
+            let head = format!("GET / HTTP/1.1\r\nHost: t\r\nUser-Agent: {agent}\r\n\r\n");
+            client.send(head.as_bytes());
+            assert_eq!(client.read_response().status, 200);
+            client
+        })
+        .collect();
+    // One pooled connection is reused past the server's 1 s deadline.
+    thread::sleep(Duration::from_millis(1100));
+    let late = &mut upstream[0];
+    let _ = late.try_send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_ne!(next_read(late, WITHIN), "data", "answered after the close");
+    let entry = peer_when(&fixture, loopback(9), |p| {
+        p["late_requests"].as_u64() >= Some(1)
+    });
+    assert_eq!(entry["likely_proxy"], true, "{entry}");
+    assert_eq!(entry["forwarded"], false, "{entry}");
+    let advice = entry["advice"].as_str().unwrap();
+    // Both fixes: the proxy's upstream idle timeout and the clients'.
+    for words in [
+        "likely a proxy",
+        "nginx: keepalive_timeout",
+        "If the clients",
+    ] {
+        assert!(advice.contains(words), "{words:?} not in {advice}");
+    }
+}
+
+#[test]
 fn a_client_that_reuses_just_before_the_deadline_counts_near_misses() {
     let fixture = start("1s", "0s", |_| {});
     let mut client = Client::connect_from(loopback(5), fixture.addr);

@@ -1,7 +1,8 @@
 //! What to change, said in one place for `/peers` and the probe: the safe
 //! value as a headline, and the fix in the terms of whoever keeps the pool
-//! (a known client's own setting, a proxy's upstream settings, or every
-//! client's and proxy's when the pool's keeper is not known).
+//! (a known client's own setting, a proxy's upstream settings, both when
+//! it is likely a proxy that does not say so, or every client's and
+//! proxy's when the pool's keeper is not known).
 
 use super::clients::{self, Client, PROXIES, UNNAMED};
 use super::trim;
@@ -17,6 +18,10 @@ pub enum Keeper {
     Unnamed,
     /// A proxy: its requests carry `Forwarded`, `X-Forwarded-For` or `Via`.
     Proxy,
+    /// Likely a proxy that adds none of those (nginx by default), else
+    /// several clients behind one address: several User-Agents took turns
+    /// on its connections. The client the latest names, if known.
+    ProxyOrClients(Option<&'static Client>),
     /// Any pool in front of the server (the probe's advice).
     Anyone,
 }
@@ -52,6 +57,19 @@ pub fn fix(safe: Option<u64>, keeper: Keeper) -> String {
              less ({}).",
             settings(PROXIES.iter(), safe)
         ),
+        Keeper::ProxyOrClients(client) => {
+            let clients = match client {
+                Some(client) => fix(Some(safe), Keeper::Client(client)),
+                None => fix(Some(safe), Keeper::Unknown),
+            };
+            format!(
+                "Several User-Agents took turns on this address's connections, with no \
+                 Forwarded, X-Forwarded-For or Via: likely a proxy that adds none (nginx adds \
+                 none by default), else several clients behind one address. If a proxy, keep \
+                 its idle upstream connections {safe} ms or less ({}). If the clients: {clients}",
+                settings(PROXIES.iter(), safe)
+            )
+        }
         Keeper::Client(client) if client.can_be_set_to(safe) => format!(
             "Set {}'s {} ({safe} ms or less).",
             client.name,
@@ -73,6 +91,23 @@ pub fn fix(safe: Option<u64>, keeper: Keeper) -> String {
             settings(UNNAMED.iter(), safe)
         ),
         Keeper::Anyone => format!("In a pool in front: {}.", settings(clients::every(), safe)),
+    }
+}
+
+/// For a client with lost requests, the other party it may be: a proxy
+/// that adds no forwarding header passes its clients' `User-Agent` on, and
+/// then the fix is the proxy's. `None` where the keeper is already a proxy
+/// or no value is known safe.
+pub fn unless_a_proxy(safe: Option<u64>, keeper: Keeper) -> Option<String> {
+    let safe = safe?;
+    match keeper {
+        Keeper::Client(_) | Keeper::Unknown | Keeper::Unnamed => Some(format!(
+            "(If a proxy that adds no X-Forwarded-For relays these requests, as nginx does by \
+             default, the fix is the proxy's instead: keep its idle upstream connections {safe} \
+             ms or less, {}.)",
+            named(PROXIES.iter().take(1), safe).collect::<String>()
+        )),
+        Keeper::Proxy | Keeper::ProxyOrClients(_) | Keeper::Anyone => None,
     }
 }
 
@@ -121,6 +156,18 @@ mod tests {
         }
         assert!(text.contains("keepAliveTimeout: 1900"), "{text}");
         assert!(!text.contains("this client's pool idle timeout"), "{text}");
+        let go = Some(go);
+        let text = fix(Some(1900), Keeper::ProxyOrClients(go));
+        for words in [
+            "likely a proxy",
+            "keepalive_timeout 1900ms",
+            "IdleConnTimeout",
+        ] {
+            assert!(text.contains(words), "{words:?} not in {text}");
+        }
+        let hedge = unless_a_proxy(Some(1900), Keeper::Unnamed).unwrap();
+        assert!(hedge.contains("nginx: keepalive_timeout 1900ms"), "{hedge}");
+        assert_eq!(unless_a_proxy(Some(1900), Keeper::Proxy), None);
         let text = fix(None, Keeper::Anyone);
         assert!(text.contains("retry"), "{text}");
     }

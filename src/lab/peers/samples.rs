@@ -37,6 +37,9 @@ impl AgeSamples {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Agents {
     slots: [Agent; AGENTS],
+    /// Times a connection named another User-Agent than the connection
+    /// before it (an upgrade makes one; clients taking turns, many).
+    switches: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,6 +78,9 @@ impl Agents {
         if self.slots[0] == agent || agent.len == 0 {
             return;
         }
+        if self.slots[0].len > 0 {
+            self.switches = self.switches.saturating_add(1);
+        }
         let at = self
             .slots
             .iter()
@@ -92,8 +98,16 @@ impl Agents {
             .map(|agent| String::from_utf8_lossy(agent.as_bytes()).into_owned())
     }
 
+    /// Several clients took turns on this address's connections: at least
+    /// two User-Agents, switched between back and forth (A, B, A), not
+    /// just once (a client upgraded).
+    pub fn take_turns(&self) -> bool {
+        self.slots.iter().all(|agent| agent.len > 0) && self.switches >= 2
+    }
+
     /// Adds another peer's (the older kept behind this one's).
     pub(super) fn merge(&mut self, other: &Agents) {
+        self.switches = self.switches.saturating_add(other.switches);
         for agent in other.slots.iter().rev().filter(|agent| agent.len > 0) {
             if !self.slots.contains(agent) {
                 if let Some(free) = self.slots.iter_mut().find(|slot| slot.len == 0) {

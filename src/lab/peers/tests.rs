@@ -252,3 +252,34 @@ fn past_the_promise_is_judged_on_the_clock_of_the_close() {
     assert_eq!(peer.stats.reuses_past_advertised, 1);
     assert_eq!(peer.recent.past_advertised, 1);
 }
+
+#[test]
+fn clients_taking_turns_on_one_address_are_told_from_an_upgrade() {
+    let mut table = table();
+    let name = |table: &mut PeerTable, n: u32, agent: &'static [u8]| {
+        let named = Event::ClientNamed {
+            user_agent: Some(agent),
+            forwarded: false,
+        };
+        table.record(ip(n), 1, &named);
+    };
+    // One client, upgraded once.
+    for agent in [&b"app/1.0"[..], b"app/1.0", b"app/1.1", b"app/1.1"] {
+        name(&mut table, 2, agent);
+    }
+    // Two clients behind one address, taking turns.
+    for agent in [
+        &b"python-requests/2.32"[..],
+        b"curl/8.5.0",
+        b"python-requests/2.32",
+    ] {
+        name(&mut table, 3, agent);
+    }
+    let snapshot = table.snapshot(2);
+    let turns = |n: u32| {
+        let peer = snapshot.peers.iter().find(|p| p.addr == ip(n)).unwrap();
+        peer.stats.agents.take_turns()
+    };
+    assert!(!turns(2), "an upgrade is one client");
+    assert!(turns(3), "clients taking turns");
+}

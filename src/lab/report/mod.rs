@@ -153,6 +153,10 @@ pub struct PeerView {
     pub client: Option<&'static str>,
     /// Some requests came through a proxy.
     pub forwarded: bool,
+    /// Likely a proxy that adds no forwarding header, or several clients
+    /// behind one address: several User-Agents took turns on its
+    /// connections.
+    pub likely_proxy: bool,
     /// The longest round trip the kernel measured on its connections in
     /// the window.
     pub round_trip_ms: Option<f64>,
@@ -187,6 +191,7 @@ impl PeersReport {
                     stats: &peer.stats,
                     recent: &peer.recent,
                     window_s,
+                    folded: false,
                 };
                 PeerView::new(peer.addr.to_string(), ago, seen, server)
             })
@@ -196,6 +201,7 @@ impl PeersReport {
                 stats: &snapshot.other,
                 recent: &snapshot.other_recent,
                 window_s,
+                folded: true,
             };
             peers.push(PeerView::new("other".into(), 0.0, seen, server));
         }
@@ -213,6 +219,8 @@ struct Seen<'a> {
     stats: &'a PeerStats,
     recent: &'a Recent,
     window_s: f64,
+    /// Several peers folded into "other".
+    folded: bool,
 }
 
 impl PeerView {
@@ -228,7 +236,9 @@ impl PeerView {
             estimate_ms: estimate,
             lazy,
         };
-        let judgement = judge(seen, own, terms, keeper(stats, client), server);
+        let likely_proxy = !seen.folded && !stats.forwarded && stats.agents.take_turns();
+        let keeper = keeper(stats, client, likely_proxy);
+        let judgement = judge(seen, own, terms, keeper, server);
         let ms = |us: Option<u64>| us.map(|us| (us as f64 / 100.0).round() / 10.0);
         let gaps = &stats.reuse_gaps;
         let closes = &stats.peer_close_delays;
@@ -261,6 +271,7 @@ impl PeerView {
             user_agents: agents,
             client: client.map(|c| c.name),
             forwarded: stats.forwarded,
+            likely_proxy,
             round_trip_ms: recent.round_trip_us.map(|us| f64::from(us) / 1000.0),
             judged_idle_timeout_ms: terms.idle_timeout_ms,
             recent: RecentView::from(recent),
@@ -272,11 +283,13 @@ impl PeerView {
 }
 
 /// Who keeps the pool the advice is for: a proxy when its requests say
-/// so, else the client its `User-Agent` names, if any (or none, if it
+/// so, a proxy or the clients when they likely come through one that does
+/// not, else the client its `User-Agent` names, if any (or none, if it
 /// sent none).
-fn keeper(stats: &PeerStats, client: Option<&'static Client>) -> Keeper {
+fn keeper(stats: &PeerStats, client: Option<&'static Client>, likely_proxy: bool) -> Keeper {
     match client {
         _ if stats.forwarded => Keeper::Proxy,
+        client if likely_proxy => Keeper::ProxyOrClients(client),
         Some(client) => Keeper::Client(client),
         None if stats.agents.texts().next().is_none() => Keeper::Unnamed,
         None => Keeper::Unknown,

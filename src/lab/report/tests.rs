@@ -268,3 +268,31 @@ fn the_other_row_appears_only_when_peers_were_folded() {
     assert!(json.get("window_s").is_some());
     assert_eq!(json["peers"][0]["verdict"], "ok");
 }
+
+#[test]
+fn user_agents_taking_turns_without_forwarding_headers_name_both_fixes() {
+    let view = view_of(&[
+        named("python-requests/2.32.3"),
+        named("curl/8.5.0"),
+        named("python-requests/2.32.3"),
+        late(5000, 2000),
+    ]);
+    assert!(view.likely_proxy && !view.forwarded);
+    for words in ["likely a proxy", "keepalive_timeout 1900ms", "retry"] {
+        assert!(
+            view.advice.contains(words),
+            "{words:?} not in {}",
+            view.advice
+        );
+    }
+    // One client that says so: its own fix first, the proxy's as the
+    // other possibility where requests were lost.
+    let view = view_of(&[named("python-requests/2.32.3"), late(5000, 2000)]);
+    assert!(!view.likely_proxy);
+    assert!(view.advice.contains("cannot be told so"), "{}", view.advice);
+    assert!(
+        view.advice.contains("If a proxy that adds no"),
+        "{}",
+        view.advice
+    );
+}

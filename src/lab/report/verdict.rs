@@ -4,7 +4,7 @@
 //! [`crate::advice::fix`]'s, which the probe renders too).
 
 use super::{Seen, ServerIdle, Verdict};
-use crate::advice::fix::{Keeper, fix};
+use crate::advice::fix::{Keeper, fix, unless_a_proxy};
 use crate::advice::{Close, IdleCloseFacts, Source, safe_pool_idle_timeout};
 use crate::lab::NEAR_MISS_US;
 use crate::lab::peers::{PeerStats, Recent, Terms};
@@ -46,6 +46,7 @@ pub(super) fn judge(
             false => format!("its connections' own idle timeout of {real} ms (set for them)"),
         },
         fix: fix(safe, keeper),
+        unless_a_proxy: unless_a_proxy(safe, keeper),
         verdict: Verdict::Ok,
         says: Vec::new(),
     };
@@ -97,6 +98,8 @@ struct Judging<'a> {
     about: String,
     /// What to change, in the keeper's terms.
     fix: String,
+    /// The fix should the keeper be a proxy that does not say so.
+    unless_a_proxy: Option<String>,
     verdict: Verdict,
     says: Vec<String>,
 }
@@ -131,6 +134,8 @@ impl Judging<'_> {
             ));
         }
         self.says.push(format!("{what}. {}", self.fix));
+        // Lost requests are where advice to the wrong party costs most.
+        self.says.extend(self.unless_a_proxy.clone());
     }
 
     /// Idle closes made with a reset hide lost requests: never `ok`.
