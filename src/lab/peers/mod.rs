@@ -272,9 +272,7 @@ impl Entry {
                 user_agent,
                 forwarded,
             } => {
-                if let Some(agent) = user_agent {
-                    stats.agents.note(agent);
-                }
+                stats.agents.note(user_agent);
                 stats.forwarded |= forwarded;
             }
             Event::ResponsesDone(n) => stats.requests += u64::from(n),

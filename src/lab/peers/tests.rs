@@ -275,6 +275,16 @@ fn clients_taking_turns_on_one_address_are_told_from_an_upgrade() {
     ] {
         name(&mut table, 3, agent);
     }
+    // A client that names itself and one that does not (Node's http.Agent).
+    name(&mut table, 4, b"curl/8.5.0");
+    let unnamed = Event::ClientNamed {
+        user_agent: None,
+        forwarded: false,
+    };
+    for _ in 0..3 {
+        table.record(ip(4), 1, &unnamed);
+        table.record(ip(5), 1, &unnamed);
+    }
     let snapshot = table.snapshot(2);
     let turns = |n: u32| {
         let peer = snapshot.peers.iter().find(|p| p.addr == ip(n)).unwrap();
@@ -282,4 +292,6 @@ fn clients_taking_turns_on_one_address_are_told_from_an_upgrade() {
     };
     assert!(!turns(2), "an upgrade is one client");
     assert!(turns(3), "clients taking turns");
+    assert!(turns(4), "one client that names itself, one that does not");
+    assert!(!turns(5), "one client that never names itself");
 }
