@@ -31,7 +31,11 @@
 //! the idle timeout that bound this peer (see [`Recent::binding`]), with
 //! the round trip the kernel measured on its connections; it names the
 //! client's own setting where its `User-Agent` says which client it is
-//! ([`crate::advice::clients`]).
+//! ([`crate::advice::clients`]), the proxies' where its requests say a
+//! proxy forwarded them, and both where the peer is likely a proxy that
+//! does not say so (several clients' User-Agents on its connections, see
+//! [`crate::lab::peers::Agents::take_turns`]). The words are
+//! [`crate::advice::fix`]'s.
 
 use serde::Serialize;
 
