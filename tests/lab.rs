@@ -2,8 +2,10 @@
 //! each query control's effect on the wire, and what `/peers` and
 //! `/metrics` learn from clients told apart by their loopback source
 //! address (127.0.0.2, 127.0.0.3, …): a client's own idle timeout, a client
-//! that races the server's deadline, one that reuses just before it, and a
-//! table that stays bounded however many addresses connect.
+//! that races the server's deadline, one that reuses just before it, a
+//! proxy that adds no forwarding header, a table that stays bounded
+//! however many addresses connect, and the advised nginx setting checked
+//! by `nginx -t`.
 
 mod support;
 
@@ -582,4 +584,49 @@ fn a_reuse_served_past_the_deadline_is_at_risk_and_its_late_timer_is_counted() {
         lateness().unwrap() > before,
         "the overdue timer is not in kas_timer_lateness_seconds"
     );
+}
+
+#[test]
+fn the_advised_nginx_setting_passes_nginx_t() {
+    // What /peers tells nginx goes into its upstream block as written:
+    // milliseconds below a whole second and between seconds, never `0s`.
+    let found = ["nginx", "/usr/sbin/nginx"]
+        .into_iter()
+        .find(|bin| std::process::Command::new(bin).arg("-v").output().is_ok());
+    let Some(nginx) = found else {
+        support::skip::because("nginx is not installed (.ci/run installs it)");
+        return;
+    };
+    let proxy = keepalive_server::advice::clients::PROXIES
+        .iter()
+        .find(|proxy| proxy.name == "nginx")
+        .unwrap();
+    let dir = std::env::temp_dir().join(format!("kas-lab-nginx-t-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for safe in [970, 1900, 63_000] {
+        let advice = proxy.advice(safe);
+        let directive = &advice[..=advice.find(';').unwrap()];
+        assert!(directive.starts_with("keepalive_timeout "), "{advice}");
+        let d = dir.display();
+        let text = format!(
+            "error_log {d}/error.log;\npid {d}/nginx.pid;\nevents {{}}\nhttp {{\n\
+             access_log off;\n\
+             client_body_temp_path {d}/body; proxy_temp_path {d}/proxy;\n\
+             fastcgi_temp_path {d}/fastcgi; uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;\n\
+             upstream backend {{ server 127.0.0.1:9; keepalive 8; {directive} }}\n}}\n"
+        );
+        std::fs::write(dir.join("nginx.conf"), text).unwrap();
+        let (log, conf) = (format!("{d}/error.log"), format!("{d}/nginx.conf"));
+        let args = ["-t", "-p", &d.to_string(), "-e", &log, "-c", &conf];
+        let checked = std::process::Command::new(nginx)
+            .args(args)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&checked.stderr);
+        assert!(
+            checked.status.success(),
+            "{directive} for {safe} ms: {said}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
