@@ -19,8 +19,9 @@ pub enum Keeper {
     /// A proxy: its requests carry `Forwarded`, `X-Forwarded-For` or `Via`.
     Proxy,
     /// Likely a proxy that adds none of those (nginx by default), else
-    /// several clients behind one address: several User-Agents took turns
-    /// on its connections. The client the latest names, if known.
+    /// several clients behind one address: its connections named several
+    /// clients (User-Agents taking turns, or some named one and some
+    /// none). The client the latest names, if known.
     ProxyOrClients(Option<&'static Client>),
     /// Any pool in front of the server (the probe's advice).
     Anyone,
@@ -63,10 +64,11 @@ pub fn fix(safe: Option<u64>, keeper: Keeper) -> String {
                 None => fix(Some(safe), Keeper::Unknown),
             };
             format!(
-                "Several User-Agents took turns on this address's connections, with no \
-                 Forwarded, X-Forwarded-For or Via: likely a proxy that adds none (nginx adds \
-                 none by default), else several clients behind one address. If a proxy, keep \
-                 its idle upstream connections {safe} ms or less ({}). If the clients: {clients}",
+                "This address's connections named several clients (User-Agents taking turns, \
+                 or some named one and some none), with no Forwarded, X-Forwarded-For or Via: \
+                 likely a proxy that adds none (nginx and HAProxy add none by default), else \
+                 several clients behind one address. If a proxy, keep its idle upstream \
+                 connections {safe} ms or less ({}). If the clients: {clients}",
                 settings(PROXIES.iter(), safe)
             )
         }

@@ -33,7 +33,7 @@
 //! client's own setting where its `User-Agent` says which client it is
 //! ([`crate::advice::clients`]), the proxies' where its requests say a
 //! proxy forwarded them, and both where the peer is likely a proxy that
-//! does not say so (several clients' User-Agents on its connections, see
+//! does not say so (several clients named on its connections, see
 //! [`crate::lab::peers::Agents::take_turns`]). The words are
 //! [`crate::advice::fix`]'s.
 
@@ -158,8 +158,8 @@ pub struct PeerView {
     /// Some requests came through a proxy.
     pub forwarded: bool,
     /// Likely a proxy that adds no forwarding header, or several clients
-    /// behind one address: several User-Agents took turns on its
-    /// connections.
+    /// behind one address: its connections named several clients
+    /// (User-Agents taking turns, or some named one and some none).
     pub likely_proxy: bool,
     /// The longest round trip the kernel measured on its connections in
     /// the window.
