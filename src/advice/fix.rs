@@ -104,13 +104,20 @@ pub fn unless_a_proxy(safe: Option<u64>, keeper: Keeper) -> Option<String> {
     let safe = safe?;
     match keeper {
         Keeper::Client(_) | Keeper::Unknown | Keeper::Unnamed => Some(format!(
-            "(If a proxy that adds no X-Forwarded-For relays these requests, as nginx does by \
-             default, the fix is the proxy's instead: keep its idle upstream connections {safe} \
-             ms or less, {}.)",
-            named(PROXIES.iter().take(1), safe).collect::<String>()
+            "(If a proxy that adds no X-Forwarded-For relays these requests, as nginx and \
+             HAProxy do by default, the fix is the proxy's instead: keep its idle upstream \
+             connections {safe} ms or less ({}).)",
+            settings(silent_proxies(), safe)
         )),
         Keeper::Proxy | Keeper::ProxyOrClients(_) | Keeper::Anyone => None,
     }
+}
+
+/// The proxies that add no forwarding header unless told to.
+fn silent_proxies() -> impl Iterator<Item = &'static Client> {
+    PROXIES
+        .iter()
+        .filter(|proxy| matches!(proxy.name, "nginx" | "HAProxy"))
 }
 
 /// Every client's and proxy's setting for `safe` ms, one `- name:
@@ -169,6 +176,10 @@ mod tests {
         }
         let hedge = unless_a_proxy(Some(1900), Keeper::Unnamed).unwrap();
         assert!(hedge.contains("nginx: keepalive_timeout 1900ms"), "{hedge}");
+        assert!(
+            hedge.contains("HAProxy: ") && hedge.contains("retry-on"),
+            "{hedge}"
+        );
         assert_eq!(unless_a_proxy(Some(1900), Keeper::Proxy), None);
         let text = fix(None, Keeper::Anyone);
         assert!(text.contains("retry"), "{text}");
