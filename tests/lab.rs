@@ -2,8 +2,10 @@
 //! each query control's effect on the wire, and what `/peers` and
 //! `/metrics` learn from clients told apart by their loopback source
 //! address (127.0.0.2, 127.0.0.3, …): a client's own idle timeout, a client
-//! that races the server's deadline, one that reuses just before it, and a
-//! table that stays bounded however many addresses connect.
+//! that races the server's deadline, one that reuses just before it, a
+//! proxy that adds no forwarding header, a table that stays bounded
+//! however many addresses connect, and the advised nginx setting checked
+//! by `nginx -t`.
 
 mod support;
 
@@ -247,15 +249,64 @@ fn a_client_that_reuses_past_the_deadline_sends_late_requests_and_races() {
     });
     eprintln!("racing client: {entry}");
     assert_eq!(entry["verdict"], "race", "{entry}");
-    assert!(
-        entry["advice"].as_str().unwrap().contains("ms or less"),
-        "{entry}"
-    );
+    let advice = entry["advice"].as_str().unwrap();
+    assert!(advice.contains("ms or less"), "{entry}");
+    // It sent no User-Agent (as Node's http.Agent does not): the common
+    // pools' settings are named, not "this client's pool idle timeout".
+    assert_eq!(entry["user_agent"], Value::Null, "{entry}");
+    for setting in [
+        "Node http.Agent: timeout",
+        "freeSocketTimeout",
+        "keepAliveTimeout",
+    ] {
+        assert!(advice.contains(setting), "{setting:?} not in {advice}");
+    }
     let delay = entry["late_request_delay_ms"]["max"].as_f64().unwrap();
     assert!(delay < 1000.0, "within the watch: {entry}");
     let metrics = Exposition::parse(&get(fixture.admin, "/metrics").text());
     let late = metrics.value("kas_late_requests_total", &[]).unwrap();
     assert!(late >= 1.0, "late requests: {late}");
+}
+
+#[test]
+fn a_proxy_without_forwarding_headers_is_told_apart_by_user_agents_taking_turns() {
+    // As nginx does by default: its clients' User-Agents passed on, no
+    // X-Forwarded-For or Via, its upstream connections from one address.
+    let fixture = start("1s", "0s", |_| {});
+    let agents = [
+        "python-requests/2.32.3",
+        "curl/8.5.0",
+        "python-requests/2.32.3",
+    ];
+    let mut upstream: Vec<Client> = agents
+        .iter()
+        .map(|agent| {
+            let mut client = Client::connect_from(loopback(9), fixture.addr);
+            let head = format!("GET / HTTP/1.1\r\nHost: t\r\nUser-Agent: {agent}\r\n\r\n");
+            client.send(head.as_bytes());
+            assert_eq!(client.read_response().status, 200);
+            client
+        })
+        .collect();
+    // One pooled connection is reused past the server's 1 s deadline.
+    thread::sleep(Duration::from_millis(1100));
+    let late = &mut upstream[0];
+    let _ = late.try_send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_ne!(next_read(late, WITHIN), "data", "answered after the close");
+    let entry = peer_when(&fixture, loopback(9), |p| {
+        p["late_requests"].as_u64() >= Some(1)
+    });
+    assert_eq!(entry["likely_proxy"], true, "{entry}");
+    assert_eq!(entry["forwarded"], false, "{entry}");
+    let advice = entry["advice"].as_str().unwrap();
+    // Both fixes: the proxy's upstream idle timeout and the clients'.
+    for words in [
+        "likely a proxy",
+        "nginx: keepalive_timeout",
+        "If the clients",
+    ] {
+        assert!(advice.contains(words), "{words:?} not in {advice}");
+    }
 }
 
 #[test]
@@ -521,4 +572,49 @@ fn a_reuse_served_past_the_deadline_is_at_risk_and_its_late_timer_is_counted() {
         lateness().unwrap() > before,
         "the overdue timer is not in kas_timer_lateness_seconds"
     );
+}
+
+#[test]
+fn the_advised_nginx_setting_passes_nginx_t() {
+    // What /peers tells nginx goes into its upstream block as written:
+    // milliseconds below a whole second and between seconds, never `0s`.
+    let found = ["nginx", "/usr/sbin/nginx"]
+        .into_iter()
+        .find(|bin| std::process::Command::new(bin).arg("-v").output().is_ok());
+    let Some(nginx) = found else {
+        support::skip::because("nginx is not installed (.ci/run installs it)");
+        return;
+    };
+    let proxy = keepalive_server::advice::clients::PROXIES
+        .iter()
+        .find(|proxy| proxy.name == "nginx")
+        .unwrap();
+    let dir = std::env::temp_dir().join(format!("kas-lab-nginx-t-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for safe in [970, 1900, 63_000] {
+        let advice = proxy.advice(safe);
+        let directive = &advice[..=advice.find(';').unwrap()];
+        assert!(directive.starts_with("keepalive_timeout "), "{advice}");
+        let d = dir.display();
+        let text = format!(
+            "error_log {d}/error.log;\npid {d}/nginx.pid;\nevents {{}}\nhttp {{\n\
+             access_log off;\n\
+             client_body_temp_path {d}/body; proxy_temp_path {d}/proxy;\n\
+             fastcgi_temp_path {d}/fastcgi; uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;\n\
+             upstream backend {{ server 127.0.0.1:9; keepalive 8; {directive} }}\n}}\n"
+        );
+        std::fs::write(dir.join("nginx.conf"), text).unwrap();
+        let (log, conf) = (format!("{d}/error.log"), format!("{d}/nginx.conf"));
+        let args = ["-t", "-p", &d.to_string(), "-e", &log, "-c", &conf];
+        let checked = std::process::Command::new(nginx)
+            .args(args)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&checked.stderr);
+        assert!(
+            checked.status.success(),
+            "{directive} for {safe} ms: {said}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

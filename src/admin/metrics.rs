@@ -365,7 +365,10 @@ fn render_lab(out: &mut Exposition, remote: &Remote) {
     out.single(
         "kas_near_misses_total",
         "counter",
-        "Reuses with less than 100 ms left before the idle deadline.",
+        &format!(
+            "Reuses with less than {} ms left before the idle deadline.",
+            crate::lab::NEAR_MISS_US / 1000
+        ),
         sum(|s| s.lab.near_misses.get()),
     );
     out.single(

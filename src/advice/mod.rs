@@ -50,8 +50,13 @@
 //!   reuse gap served below it. With the same round trip, both callers give
 //!   the same number for one server; otherwise the explanations say which
 //!   round trip each used.
+//!
+//! What to change is said once, in [`fix`], for both callers to render:
+//! the headline with the value, and the fix in the terms of whoever keeps
+//! the pool ([`clients`] holds the settings).
 
 pub mod clients;
+pub mod fix;
 
 use std::fmt::Write as _;
 
@@ -120,7 +125,9 @@ pub struct Advice {
     pub warning: Option<String>,
 }
 
-/// The safe pool idle timeout for a server, and its explanation.
+/// The safe pool idle timeout for a server, and its explanation, in four
+/// steps: the limit the closes set, lowered below any failed reuse, stated
+/// (rounded down), then what the advertised timeout is worth.
 pub fn safe_pool_idle_timeout(facts: &IdleCloseFacts) -> Advice {
     if !facts.keeps_alive {
         return Advice {
@@ -132,8 +139,26 @@ pub fn safe_pool_idle_timeout(facts: &IdleCloseFacts) -> Advice {
             warning: None,
         };
     }
-    let guard = |ms: f64| (ms * GUARD_SHARE).max(GUARD_MIN_MS);
-    let (round_trip, round_trip_words) = match facts.round_trip_ms {
+    let mut words = String::new();
+    let closes = limit_from_closes(facts, &mut words);
+    let limit = below_failures(facts, closes.limit, &mut words);
+    let safe = state_the_value(limit, &mut words);
+    let warning = judge_the_promise(facts, safe, closes.margin_ms, &mut words);
+    Advice {
+        safe_pool_idle_timeout_ms: safe,
+        explanation: words.trim().to_owned(),
+        warning,
+    }
+}
+
+/// The guard for the client's own timer against a close at `ms`.
+fn guard(ms: f64) -> f64 {
+    (ms * GUARD_SHARE).max(GUARD_MIN_MS)
+}
+
+/// The round trip a reuse must allow for, and how the words name it.
+fn round_trip(facts: &IdleCloseFacts) -> (f64, String) {
+    match facts.round_trip_ms {
         Some(ms) => (
             ms.max(0.0),
             format!("the round trip ({}, measured)", round_trip_text(ms)),
@@ -142,125 +167,142 @@ pub fn safe_pool_idle_timeout(facts: &IdleCloseFacts) -> Advice {
             ASSUMED_ROUND_TRIP_MS,
             format!("a round trip of {ASSUMED_ROUND_TRIP_MS:.0} ms (not measured here: assumed)"),
         ),
-    };
-    let mut words = String::new();
-    // The margin a reuse must leave before the close (or the promise).
-    let mut margin_used = None;
-    // The limit from the closes: (value, margin) or why there is none.
-    let from_closes = match &facts.close {
+    }
+}
+
+/// What the closes alone allow.
+struct FromCloses {
+    /// The highest idle time, ms, a reuse may leave at, or why there is
+    /// none.
+    limit: Result<f64, String>,
+    /// The margin a reuse must leave before the close (or the promise).
+    margin_ms: Option<f64>,
+}
+
+/// Step 1: the limit the closes set (`E − round trip − guard`, within the
+/// promise), with the sentences that say so added to `words`.
+fn limit_from_closes(facts: &IdleCloseFacts, words: &mut String) -> FromCloses {
+    let (earliest, seen, period) = match &facts.close {
         Close::At {
             earliest_ms,
             seen_ms,
             period_ms,
-        } => {
-            words.push_str(&close_words(
-                facts.source,
-                *earliest_ms,
-                *seen_ms,
-                *period_ms,
+        } => (*earliest_ms, *seen_ms, *period_ms),
+        Close::Unknown { why } => {
+            return FromCloses {
+                limit: Err(format!("{why}: no idle timeout is known to be safe.")),
+                margin_ms: None,
+            };
+        }
+        Close::NotWithin { watched_ms } => {
+            let limit = Err(format!(
+                "The server kept idle connections more than {} s: its idle timeout does not \
+                 limit a pool in front of it (use the pool's own).",
+                trim(watched_ms / 1000.0)
             ));
-            // What a server keeps past what it advertises is grace against
-            // the race, not room for a pool to use: the advice stays within
-            // the promise.
-            let promise = facts
-                .advertised_ms
-                .map(|ms| ms as f64)
-                .filter(|&promise| promise < *earliest_ms);
-            let basis = promise.unwrap_or(*earliest_ms);
-            if let Some(promise) = promise {
-                let _ = write!(
-                    words,
-                    " It promises less (Keep-Alive: timeout={}), and the advice keeps within \
-                     the promise: what a server keeps past it is grace against the race, not \
-                     room to use.",
-                    promise / 1000.0
-                );
-            }
-            let margin = round_trip + guard(basis);
-            margin_used = Some(margin);
+            return FromCloses {
+                limit,
+                margin_ms: None,
+            };
+        }
+    };
+    words.push_str(&close_words(facts.source, earliest, seen, period));
+    // What a server keeps past what it advertises is grace against the
+    // race, not room for a pool to use: the advice stays within the promise.
+    let promise = facts
+        .advertised_ms
+        .map(|ms| ms as f64)
+        .filter(|&promise| promise < earliest);
+    let basis = promise.unwrap_or(earliest);
+    if let Some(promise) = promise {
+        let _ = write!(
+            words,
+            " It promises less (Keep-Alive: timeout={}), and the advice keeps within the \
+             promise: what a server keeps past it is grace against the race, not room to use.",
+            promise / 1000.0
+        );
+    }
+    let (round_trip, round_trip_words) = round_trip(facts);
+    let margin = round_trip + guard(basis);
+    let _ = write!(
+        words,
+        " A reuse must leave {margin:.0} ms before that: {round_trip_words} and {:.0} ms for the \
+         client's own timer.",
+        guard(basis)
+    );
+    FromCloses {
+        limit: Ok(basis - margin),
+        margin_ms: Some(margin),
+    }
+}
+
+/// Step 2: a reuse that failed below where the closes put the limit
+/// leaves only an idle time at which every reuse was answered, or none.
+fn below_failures(
+    facts: &IdleCloseFacts,
+    from_closes: Result<f64, String>,
+    words: &mut String,
+) -> Result<f64, String> {
+    let Some(failed) = facts.lowest_failure_ms else {
+        return from_closes;
+    };
+    let below_failure = failed - guard(failed);
+    match from_closes {
+        // Closes too soon to keep anything: no reuse, nothing to fail.
+        Ok(limit) if limit <= 0.0 || limit <= below_failure => return Ok(limit),
+        Ok(_) => {}
+        Err(why) => words.push_str(&why),
+    }
+    let _ = write!(
+        words,
+        " A reuse failed after {failed:.0} ms idle, earlier than the closes allow for"
+    );
+    match facts.highest_success_below_failure_ms {
+        Some(ok) if ok < failed => {
             let _ = write!(
                 words,
-                " A reuse must leave {margin:.0} ms before that: {round_trip_words} and {:.0} \
-                 ms for the client's own timer.",
-                guard(basis)
+                "; every reuse after {ok:.0} ms idle was answered, so that is the limit."
             );
-            Ok(basis - margin)
+            Ok(ok.min(below_failure))
         }
-        Close::Unknown { why } => Err(format!("{why}: no idle timeout is known to be safe.")),
-        Close::NotWithin { watched_ms } => Err(format!(
-            "The server kept idle connections more than {} s: its idle timeout does not limit a \
-             pool in front of it (use the pool's own).",
-            trim(watched_ms / 1000.0)
-        )),
-    };
-    let limit = match (facts.lowest_failure_ms, from_closes) {
-        // Closes too soon to keep anything: no reuse, nothing to fail.
-        (_, Ok(limit)) if limit <= 0.0 => Ok(limit),
-        (Some(failed), from_closes) => {
-            let below_failure = failed - guard(failed);
-            match from_closes {
-                Ok(limit) if limit <= below_failure => Ok(limit),
-                from_closes => {
-                    if let Err(why) = &from_closes {
-                        words.push_str(why);
-                    }
-                    let _ = write!(
-                        words,
-                        " A reuse failed after {failed:.0} ms idle, earlier than the closes allow \
-                         for"
-                    );
-                    match facts.highest_success_below_failure_ms {
-                        Some(ok) if ok < failed => {
-                            let _ = write!(
-                                words,
-                                "; every reuse after {ok:.0} ms idle was answered, so that is \
-                                 the limit."
-                            );
-                            Ok(ok.min(below_failure))
-                        }
-                        _ => Err(
-                            ", and none below it was seen answered: no idle timeout is known to \
-                             be safe."
-                                .to_owned(),
-                        ),
-                    }
-                }
-            }
-        }
-        (None, from_closes) => from_closes,
-    };
-    let safe = match limit {
-        Ok(limit) => {
-            let safe = round_down(limit.max(0.0));
-            let rounded = if safe as f64 == limit.max(0.0).floor() {
-                String::new()
-            } else {
-                format!(
-                    ", {:.0} ms rounded down to two significant digits",
-                    limit.floor()
-                )
-            };
-            let head = if safe == 0 {
-                format!(
-                    "A client or proxy pool in front of this server should keep no idle \
-                     connections (0 ms{rounded}): it closes them too soon to reuse safely."
-                )
-            } else {
-                format!(
-                    "A client or proxy pool in front of this server should close idle \
-                     connections after at most {safe} ms ({} s{rounded}).",
-                    trim(safe as f64 / 1000.0)
-                )
-            };
-            words = format!("{head} {words}");
-            Some(safe)
-        }
+        _ => Err(
+            ", and none below it was seen answered: no idle timeout is known to be safe."
+                .to_owned(),
+        ),
+    }
+}
+
+/// Step 3: the value, rounded down, put first in the words; or why there
+/// is none, put last.
+fn state_the_value(limit: Result<f64, String>, words: &mut String) -> Option<u64> {
+    let limit = match limit {
+        Ok(limit) => limit.max(0.0),
         Err(why) => {
             words.push_str(&why);
-            None
+            return None;
         }
     };
-    let mut warning = None;
+    let safe = round_down(limit);
+    let rounded = match safe as f64 == limit.floor() {
+        true => String::new(),
+        false => format!(
+            ", {:.0} ms rounded down to two significant digits",
+            limit.floor()
+        ),
+    };
+    let head = fix::headline(safe, &rounded);
+    *words = format!("{head} {words}");
+    Some(safe)
+}
+
+/// Step 4: what the advertised `Keep-Alive: timeout` is worth: a warning
+/// when it promises more than the server keeps, else a sentence.
+fn judge_the_promise(
+    facts: &IdleCloseFacts,
+    safe: Option<u64>,
+    margin_ms: Option<f64>,
+    words: &mut String,
+) -> Option<String> {
     let earliest = match facts.close {
         Close::At { earliest_ms, .. } => Some(earliest_ms),
         _ => None,
@@ -275,14 +317,15 @@ pub fn safe_pool_idle_timeout(facts: &IdleCloseFacts) -> Advice {
         (Some(advertised), Some(earliest))
             if advertised as f64 > earliest + tolerance(earliest) =>
         {
-            warning = Some(format!(
+            return Some(format!(
                 "the server advertises Keep-Alive: timeout={} but closes idle connections after \
                  {earliest:.0} ms: clients that trust the header will race",
                 advertised / 1000
             ));
         }
+        _ if safe.is_none() => {}
         (Some(advertised), Some(earliest))
-            if safe.is_some() && advertised as f64 + margin_used.unwrap_or(0.0) > earliest =>
+            if advertised as f64 + margin_ms.unwrap_or(0.0) > earliest =>
         {
             let _ = write!(
                 words,
@@ -291,23 +334,16 @@ pub fn safe_pool_idle_timeout(facts: &IdleCloseFacts) -> Advice {
                 advertised / 1000
             );
         }
-        (Some(advertised), _) if safe.is_some() => {
+        (Some(advertised), _) => {
             let _ = write!(
                 words,
                 " Its Keep-Alive: timeout={} is safe to trust.",
                 advertised / 1000
             );
         }
-        (None, _) if safe.is_some() => {
-            words.push_str(" It advertises no Keep-Alive timeout: configure the pool's.");
-        }
-        _ => {}
+        (None, _) => words.push_str(" It advertises no Keep-Alive timeout: configure the pool's."),
     }
-    Advice {
-        safe_pool_idle_timeout_ms: safe,
-        explanation: words.trim().to_owned(),
-        warning,
-    }
+    None
 }
 
 /// The sentence on when the server closes.

@@ -11,7 +11,7 @@ use super::closes::{PassPhase, Pattern};
 use super::idle::Idle;
 use super::sweep::{Sweep, SweepPoint};
 use super::tls::{TlsClose, TlsJson};
-use crate::advice::clients;
+use crate::advice::fix::{self, Keeper};
 use crate::measure::stats::Spread;
 use crate::measure::timed_conn::Closed;
 
@@ -82,10 +82,7 @@ impl Report {
             None => self.advice.paragraph.clone(),
         };
         if let Some(safe) = self.advice.safe_pool_idle_timeout_ms {
-            let settings: Vec<String> = clients::every()
-                .map(|client| format!("{}: {}", client.name, client.advice(safe)))
-                .collect();
-            let _ = write!(text, " In a pool in front: {}.", settings.join("; "));
+            let _ = write!(text, " {}", fix::fix(Some(safe), Keeper::Anyone));
         }
         text
     }
@@ -317,7 +314,7 @@ impl Report {
         }
         if let Some(safe) = self.advice.safe_pool_idle_timeout_ms {
             s.push_str("in a pool in front, that is:\n");
-            s.push_str(&clients::table(safe));
+            s.push_str(&fix::table(safe));
             s.push('\n');
         }
         s

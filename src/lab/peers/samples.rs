@@ -37,6 +37,14 @@ impl AgeSamples {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Agents {
     slots: [Agent; AGENTS],
+    /// Times a connection named another User-Agent (or none) than the
+    /// connection before it (an upgrade makes one; clients taking turns,
+    /// many).
+    switches: u32,
+    /// Some connection named none.
+    unnamed_seen: bool,
+    /// The latest connection named none.
+    last_unnamed: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,10 +77,24 @@ impl Agent {
 }
 
 impl Agents {
-    /// Remembers `value` as the most recent.
-    pub(super) fn note(&mut self, value: &[u8]) {
-        let agent = Agent::of(value);
-        if self.slots[0] == agent || agent.len == 0 {
+    /// A connection's first request named `value` (or none): remembered
+    /// as the most recent.
+    pub(super) fn note(&mut self, value: Option<&[u8]>) {
+        let agent = Agent::of(value.unwrap_or_default());
+        let seen_any = self.slots[0].len > 0 || self.unnamed_seen;
+        let same = match agent.len {
+            0 => self.last_unnamed,
+            _ => !self.last_unnamed && self.slots[0] == agent,
+        };
+        if seen_any && !same {
+            self.switches = self.switches.saturating_add(1);
+        }
+        self.last_unnamed = agent.len == 0;
+        if agent.len == 0 {
+            self.unnamed_seen = true;
+            return;
+        }
+        if self.slots[0] == agent {
             return;
         }
         let at = self
@@ -92,8 +114,22 @@ impl Agents {
             .map(|agent| String::from_utf8_lossy(agent.as_bytes()).into_owned())
     }
 
+    /// Several clients shared this address's connections: some named a
+    /// User-Agent and some none (one client library does one or the
+    /// other), or two User-Agents took turns (A, B, A: not one client
+    /// upgraded once).
+    pub fn take_turns(&self) -> bool {
+        let named = self.slots.iter().filter(|agent| agent.len > 0).count();
+        match self.unnamed_seen {
+            true => named > 0,
+            false => named > 1 && self.switches >= 2,
+        }
+    }
+
     /// Adds another peer's (the older kept behind this one's).
     pub(super) fn merge(&mut self, other: &Agents) {
+        self.switches = self.switches.saturating_add(other.switches);
+        self.unnamed_seen |= other.unnamed_seen;
         for agent in other.slots.iter().rev().filter(|agent| agent.len > 0) {
             if !self.slots.contains(agent) {
                 if let Some(free) = self.slots.iter_mut().find(|slot| slot.len == 0) {

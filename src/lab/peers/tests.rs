@@ -220,3 +220,78 @@ fn ipv6_peers_are_told_apart() {
     };
     assert_eq!((count(a), count(b)), (1, 2));
 }
+
+#[test]
+fn past_the_promise_is_judged_on_the_clock_of_the_close() {
+    let mut table = table();
+    // The gap reads 2000.3 ms from the turn that wrote the response, but the
+    // idle timer (started after the write) had 30 µs left: inside the promise.
+    let inside = Reuse {
+        gap_us: 2_000_300,
+        headroom_us: 30,
+        idle_timeout_ms: 2000,
+        advertised_secs: Some(2),
+    };
+    table.record(ip(2), 1, &Event::Reused(inside));
+    // A server that keeps 3 s and promises 2: past the promise once less
+    // than the 1 s of grace is left, whatever the gap reads.
+    let past = Reuse {
+        gap_us: 1_999_000,
+        headroom_us: 999_000,
+        idle_timeout_ms: 3000,
+        advertised_secs: Some(2),
+    };
+    table.record(ip(2), 2, &Event::Reused(past));
+    let kept = Reuse {
+        headroom_us: 1_001_000,
+        ..past
+    };
+    table.record(ip(2), 3, &Event::Reused(kept));
+    let snapshot = table.snapshot(4);
+    let peer = &snapshot.peers[0];
+    assert_eq!(peer.stats.reuses_past_advertised, 1);
+    assert_eq!(peer.recent.past_advertised, 1);
+}
+
+#[test]
+fn clients_taking_turns_on_one_address_are_told_from_an_upgrade() {
+    let mut table = table();
+    let name = |table: &mut PeerTable, n: u32, agent: &'static [u8]| {
+        let named = Event::ClientNamed {
+            user_agent: Some(agent),
+            forwarded: false,
+        };
+        table.record(ip(n), 1, &named);
+    };
+    // One client, upgraded once.
+    for agent in [&b"app/1.0"[..], b"app/1.0", b"app/1.1", b"app/1.1"] {
+        name(&mut table, 2, agent);
+    }
+    // Two clients behind one address, taking turns.
+    for agent in [
+        &b"python-requests/2.32"[..],
+        b"curl/8.5.0",
+        b"python-requests/2.32",
+    ] {
+        name(&mut table, 3, agent);
+    }
+    // A client that names itself and one that does not (Node's http.Agent).
+    name(&mut table, 4, b"curl/8.5.0");
+    let unnamed = Event::ClientNamed {
+        user_agent: None,
+        forwarded: false,
+    };
+    for _ in 0..3 {
+        table.record(ip(4), 1, &unnamed);
+        table.record(ip(5), 1, &unnamed);
+    }
+    let snapshot = table.snapshot(2);
+    let turns = |n: u32| {
+        let peer = snapshot.peers.iter().find(|p| p.addr == ip(n)).unwrap();
+        peer.stats.agents.take_turns()
+    };
+    assert!(!turns(2), "an upgrade is one client");
+    assert!(turns(3), "clients taking turns");
+    assert!(turns(4), "one client that names itself, one that does not");
+    assert!(!turns(5), "one client that never names itself");
+}

@@ -31,15 +31,20 @@
 //! the idle timeout that bound this peer (see [`Recent::binding`]), with
 //! the round trip the kernel measured on its connections; it names the
 //! client's own setting where its `User-Agent` says which client it is
-//! ([`crate::advice::clients`]).
+//! ([`crate::advice::clients`]), the proxies' where its requests say a
+//! proxy forwarded them, and both where the peer is likely a proxy that
+//! does not say so (several clients named on its connections, see
+//! [`crate::lab::peers::Agents::take_turns`]). The words are
+//! [`crate::advice::fix`]'s.
 
 use serde::Serialize;
 
 mod verdict;
 
 use super::peers::{PeerStats, PeersSnapshot, Recent, Terms};
-use crate::advice::clients;
-use verdict::judge;
+use crate::advice::clients::{self, Client};
+use crate::advice::fix::Keeper;
+use verdict::{OwnTimeout, judge};
 
 /// Close ages below this are not idle timeouts.
 pub const MIN_TIMEOUT_MS: u32 = 100;
@@ -152,6 +157,10 @@ pub struct PeerView {
     pub client: Option<&'static str>,
     /// Some requests came through a proxy.
     pub forwarded: bool,
+    /// Likely a proxy that adds no forwarding header, or several clients
+    /// behind one address: its connections named several clients
+    /// (User-Agents taking turns, or some named one and some none).
+    pub likely_proxy: bool,
     /// The longest round trip the kernel measured on its connections in
     /// the window.
     pub round_trip_ms: Option<f64>,
@@ -186,6 +195,7 @@ impl PeersReport {
                     stats: &peer.stats,
                     recent: &peer.recent,
                     window_s,
+                    folded: false,
                 };
                 PeerView::new(peer.addr.to_string(), ago, seen, server)
             })
@@ -195,6 +205,7 @@ impl PeersReport {
                 stats: &snapshot.other,
                 recent: &snapshot.other_recent,
                 window_s,
+                folded: true,
             };
             peers.push(PeerView::new("other".into(), 0.0, seen, server));
         }
@@ -212,6 +223,8 @@ struct Seen<'a> {
     stats: &'a PeerStats,
     recent: &'a Recent,
     window_s: f64,
+    /// Several peers folded into "other".
+    folded: bool,
 }
 
 impl PeerView {
@@ -223,7 +236,13 @@ impl PeerView {
         let agents: Vec<String> = stats.agents.texts().collect();
         let client = agents.first().and_then(|agent| clients::recognise(agent));
         let terms = judged_terms(recent, server);
-        let judgement = judge(seen, estimate, lazy, terms, client, server);
+        let own = OwnTimeout {
+            estimate_ms: estimate,
+            lazy,
+        };
+        let likely_proxy = !seen.folded && !stats.forwarded && stats.agents.take_turns();
+        let keeper = keeper(stats, client, likely_proxy);
+        let judgement = judge(seen, own, terms, keeper, server);
         let ms = |us: Option<u64>| us.map(|us| (us as f64 / 100.0).round() / 10.0);
         let gaps = &stats.reuse_gaps;
         let closes = &stats.peer_close_delays;
@@ -256,6 +275,7 @@ impl PeerView {
             user_agents: agents,
             client: client.map(|c| c.name),
             forwarded: stats.forwarded,
+            likely_proxy,
             round_trip_ms: recent.round_trip_us.map(|us| f64::from(us) / 1000.0),
             judged_idle_timeout_ms: terms.idle_timeout_ms,
             recent: RecentView::from(recent),
@@ -263,6 +283,20 @@ impl PeerView {
             safe_pool_idle_timeout_ms: judgement.safe_ms,
             advice: judgement.advice,
         }
+    }
+}
+
+/// Who keeps the pool the advice is for: a proxy when its requests say
+/// so, a proxy or the clients when they likely come through one that does
+/// not, else the client its `User-Agent` names, if any (or none, if it
+/// sent none).
+fn keeper(stats: &PeerStats, client: Option<&'static Client>, likely_proxy: bool) -> Keeper {
+    match client {
+        _ if stats.forwarded => Keeper::Proxy,
+        client if likely_proxy => Keeper::ProxyOrClients(client),
+        Some(client) => Keeper::Client(client),
+        None if stats.agents.texts().next().is_none() => Keeper::Unnamed,
+        None => Keeper::Unknown,
     }
 }
 

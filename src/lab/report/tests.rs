@@ -217,7 +217,7 @@ fn advice_names_the_clients_own_setting() {
         view.advice
     );
     let view = view_of(&[named("python-requests/2.32.3"), late(5000, 2000)]);
-    assert!(view.advice.contains("no such setting"), "{}", view.advice);
+    assert!(view.advice.contains("cannot be told so"), "{}", view.advice);
     assert!(view.advice.contains("retry"), "{}", view.advice);
     let proxied = Event::ClientNamed {
         user_agent: Some(b"Mozilla/5.0"),
@@ -225,7 +225,7 @@ fn advice_names_the_clients_own_setting() {
     };
     let view = view_of(&[proxied, late(5000, 2000)]);
     assert!(
-        view.advice.contains("keepalive_timeout 1s;"),
+        view.advice.contains("keepalive_timeout 1900ms;"),
         "{}",
         view.advice
     );
@@ -267,4 +267,32 @@ fn the_other_row_appears_only_when_peers_were_folded() {
     }
     assert!(json.get("window_s").is_some());
     assert_eq!(json["peers"][0]["verdict"], "ok");
+}
+
+#[test]
+fn user_agents_taking_turns_without_forwarding_headers_name_both_fixes() {
+    let view = view_of(&[
+        named("python-requests/2.32.3"),
+        named("curl/8.5.0"),
+        named("python-requests/2.32.3"),
+        late(5000, 2000),
+    ]);
+    assert!(view.likely_proxy && !view.forwarded);
+    for words in ["likely a proxy", "keepalive_timeout 1900ms", "retry"] {
+        assert!(
+            view.advice.contains(words),
+            "{words:?} not in {}",
+            view.advice
+        );
+    }
+    // One client that says so: its own fix first, the proxy's as the
+    // other possibility where requests were lost.
+    let view = view_of(&[named("python-requests/2.32.3"), late(5000, 2000)]);
+    assert!(!view.likely_proxy);
+    assert!(view.advice.contains("cannot be told so"), "{}", view.advice);
+    assert!(
+        view.advice.contains("If a proxy that adds no"),
+        "{}",
+        view.advice
+    );
 }

@@ -1,11 +1,13 @@
 //! The verdict on a peer's recent window and the paragraph of advice: what
 //! happened, which side to change and to what, in the client's own terms
-//! where its `User-Agent` tells which client it is.
+//! where its `User-Agent` tells which client it is (the fix's words are
+//! [`crate::advice::fix`]'s, which the probe renders too).
 
 use super::{Seen, ServerIdle, Verdict};
-use crate::advice::clients::{Client, PROXIES};
+use crate::advice::fix::{Keeper, fix, unless_a_proxy};
 use crate::advice::{Close, IdleCloseFacts, Source, safe_pool_idle_timeout};
-use crate::lab::peers::Terms;
+use crate::lab::NEAR_MISS_US;
+use crate::lab::peers::{PeerStats, Recent, Terms};
 
 /// A verdict, the safe pool idle timeout, and the words.
 pub(super) struct Judgement {
@@ -14,29 +16,61 @@ pub(super) struct Judgement {
     pub advice: String,
 }
 
+/// What the peer's own idle closes say of its pool.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct OwnTimeout {
+    /// Where its idle closes cluster, ms.
+    pub estimate_ms: Option<u32>,
+    /// It closes lazily, when next used: the estimate is an upper bound.
+    pub lazy: bool,
+}
+
 /// The verdict on the window, and a paragraph saying what happened, which
-/// side to change and to what, in the client's own terms where known.
+/// side to change and to what, in the keeper's own terms where known.
 pub(super) fn judge(
     seen: Seen<'_>,
-    estimate: Option<u32>,
-    lazy: bool,
+    own: OwnTimeout,
     terms: Terms,
-    client: Option<&'static Client>,
+    keeper: Keeper,
     server: ServerIdle,
 ) -> Judgement {
-    let Seen {
-        stats,
-        recent,
-        window_s,
-    } = seen;
+    let safe = safe_ms(seen.recent, terms);
     let real = terms.idle_timeout_ms;
-    let promise = terms.advertised_secs.map(|s| s * 1000);
+    let mut judging = Judging {
+        recent: seen.recent,
+        real,
+        promise: terms.advertised_secs.map(|s| s * 1000),
+        within: window_words(seen.window_s),
+        about: match real == server.idle_timeout_ms {
+            true => format!("the server's idle timeout of {real} ms"),
+            false => format!("its connections' own idle timeout of {real} ms (set for them)"),
+        },
+        fix: fix(safe, keeper),
+        unless_a_proxy: unless_a_proxy(safe, keeper),
+        verdict: Verdict::Ok,
+        says: Vec::new(),
+    };
+    judging.lost_requests();
+    judging.resets();
+    judging.served_near_the_deadline();
+    judging.own_timeout(own);
+    judging.lost_before(seen.stats);
+    Judgement {
+        verdict: judging.verdict,
+        safe_ms: safe,
+        advice: judging.says.join(" "),
+    }
+}
+
+/// The shared advice model's safe pool idle timeout for the terms that
+/// bound the peer, from what the window saw.
+fn safe_ms(recent: &Recent, terms: Terms) -> Option<u64> {
     let facts = IdleCloseFacts {
         source: Source::Configured,
         keeps_alive: true,
-        advertised_ms: promise,
+        advertised_ms: terms.advertised_secs.map(|s| s * 1000),
         close: Close::At {
-            earliest_ms: real as f64,
+            earliest_ms: terms.idle_timeout_ms as f64,
             seen_ms: None,
             period_ms: None,
         },
@@ -47,18 +81,39 @@ pub(super) fn judge(
             .filter(|&ok| recent.lowest_failure_ms.is_none_or(|failed| ok < failed))
             .map(|ms| ms as f64),
     };
-    let safe = safe_pool_idle_timeout(&facts).safe_pool_idle_timeout_ms;
-    let within = window_words(window_s);
-    let about = match real == server.idle_timeout_ms {
-        true => format!("the server's idle timeout of {real} ms"),
-        false => format!("its connections' own idle timeout of {real} ms (set for them)"),
-    };
-    let fix = fix_words(safe, client, stats.forwarded);
-    let mut verdict = Verdict::Ok;
-    let mut says = Vec::new();
-    let lost = recent.late_requests();
-    if lost > 0 {
-        verdict = Verdict::Race;
+    safe_pool_idle_timeout(&facts).safe_pool_idle_timeout_ms
+}
+
+/// The judgement as it is made: each step may raise the verdict and adds
+/// its sentences.
+struct Judging<'a> {
+    recent: &'a Recent,
+    /// The idle timeout judged, ms.
+    real: u64,
+    /// What the server advertised, ms.
+    promise: Option<u64>,
+    /// "in the last 10 min".
+    within: String,
+    /// "the server's idle timeout of 2000 ms".
+    about: String,
+    /// What to change, in the keeper's terms.
+    fix: String,
+    /// The fix should the keeper be a proxy that does not say so.
+    unless_a_proxy: Option<String>,
+    verdict: Verdict,
+    says: Vec<String>,
+}
+
+impl Judging<'_> {
+    /// Requests lost in the window: a race, and how they were lost.
+    fn lost_requests(&mut self) {
+        let recent = self.recent;
+        let lost = recent.late_requests();
+        if lost == 0 {
+            return;
+        }
+        self.verdict = Verdict::Race;
+        let (within, about) = (&self.within, &self.about);
         let mut what = format!(
             "{lost} request{} lost the race {within} under {about}",
             plural(lost)
@@ -78,93 +133,126 @@ pub(super) fn judge(
                  arrived: the client could not have known)"
             ));
         }
-        says.push(format!("{what}. {fix}"));
+        self.says.push(format!("{what}. {}", self.fix));
+        // Lost requests are where advice to the wrong party costs most.
+        self.says.extend(self.unless_a_proxy.clone());
     }
-    if recent.server_resets > 0 {
-        verdict = verdict.max_with(Verdict::AtRisk);
+
+    /// Idle closes made with a reset hide lost requests: never `ok`.
+    fn resets(&mut self) {
+        let recent = self.recent;
+        if recent.server_resets == 0 {
+            return;
+        }
+        self.verdict = self.verdict.max_with(Verdict::AtRisk);
         let n = recent.server_resets;
         let evidence = match recent.near_misses {
             0 => "no reuse came near the deadline, so none is likely".to_owned(),
             m => format!(
-                "{m} reuse{} came within 100 ms of the deadline, so some probably did",
-                plural(m)
+                "{m} reuse{} came within {} of the deadline, so some probably did",
+                plural(m),
+                near_miss_words()
             ),
         };
-        says.push(format!(
-            "The server closed {n} of its idle connections {within} with a reset, or without \
-             its watch for lack of descriptors: a request that lost the race then meets a \
-             reset and never reaches the server, so lost requests cannot be counted here; \
-             {evidence}."
+        self.says.push(format!(
+            "The server closed {n} of its idle connections {} with a reset, or without its \
+             watch for lack of descriptors: a request that lost the race then meets a reset and \
+             never reaches the server, so lost requests cannot be counted here; {evidence}.",
+            self.within
         ));
     }
-    if verdict != Verdict::Race && (recent.near_misses > 0 || recent.past_advertised > 0) {
-        verdict = Verdict::AtRisk;
+
+    /// Served reuses near the deadline or past the promise: at risk.
+    fn served_near_the_deadline(&mut self) {
+        let recent = self.recent;
+        if self.verdict == Verdict::Race || (recent.near_misses == 0 && recent.past_advertised == 0)
+        {
+            return;
+        }
+        self.verdict = Verdict::AtRisk;
         let mut what = Vec::new();
         if recent.near_misses > 0 {
             let n = recent.near_misses;
             what.push(format!(
-                "{n} reuse{} came within 100 ms of {about}",
-                plural(n)
+                "{n} reuse{} came within {} of {}",
+                plural(n),
+                near_miss_words(),
+                self.about
             ));
         }
-        if let (n @ 1.., Some(promise)) = (recent.past_advertised, promise) {
+        if let (n @ 1.., Some(promise)) = (recent.past_advertised, self.promise) {
             what.push(format!(
                 "{n} reuse{} came after the advertised Keep-Alive timeout of {promise} ms (served: \
                  the server kept the connection longer than it promised, this time)",
                 plural(n)
             ));
         }
-        says.push(format!("{} {within}. {fix}", capitalise(&what.join("; "))));
+        let what = capitalise(&what.join("; "));
+        self.says
+            .push(format!("{what} {}. {}", self.within, self.fix));
     }
-    let keeps = promise.unwrap_or(real).min(real);
-    let estimate_words = |estimate: u64| match lazy {
-        true => format!(
-            "at most about {estimate} ms (an upper bound: it closes an expired connection only \
-             when it next needs one)"
-        ),
-        false => format!("about {estimate} ms"),
-    };
-    match estimate.map(u64::from) {
-        Some(estimate) if estimate >= keeps && verdict == Verdict::Ok && !lazy => {
-            verdict = Verdict::AtRisk;
-            says.push(format!(
-                "It keeps idle connections {}, not less than the server's {keeps} ms. {fix}",
+
+    /// What the peer's own idle timeout says, or what the server's closes
+    /// do, when nothing went wrong so far.
+    fn own_timeout(&mut self, own: OwnTimeout) {
+        let (real, within, fix) = (self.real, &self.within, &self.fix);
+        let keeps = self.promise.unwrap_or(real).min(real);
+        let estimate_words = |estimate: u64| match own.lazy {
+            true => format!(
+                "at most about {estimate} ms (an upper bound: it closes an expired connection \
+                 only when it next needs one)"
+            ),
+            false => format!("about {estimate} ms"),
+        };
+        let ok = self.verdict == Verdict::Ok;
+        let said = match own.estimate_ms.map(u64::from) {
+            Some(estimate) if estimate >= keeps && ok && !own.lazy => {
+                self.verdict = Verdict::AtRisk;
+                format!(
+                    "It keeps idle connections {}, not less than the server's {keeps} ms. {fix}",
+                    estimate_words(estimate)
+                )
+            }
+            Some(estimate) if ok && estimate < keeps => format!(
+                "It closes idle connections first, after {}, {} ms before the server would \
+                 ({real} ms): nothing to change.",
+                estimate_words(estimate),
+                keeps - estimate
+            ),
+            Some(estimate) if ok => format!(
+                "It keeps idle connections {}; with no reuse near the deadline {within}, nothing \
+                 to change yet. {fix}",
                 estimate_words(estimate)
+            ),
+            _ if !ok => return,
+            _ if self.recent.server_idle_closes > 0 => format!(
+                "The server closes its idle connections first ({real} ms) and no reuse came near \
+                 that deadline {within}: nothing to change. {fix}"
+            ),
+            _ => format!(
+                "No connection of it ended idle {within}, and no reuse came near the server's \
+                 deadline: nothing to change so far."
+            ),
+        };
+        self.says.push(said);
+    }
+
+    /// Requests lost since the server started, none of them in the window.
+    fn lost_before(&mut self, stats: &PeerStats) {
+        if self.recent.late_requests() == 0 && stats.late_requests > 0 {
+            self.says.push(format!(
+                "(Since the server started: {} lost request{}, none {}.)",
+                stats.late_requests,
+                plural(stats.late_requests),
+                self.within
             ));
         }
-        Some(estimate) if verdict == Verdict::Ok && estimate < keeps => says.push(format!(
-            "It closes idle connections first, after {}, {} ms before the server would ({real} \
-             ms): nothing to change.",
-            estimate_words(estimate),
-            keeps - estimate
-        )),
-        Some(estimate) if verdict == Verdict::Ok => says.push(format!(
-            "It keeps idle connections {}; with no reuse near the deadline {within}, nothing to \
-             change yet. {fix}",
-            estimate_words(estimate)
-        )),
-        _ if verdict != Verdict::Ok => {}
-        _ if recent.server_idle_closes > 0 => says.push(format!(
-            "The server closes its idle connections first ({real} ms) and no reuse came near that \
-             deadline {within}: nothing to change. {fix}"
-        )),
-        _ => says.push(format!(
-            "No connection of it ended idle {within}, and no reuse came near the server's \
-             deadline: nothing to change so far."
-        )),
     }
-    if lost == 0 && stats.late_requests > 0 {
-        says.push(format!(
-            "(Since the server started: {} lost request{}, none {within}.)",
-            stats.late_requests,
-            plural(stats.late_requests)
-        ));
-    }
-    Judgement {
-        verdict,
-        safe_ms: safe,
-        advice: says.join(" "),
-    }
+}
+
+/// "100 ms": how near the deadline a reuse is a near miss.
+fn near_miss_words() -> String {
+    format!("{} ms", NEAR_MISS_US / 1000)
 }
 
 impl Verdict {
@@ -180,43 +268,6 @@ impl Verdict {
         } else {
             self
         }
-    }
-}
-
-/// What the client should change, in its own terms where it is known.
-fn fix_words(safe: Option<u64>, client: Option<&Client>, forwarded: bool) -> String {
-    let Some(safe) = safe else {
-        return "No pool idle timeout is known to be safe: raise the server's keep-alive \
-                timeout above how long the client keeps idle connections, or have the client \
-                retry a request that meets a closed connection."
-            .to_owned();
-    };
-    match client {
-        _ if forwarded => {
-            let proxies: Vec<String> = PROXIES
-                .iter()
-                .map(|proxy| format!("{}: {}", proxy.name, proxy.advice(safe)))
-                .collect();
-            format!(
-                "A proxy forwards these requests: keep its idle upstream connections {safe} ms \
-                 or less ({}).",
-                proxies.join("; ")
-            )
-        }
-        Some(client) if client.has_setting() => format!(
-            "Set {}'s {} ({safe} ms or less).",
-            client.name,
-            client.advice(safe)
-        ),
-        Some(client) => format!(
-            "{} has no such setting: {}.",
-            client.name,
-            client.advice(safe)
-        ),
-        None => format!(
-            "Lower this client's pool idle timeout to {safe} ms or less (or raise the server's \
-             keep-alive timeout above how long the client keeps idle connections)."
-        ),
     }
 }
 

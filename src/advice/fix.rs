@@ -1,0 +1,209 @@
+//! What to change, said in one place for `/peers` and the probe: the safe
+//! value as a headline, and the fix in the terms of whoever keeps the pool
+//! (a known client's own setting, a proxy's upstream settings, both when
+//! it is likely a proxy that does not say so, or every client's and
+//! proxy's when the pool's keeper is not known).
+
+use super::clients::{self, Client, PROXIES, UNNAMED};
+use super::trim;
+
+/// Who keeps the idle connections the advice is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keeper {
+    /// A client its `User-Agent` names.
+    Client(&'static Client),
+    /// A client whose `User-Agent` names none in the table.
+    Unknown,
+    /// A client that sent no `User-Agent` (Node's `http.Agent` sends none).
+    Unnamed,
+    /// A proxy: its requests carry `Forwarded`, `X-Forwarded-For` or `Via`.
+    Proxy,
+    /// Likely a proxy that adds none of those (nginx by default), else
+    /// several clients behind one address: its connections named several
+    /// clients (User-Agents taking turns, or some named one and some
+    /// none). The client the latest names, if known.
+    ProxyOrClients(Option<&'static Client>),
+    /// Any pool in front of the server (the probe's advice).
+    Anyone,
+}
+
+/// The headline: what a pool in front should do with idle connections,
+/// at most `safe` ms; `rounded` says how the value was rounded, if it was.
+pub fn headline(safe: u64, rounded: &str) -> String {
+    match safe {
+        0 => format!(
+            "A client or proxy pool in front of this server should keep no idle connections \
+             (0 ms{rounded}): it closes them too soon to reuse safely."
+        ),
+        safe => format!(
+            "A client or proxy pool in front of this server should close idle connections after \
+             at most {safe} ms ({} s{rounded}).",
+            trim(safe as f64 / 1000.0)
+        ),
+    }
+}
+
+/// What `keeper` should change: its setting for `safe` ms, or (no value
+/// known safe) what else covers the race.
+pub fn fix(safe: Option<u64>, keeper: Keeper) -> String {
+    let Some(safe) = safe else {
+        return "No pool idle timeout is known to be safe: raise the server's keep-alive \
+                timeout above how long the client keeps idle connections, or have the client \
+                retry a request that meets a closed connection."
+            .to_owned();
+    };
+    match keeper {
+        Keeper::Proxy => format!(
+            "A proxy forwards these requests: keep its idle upstream connections {safe} ms or \
+             less ({}).",
+            settings(PROXIES.iter(), safe)
+        ),
+        Keeper::ProxyOrClients(client) => {
+            let clients = match client {
+                Some(client) => fix(Some(safe), Keeper::Client(client)),
+                None => fix(Some(safe), Keeper::Unknown),
+            };
+            format!(
+                "This address's connections named several clients (User-Agents taking turns, \
+                 or some named one and some none), with no Forwarded, X-Forwarded-For or Via: \
+                 likely a proxy that adds none (nginx and HAProxy add none by default), else \
+                 several clients behind one address. If a proxy, keep its idle upstream \
+                 connections {safe} ms or less ({}). If the clients: {clients}",
+                settings(PROXIES.iter(), safe)
+            )
+        }
+        Keeper::Client(client) if client.can_be_set_to(safe) => format!(
+            "Set {}'s {} ({safe} ms or less).",
+            client.name,
+            client.advice(safe)
+        ),
+        Keeper::Client(client) => format!(
+            "{} cannot be told so: {}.",
+            client.name,
+            client.advice(safe)
+        ),
+        Keeper::Unknown => format!(
+            "Lower this client's pool idle timeout to {safe} ms or less (or raise the server's \
+             keep-alive timeout above how long the client keeps idle connections)."
+        ),
+        Keeper::Unnamed => format!(
+            "This client sent no User-Agent (Node's http.Agent sends none), so which pool it is \
+             cannot be told: keep its idle connections {safe} ms or less in its own setting \
+             ({}), or raise the server's keep-alive timeout above how long it keeps them.",
+            settings(UNNAMED.iter(), safe)
+        ),
+        Keeper::Anyone => format!("In a pool in front: {}.", settings(clients::every(), safe)),
+    }
+}
+
+/// For a client with lost requests, the other party it may be: a proxy
+/// that adds no forwarding header passes its clients' `User-Agent` on, and
+/// then the fix is the proxy's. `None` where the keeper is already a proxy
+/// or no value is known safe.
+pub fn unless_a_proxy(safe: Option<u64>, keeper: Keeper) -> Option<String> {
+    let safe = safe?;
+    match keeper {
+        Keeper::Client(_) | Keeper::Unknown | Keeper::Unnamed => Some(format!(
+            "(If a proxy that adds no X-Forwarded-For relays these requests, as nginx and \
+             HAProxy do by default, the fix is the proxy's instead: keep its idle upstream \
+             connections {safe} ms or less ({}).)",
+            settings(silent_proxies(), safe)
+        )),
+        Keeper::Proxy | Keeper::ProxyOrClients(_) | Keeper::Anyone => None,
+    }
+}
+
+/// The proxies that add no forwarding header unless told to.
+fn silent_proxies() -> impl Iterator<Item = &'static Client> {
+    PROXIES
+        .iter()
+        .filter(|proxy| matches!(proxy.name, "nginx" | "HAProxy"))
+}
+
+/// Every client's and proxy's setting for `safe` ms, one `- name:
+/// setting` line each (the probe's table of a pool in front).
+pub fn table(safe: u64) -> String {
+    named(clients::every(), safe)
+        .map(|line| format!("- {line}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `name: setting` for each of `clients`, joined with "; ".
+fn settings<'a>(clients: impl Iterator<Item = &'a Client>, safe: u64) -> String {
+    named(clients, safe).collect::<Vec<_>>().join("; ")
+}
+
+/// `name: setting` for each of `clients`.
+fn named<'a>(clients: impl Iterator<Item = &'a Client>, safe: u64) -> impl Iterator<Item = String> {
+    clients.map(move |client| format!("{}: {}", client.name, client.advice(safe)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_keeper_is_told_its_own_setting() {
+        let go = clients::recognise("Go-http-client/1.1").unwrap();
+        let text = fix(Some(1900), Keeper::Client(go));
+        assert!(text.contains("IdleConnTimeout"), "{text}");
+        let text = fix(Some(1900), Keeper::Proxy);
+        assert!(
+            text.contains("nginx: ") && text.contains("Envoy: "),
+            "{text}"
+        );
+        let text = fix(Some(1900), Keeper::Anyone);
+        assert!(text.starts_with("In a pool in front: "), "{text}");
+        assert!(
+            text.contains("httpx: ") && text.contains("HAProxy: "),
+            "{text}"
+        );
+        let text = fix(Some(1900), Keeper::Unnamed);
+        for words in ["no User-Agent", "timeout: 1900", "freeSocketTimeout: 1900"] {
+            assert!(text.contains(words), "{words:?} not in {text}");
+        }
+        assert!(text.contains("keepAliveTimeout: 1900"), "{text}");
+        assert!(!text.contains("this client's pool idle timeout"), "{text}");
+        let go = Some(go);
+        let text = fix(Some(1900), Keeper::ProxyOrClients(go));
+        for words in [
+            "likely a proxy",
+            "keepalive_timeout 1900ms",
+            "IdleConnTimeout",
+        ] {
+            assert!(text.contains(words), "{words:?} not in {text}");
+        }
+        let hedge = unless_a_proxy(Some(1900), Keeper::Unnamed).unwrap();
+        assert!(hedge.contains("nginx: keepalive_timeout 1900ms"), "{hedge}");
+        assert!(
+            hedge.contains("HAProxy: ") && hedge.contains("retry-on"),
+            "{hedge}"
+        );
+        assert_eq!(unless_a_proxy(Some(1900), Keeper::Proxy), None);
+        let text = fix(None, Keeper::Anyone);
+        assert!(text.contains("retry"), "{text}");
+    }
+
+    #[test]
+    fn the_headline_says_keep_none_at_zero() {
+        assert!(headline(0, "").contains("keep no idle connections"));
+        let text = headline(1900, ", 1939 ms rounded down");
+        assert!(text.contains("at most 1900 ms (1.9 s, 1939 ms"), "{text}");
+    }
+
+    #[test]
+    fn the_table_lists_every_client_and_proxy_once() {
+        let table = table(1900);
+        for name in [
+            "Go net/http",
+            "httpx",
+            "nginx",
+            "Envoy",
+            "Node fetch (undici)",
+        ] {
+            let line = format!("- {name}: ");
+            assert_eq!(table.matches(&line).count(), 1, "{name} in {table}");
+        }
+    }
+}
