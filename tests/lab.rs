@@ -272,7 +272,7 @@ fn a_client_that_reuses_past_the_deadline_sends_late_requests_and_races() {
 fn a_proxy_without_forwarding_headers_is_told_apart_by_user_agents_taking_turns() {
     // As nginx does by default: its clients' User-Agents passed on, no
     // X-Forwarded-For or Via, its upstream connections from one address.
-    let fixture = start("1s", "0s", |_| {});
+    let fixture = start_with_admin(|c| keep_alive(c, "1s", "0s"));
     let agents = [
         "python-requests/2.32.3",
         "curl/8.5.0",
