@@ -16,6 +16,7 @@
 //! - [`timers`]: the pure, clock-injected timer lists.
 //! - [`pool`], [`ctx`], [`stats`], [`date`]: buffers, what a worker lends a
 //!   connection, counters and request timing, the cached `Date` header;
+//!   [`tally`]: the counters and histograms themselves, a leaf;
 //!   `memory`: handing memory freed after a burst back to the system.
 //!
 //! Beside it:
@@ -58,6 +59,7 @@ pub mod server;
 pub mod session;
 pub mod shared;
 pub mod stats;
+pub mod tally;
 pub mod timers;
 pub mod tls;
 

@@ -8,7 +8,8 @@
 //!   server's deadline, requests that lost the race.
 //! - [`report`]: the `/peers` document: estimates, a verdict and advice.
 //! - [`stats`]: the lab's counters and histograms behind `/metrics`.
-//! - [`histogram`]: the compact per-peer histogram behind the quantiles.
+//! - [`histogram`]: the compact per-peer histogram behind the quantiles
+//!   (`tally`'s, named here for the peer table).
 //!
 //! The controls a test uses to choose how the server behaves at the idle
 //! boundary (`ka=`, `close=`, ...) are the application's (`app::controls`):
@@ -17,7 +18,7 @@
 //! Everything here is pure: times are loop-clock microseconds passed in,
 //! so the logic is tested without sockets or a clock.
 
-pub mod histogram;
+pub use crate::tally::log_histogram as histogram;
 pub mod peers;
 pub mod report;
 pub mod stats;

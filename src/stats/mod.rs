@@ -7,13 +7,12 @@
 //! the workers' values on a scrape. Durations are stamped with the loop
 //! clock (see [`timing`]), never with a clock read per request.
 
-mod counter;
 pub mod timing;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-pub use counter::{Counter, Histogram, HistogramData};
+pub use crate::tally::{Counter, Histogram, HistogramData};
 
 use crate::http::{Method, Status};
 use crate::lab::LabStats;

@@ -36,7 +36,7 @@ use rustls::ServerConfig;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-use crate::stats::Counter;
+use crate::tally::Counter;
 
 pub use stream::{Plain, TlsConn, WatchRead};
 
