@@ -9,13 +9,11 @@
 
 pub mod timing;
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 pub use crate::tally::{Counter, Histogram, HistogramData};
 
 use crate::http::{Method, Status};
-use crate::lab::LabStats;
 use crate::timers::Micros;
 use crate::tls::TlsStats;
 
@@ -206,9 +204,6 @@ pub struct Stats {
     /// Idle closes made without the watch after their FIN, for lack of
     /// descriptors.
     pub watch_skipped: Counter,
-    /// The keep-alive lab's figures, shared with the worker's lab (its
-    /// observer), which alone writes them.
-    pub lab: Arc<LabStats>,
     /// TLS handshakes and their failures.
     pub tls: TlsStats,
 }
@@ -231,7 +226,6 @@ impl Default for Stats {
             timer_lateness: Histogram::new(&TIMER_LATENESS_US),
             snapshots: Counter::default(),
             watch_skipped: Counter::default(),
-            lab: Arc::default(),
             tls: TlsStats::default(),
         }
     }

@@ -33,10 +33,9 @@ use crate::clock::{LoopClock, RateLimit};
 use crate::config::Settings;
 use crate::conn::{Conn, Flow, Readiness, would_block};
 use crate::ctx::{ConnLabel, Ctx, Resources, Slot, TimerEvent};
-use crate::introspect::{ConnCounts, Snapshot, Timeouts, list_views};
-use crate::lab::Lab;
+use crate::introspect::{ConnCounts, Snapshot, Timeouts, WorkerObserver, list_views};
 use crate::memory::MemoryReturn;
-use crate::observe::{Event, Observer};
+use crate::observe::Event;
 use crate::session::Phase;
 use crate::shared::{Control, WorkerShared};
 use crate::stats::{CloseCause, TimerKind};
@@ -99,9 +98,9 @@ pub struct Worker {
     drain_deadline: Option<Micros>,
     /// Memory freed by the buffer pool, to hand back to the system.
     memory: MemoryReturn,
-    /// The observer that hears what happens at the idle boundary: the
-    /// keep-alive lab, writing its counters to this worker's stats.
-    lab: Lab,
+    /// The observer that hears what happens at the idle boundary (the
+    /// keep-alive lab, in a server), known only by its trait.
+    observer: Box<dyn WorkerObserver>,
 }
 
 impl Worker {
@@ -112,11 +111,11 @@ impl Worker {
         settings: Arc<Settings>,
         shared: Arc<WorkerShared>,
         control: Arc<Control>,
+        observer: Box<dyn WorkerObserver>,
     ) -> io::Result<Self> {
         poll.registry()
             .register(&mut listener, LISTENER, Interest::READABLE)?;
         let clock = LoopClock::starting_at(settings.loop_clock_start)?;
-        let lab = Lab::new(Arc::clone(&shared.stats.lab), settings.peers_window_us);
         clock.register(poll.registry(), ALARM)?;
         Ok(Worker {
             index,
@@ -146,7 +145,7 @@ impl Worker {
             draining: false,
             drain_deadline: None,
             memory: MemoryReturn::default(),
-            lab,
+            observer,
         })
     }
 
@@ -156,7 +155,7 @@ impl Worker {
         loop {
             let now = self.clock.now();
             if let Some(settings) = self.shared.reloaded.take() {
-                self.lab.set_window(settings.peers_window_us);
+                self.observer.reload(&settings);
                 self.settings = settings; // SIGHUP: timers armed from now on use these
             }
             if self.control.stopping.load(Ordering::Acquire) && !self.draining {
@@ -280,7 +279,7 @@ impl Worker {
         let stats = &self.shared.stats;
         let mut ctx = self
             .resources
-            .lend(now, &self.settings, stats, &mut self.lab);
+            .lend(now, &self.settings, stats, &mut *self.observer);
         ctx.draining = self.draining;
         ctx.conn = conn.label(now);
         ctx.watch_allowed = !crowded && !self.accept_paused;
@@ -456,7 +455,7 @@ impl Worker {
             .conns
             .insert(Conn::new(stream, tls, ConnLabel::next_id(), peer, now));
         self.shared.stats.accepted();
-        self.lab.observe(peer.ip(), now, Event::Accepted);
+        self.observer.observe(peer.ip(), now, Event::Accepted);
         if self.settings.defer_accept {
             self.with_conn(key, now, |conn, ctx| conn.on_accept(ctx));
         } else {
@@ -574,7 +573,7 @@ impl Worker {
             connections: self.connection_counts(),
             timeouts: Timeouts::of(&self.settings),
             lists,
-            peers: self.lab.snapshot(now),
+            peers: self.observer.peers(now),
             cost_us: started.elapsed().as_micros() as u64,
         }
     }
