@@ -17,6 +17,7 @@
 //! - [`pool`], [`ctx`], [`stats`], [`date`]: buffers, what a worker lends a
 //!   connection, counters and request timing, the cached `Date` header;
 //!   [`tally`]: the counters and histograms themselves, a leaf;
+//!   [`readiness`]: the named predicates of the readiness contract;
 //!   `memory`: handing memory freed after a burst back to the system.
 //!
 //! Beside it:
@@ -54,6 +55,7 @@ pub mod measure;
 pub mod observe;
 pub mod pool;
 pub mod probe;
+pub mod readiness;
 pub mod reload;
 pub mod server;
 pub mod session;

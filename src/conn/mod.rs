@@ -24,7 +24,9 @@
 //! An idle connection whose keep-alive timer runs out sends FIN and is
 //! then watched for a late request ([`watch`]), or is reset under a
 //! `close=rst` control; `after=silent|rst` closes right behind a response.
-//! Timer policy lives in [`timers`], the socket calls in [`socket`].
+//! Timer policy lives in [`timers`]; every socket call goes through the
+//! connection's [`Transport`] (plain or TLS, chosen at accept), which
+//! [`socket`] drives for reads, flushes and registration.
 //!
 //! Timers are not touched while bytes move. A connection only records that
 //! something happened; once per loop turn the worker calls
@@ -35,21 +37,19 @@
 //! and a request that arrives and is answered within one turn costs one
 //! timer refresh and nothing else.
 
-use std::io;
 use std::net::{IpAddr, SocketAddr};
-
-use mio::net::TcpStream;
 
 use crate::app::controls::IdleClose;
 use crate::config::Settings;
 use crate::ctx::{ConnLabel, Ctx, Slot};
 use crate::observe::{Closer, Event, IdleEnd, Reuse};
 use crate::pool::Buffers;
+use crate::readiness::{interrupted, would_block};
 use crate::session::{Phase, Session};
 use crate::stats::CloseCause;
 use crate::stats::timing::{ConnStamps, Progress};
 use crate::timers::{Micros, TimerId};
-use crate::tls::{HandshakeFailure, TlsConn};
+use crate::tls::HandshakeFailure;
 
 /// Reads per readiness event before yielding to other connections.
 const READ_BUDGET: u32 = 16;
@@ -92,10 +92,8 @@ pub enum Flow {
 
 /// One client connection.
 pub struct Conn {
-    stream: TcpStream,
-    /// Its TLS state when the listener speaks TLS (see [`tls`]): boxed,
-    /// so a plain connection pays one pointer.
-    tls: Option<Box<TlsConn>>,
+    /// Its socket, plain or TLS: every byte in or out goes through it.
+    transport: Transport,
     /// Its id, unique over the process's life, for logs.
     id: u64,
     /// The peer's address, as accept() returned it (without the IPv6 flow
@@ -130,9 +128,6 @@ pub struct Conn {
     hangup: bool,
     /// The client shut its write side (read returned 0).
     peer_closed: bool,
-    write_shut: bool,
-    /// TCP_NODELAY is on (set lazily, see [`Conn::disable_nagle`]).
-    nodelay: bool,
     /// What the worker's poll asks of the socket (see [`Conn::register`]).
     registered: Registered,
     /// A write has backed up: from then on the poll asks the socket for
@@ -145,18 +140,11 @@ pub struct Conn {
 }
 
 impl Conn {
-    /// A connection accepted at loop time `now` from `peer`, named `id`
-    /// in logs; `tls`: its TLS state, when the listener speaks TLS.
-    pub fn new(
-        stream: TcpStream,
-        tls: Option<Box<TlsConn>>,
-        id: u64,
-        peer: SocketAddr,
-        now: Micros,
-    ) -> Self {
+    /// A connection accepted at loop time `now` from `peer` over
+    /// `transport`, named `id` in logs.
+    pub fn new(transport: Transport, id: u64, peer: SocketAddr, now: Micros) -> Self {
         Conn {
-            stream,
-            tls,
+            transport,
             id,
             peer_ip: peer.ip(),
             peer_port: peer.port(),
@@ -175,8 +163,6 @@ impl Conn {
             wants_more: false,
             hangup: false,
             peer_closed: false,
-            write_shut: false,
-            nodelay: false,
             registered: Registered::No,
             polls_writable: false,
         }
@@ -201,7 +187,7 @@ impl Conn {
                 true => Some(now),
                 false => self.stamps.last_end(),
             },
-            tls: self.tls_version(),
+            tls: self.transport.version(),
         }
     }
 
@@ -213,14 +199,13 @@ impl Conn {
         if self.fin_watch.is_some() {
             return Phase::Watching;
         }
-        let tls = self.tls();
-        if tls.is_some_and(TlsConn::is_handshaking) {
+        if self.transport.is_handshaking() {
             return Phase::Handshake;
         }
         match self.session.phase(self.buffers.as_deref()) {
-            // Records rustls still holds are output not yet sent.
+            // Bytes the transport still holds are output not yet sent.
             Phase::Fresh | Phase::Idle | Phase::Head | Phase::Body | Phase::Closing
-                if tls.is_some_and(TlsConn::has_backlog) =>
+                if self.transport.has_unsent() =>
             {
                 Phase::Writing
             }
@@ -240,7 +225,7 @@ impl Conn {
             busy: matches!(phase, Phase::Head | Phase::Body | Phase::Delayed { .. }),
             writing: self.session.is_generating(buffers)
                 || buffers.is_some_and(|b| b.output.pending() > 0)
-                || self.tls().is_some_and(TlsConn::has_backlog),
+                || self.transport.has_unsent(),
         }
     }
 
@@ -252,7 +237,7 @@ impl Conn {
             return self.watch_peer(watch, ctx);
         }
         if readiness.error {
-            self.handshake_cut(HandshakeFailure::Closed, ctx);
+            self.transport.end_handshake(HandshakeFailure::Closed, ctx);
             return Flow::Close(CloseCause::Reset);
         }
         self.hangup |= readiness.hangup;
@@ -368,7 +353,6 @@ impl Conn {
             // A silent TLS client is closed as a silent plain one is, with
             // nothing sent: no 408 can be said before the handshake.
             Purpose::Headers if self.phase() == Phase::Handshake => {
-                self.handshake_cut(HandshakeFailure::Timeout, ctx);
                 return Flow::Close(CloseCause::HeadersTimeout);
             }
             Purpose::Headers => CloseCause::HeadersTimeout,
@@ -405,7 +389,7 @@ impl Conn {
         self.report_idle_end(Closer::Server, unwatched, ctx);
         match close {
             IdleClose::Rst => {
-                self.abort();
+                self.transport.abort();
                 Flow::Close(CloseCause::KeepAliveTimeout)
             }
             IdleClose::Fin if !ctx.watch_allowed => {
@@ -413,7 +397,7 @@ impl Conn {
                 Flow::Close(CloseCause::KeepAliveTimeout)
             }
             IdleClose::Fin => {
-                if !self.shut_write() {
+                if !self.transport.shut_write() {
                     return Flow::Close(CloseCause::KeepAliveTimeout);
                 }
                 self.fin_watch = Some(FinWatch::from(ctx.now));
@@ -432,7 +416,7 @@ impl Conn {
                 age_us,
                 idle_timeout_ms: self.idle_timeout_ms(ctx.settings),
                 reset,
-                round_trip_us: self.round_trip_us(),
+                round_trip_us: self.transport.round_trip_us(),
             };
             ctx.observe(Event::IdleEnded(end));
         }
@@ -462,13 +446,18 @@ impl Conn {
         if idle && matches!(cause, CloseCause::Client | CloseCause::Reset) {
             self.report_idle_end(Closer::Client, cause == CloseCause::Reset, ctx);
         }
+        // A handshake the connection ends before it completed fails: by
+        // its deadline, or closed (the peer's close and reset were
+        // counted where they were seen, the read and the error event).
         match cause {
-            // Counted where they happen (the read, the deadline).
-            CloseCause::Client | CloseCause::Reset | CloseCause::HeadersTimeout => {}
-            _ => self.handshake_cut(HandshakeFailure::Closed, ctx),
+            CloseCause::Client | CloseCause::Reset => {}
+            CloseCause::HeadersTimeout => {
+                self.transport.end_handshake(HandshakeFailure::Timeout, ctx);
+            }
+            _ => self.transport.end_handshake(HandshakeFailure::Closed, ctx),
         }
         if cause != CloseCause::Reset {
-            self.say_close_notify(); // the FIN follows, as the stream drops
+            self.transport.say_close(); // the FIN follows, as the stream drops
         }
         if let Some(id) = self.activity.take() {
             ctx.timers.unenroll(id);
@@ -523,13 +512,13 @@ impl Conn {
                     return Flow::Close(cause);
                 }
                 if self.session.aborts() {
-                    self.abort();
+                    self.transport.abort();
                     return Flow::Close(cause);
                 }
                 // An error response may interrupt a body still arriving:
                 // send FIN now and drain, so the client reads the response
                 // rather than a reset.
-                if !closes_when_flushed(&self.session) && !self.shut_write() {
+                if !closes_when_flushed(&self.session) && !self.transport.shut_write() {
                     return Flow::Close(cause);
                 }
             } else if self.peer_closed && !self.session.is_delayed(self.buffers.as_deref()) {
@@ -554,7 +543,7 @@ impl Conn {
                 Ok(ReadOutcome::Full) if wrote => {}
                 Ok(ReadOutcome::Full) => return Flow::Open,
                 Err(e) if would_block(&e) => return self.settle(ctx),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if interrupted(&e) => {}
                 Err(_) => return Flow::Close(CloseCause::Reset),
             }
         }
@@ -569,7 +558,7 @@ impl Conn {
     fn settle(&mut self, ctx: &mut Ctx<'_>) -> Flow {
         match self.session.closing() {
             Some(cause) if self.closes_at_once(ctx) => return Flow::Close(cause),
-            Some(cause) if !self.shut_write() => return Flow::Close(cause),
+            Some(cause) if !self.transport.shut_write() => return Flow::Close(cause),
             Some(_) | None => {}
         }
         if self.session.is_idle(self.buffers.as_deref()) {
@@ -577,7 +566,7 @@ impl Conn {
                 ctx.pool.give(buffers);
             }
             if self.session.has_served() {
-                self.disable_nagle();
+                self.transport.disable_nagle();
             }
             if ctx.draining {
                 // The response just finished said the connection persists,
@@ -586,7 +575,7 @@ impl Conn {
                 // after the close cannot turn it into a reset that cuts the
                 // response still in flight.
                 self.session.stop_persisting(CloseCause::Shutdown);
-                if !self.shut_write() {
+                if !self.transport.shut_write() {
                     return Flow::Close(CloseCause::Shutdown);
                 }
             }
@@ -623,17 +612,15 @@ fn signed(us: Micros) -> i64 {
     i64::try_from(us).unwrap_or(i64::MAX)
 }
 
-pub fn would_block(error: &io::Error) -> bool {
-    error.kind() == io::ErrorKind::WouldBlock
-}
-
 mod socket;
 mod timers;
-mod tls;
+mod transport;
 mod watch;
 
-use socket::{Flushed, ReadOutcome, Registered};
+use socket::{ReadOutcome, Registered};
 use timers::Purpose;
+use transport::Flushed;
+pub use transport::Transport;
 use watch::FinWatch;
 pub use watch::IDLE_WATCH_MS;
 

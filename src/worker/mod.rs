@@ -31,16 +31,16 @@ use slab::Slab;
 use crate::app::filler::FillerFile;
 use crate::clock::{LoopClock, RateLimit};
 use crate::config::Settings;
-use crate::conn::{Conn, Flow, Readiness, would_block};
+use crate::conn::{Conn, Flow, Readiness, Transport};
 use crate::ctx::{ConnLabel, Ctx, Resources, Slot, TimerEvent};
 use crate::introspect::{ConnCounts, Snapshot, Timeouts, WorkerObserver, list_views};
 use crate::memory::MemoryReturn;
 use crate::observe::Event;
+use crate::readiness::would_block;
 use crate::session::Phase;
 use crate::shared::{Control, WorkerShared};
 use crate::stats::{CloseCause, TimerKind};
 use crate::timers::Micros;
-use crate::tls::ServerTls;
 
 pub const LISTENER: Token = Token(usize::MAX - 1);
 pub const WAKER: Token = Token(usize::MAX - 2);
@@ -443,9 +443,10 @@ impl Worker {
             self.shared.stats.refused.fetch_add(1, Ordering::Relaxed);
             return; // dropping the stream closes it
         }
-        let tls = match self.settings.tls.as_ref().map(ServerTls::accept) {
-            None => None,
-            Some(Ok(tls)) => Some(tls),
+        // The one choice made on TLS: the connection's transport.
+        let transport = match self.settings.tls.as_ref().map(|tls| tls.accept()) {
+            None => Transport::plain(stream),
+            Some(Ok(tls)) => Transport::tls(stream, tls),
             Some(Err(e)) => {
                 tracing::warn!(error = %e, "cannot start TLS on a connection: closing it");
                 return;
@@ -453,7 +454,7 @@ impl Worker {
         };
         let key = self
             .conns
-            .insert(Conn::new(stream, tls, ConnLabel::next_id(), peer, now));
+            .insert(Conn::new(transport, ConnLabel::next_id(), peer, now));
         self.shared.stats.accepted();
         self.observer.observe(peer.ip(), now, Event::Accepted);
         if self.settings.defer_accept {
