@@ -1,5 +1,8 @@
-//! One client connection: its socket, its buffers while it has work, its
-//! HTTP [`Session`], and its two timer slots.
+//! One client connection: its transport (the socket, plain or TLS), its
+//! buffers while it has work, its HTTP [`Session`], its two timer slots,
+//! and the one lifecycle [`State`] it holds (see [`state`]: changed only by
+//! `Conn::enter`, asked by the worker whether it may be evicted, what a
+//! drain does to it, whether it has work).
 //!
 //! The readiness contract (mio, edge-triggered): on every event the
 //! connection reads until `WouldBlock`, unless it stops on purpose: read
@@ -42,14 +45,13 @@ use std::net::{IpAddr, SocketAddr};
 use crate::app::controls::IdleClose;
 use crate::config::Settings;
 use crate::ctx::{ConnLabel, Ctx, Slot};
-use crate::observe::{Closer, Event, IdleEnd, Reuse};
+use crate::observe::{Event, Reuse};
 use crate::pool::Buffers;
 use crate::readiness::{interrupted, would_block};
-use crate::session::{Phase, Session};
+use crate::session::Session;
 use crate::stats::CloseCause;
-use crate::stats::timing::{ConnStamps, Progress};
+use crate::stats::timing::ConnStamps;
 use crate::timers::{Micros, TimerId};
-use crate::tls::HandshakeFailure;
 
 /// Reads per readiness event before yielding to other connections.
 const READ_BUDGET: u32 = 16;
@@ -102,8 +104,9 @@ pub struct Conn {
     peer_port: u16,
     /// Its request and lifetime stamps (see `stats::timing`).
     pub stamps: ConnStamps,
-    /// Set once the idle FIN is out: the watch that follows (see [`watch`]).
-    fin_watch: Option<FinWatch>,
+    /// Where it stands in its life (see [`state`]): changed only by
+    /// [`Conn::enter`].
+    state: State,
     /// Present while the connection has work; back in the pool when idle.
     buffers: Option<Box<Buffers>>,
     session: Session,
@@ -143,13 +146,17 @@ impl Conn {
     /// A connection accepted at loop time `now` from `peer` over
     /// `transport`, named `id` in logs.
     pub fn new(transport: Transport, id: u64, peer: SocketAddr, now: Micros) -> Self {
+        let state = match transport.is_handshaking() {
+            true => State::Handshaking,
+            false => State::Fresh,
+        };
         Conn {
             transport,
             id,
             peer_ip: peer.ip(),
             peer_port: peer.port(),
             stamps: ConnStamps::accepted(now),
-            fin_watch: None,
+            state,
             buffers: None,
             session: Session::new(),
             activity: None,
@@ -173,7 +180,8 @@ impl Conn {
     /// registered with the poll. A one-request connection that completes
     /// here costs accept, recv, send and close, nothing more.
     pub fn on_accept(&mut self, ctx: &mut Ctx<'_>) -> Flow {
-        self.drive(ctx)
+        let flow = self.drive(ctx);
+        self.follow(flow, ctx)
     }
 
     /// How logs name this connection at loop time `now`.
@@ -195,70 +203,32 @@ impl Conn {
         self.id
     }
 
-    pub fn phase(&self) -> Phase {
-        if self.fin_watch.is_some() {
-            return Phase::Watching;
-        }
-        if self.transport.is_handshaking() {
-            return Phase::Handshake;
-        }
-        match self.session.phase(self.buffers.as_deref()) {
-            // Bytes the transport still holds are output not yet sent.
-            Phase::Fresh | Phase::Idle | Phase::Head | Phase::Body | Phase::Closing
-                if self.transport.has_unsent() =>
-            {
-                Phase::Writing
-            }
-            phase => phase,
-        }
-    }
-
-    /// What the worker's request timing needs after an event.
-    pub fn progress(&self) -> Progress {
-        let phase = self.phase();
-        // A streamed echo's head is queued before its body has arrived:
-        // that response is not finished until the exchange moves on.
-        let buffers = self.buffers.as_deref();
-        let streaming = u32::from(self.session.response_begun(buffers));
-        Progress {
-            served: self.session.served().wrapping_sub(streaming),
-            busy: matches!(phase, Phase::Head | Phase::Body | Phase::Delayed { .. }),
-            writing: self.session.is_generating(buffers)
-                || buffers.is_some_and(|b| b.output.pending() > 0)
-                || self.transport.has_unsent(),
-        }
-    }
-
+    /// A readiness event: the watch after an idle FIN reads what comes;
+    /// an error (a reset) ends any other connection at once; else it is
+    /// driven.
     pub fn on_ready(&mut self, readiness: Readiness, ctx: &mut Ctx<'_>) -> Flow {
-        if let Some(watch) = self.fin_watch {
-            if readiness.error {
-                return self.peer_closed_after_fin(watch, ctx);
+        let flow = match self.state {
+            State::Watching(watch) if readiness.error => self.peer_closed_after_fin(watch, ctx),
+            State::Watching(watch) => self.watch_peer(watch, ctx),
+            _ if readiness.error => {
+                self.transport.peer_reset(ctx);
+                Flow::Close(CloseCause::Reset)
             }
-            return self.watch_peer(watch, ctx);
-        }
-        if readiness.error {
-            self.transport.end_handshake(HandshakeFailure::Closed, ctx);
-            return Flow::Close(CloseCause::Reset);
-        }
-        self.hangup |= readiness.hangup;
-        self.drive(ctx)
+            _ => {
+                self.hangup |= readiness.hangup;
+                self.drive(ctx)
+            }
+        };
+        self.follow(flow, ctx)
     }
 
     /// A turn on the ready list: the read budget ran out last time.
     pub fn on_ready_again(&mut self, ctx: &mut Ctx<'_>) -> Flow {
-        match self.fin_watch {
-            Some(watch) => self.watch_peer(watch, ctx),
-            None => self.drive(ctx),
-        }
-    }
-
-    /// Whether the connection has something to finish before a drain may
-    /// end: a request arriving, a response to deliver, a close to complete.
-    pub fn has_work_to_finish(&self) -> bool {
-        !matches!(
-            self.phase(),
-            Phase::Fresh | Phase::Handshake | Phase::Idle | Phase::Watching
-        )
+        let flow = match self.state {
+            State::Watching(watch) => self.watch_peer(watch, ctx),
+            _ => self.drive(ctx),
+        };
+        self.follow(flow, ctx)
     }
 
     /// This connection's real idle timeout in ms (the application may set
@@ -320,6 +290,11 @@ impl Conn {
 
     /// One of this connection's timers fired (and is gone from the lists).
     pub fn on_timer(&mut self, slot: Slot, ctx: &mut Ctx<'_>) -> Flow {
+        let flow = self.timer_fired(slot, ctx);
+        self.follow(flow, ctx)
+    }
+
+    fn timer_fired(&mut self, slot: Slot, ctx: &mut Ctx<'_>) -> Flow {
         let purpose = match slot {
             Slot::Activity => {
                 self.activity = None;
@@ -331,7 +306,7 @@ impl Conn {
             }
         };
         let ConnLabel { id, peer, .. } = ctx.conn;
-        tracing::debug!(conn = id, %peer, ?slot, ?purpose, phase = ?self.phase(), "timer expired");
+        tracing::debug!(conn = id, %peer, ?slot, ?purpose, state = ?self.state, "timer expired");
         let cause = match purpose {
             Purpose::KeepAlive => return self.expire_idle(ctx),
             Purpose::Linger | Purpose::LingerTotal => {
@@ -346,13 +321,13 @@ impl Conn {
             }
             // The peer has read nothing for the whole timeout: the output
             // can never be delivered, and this timeout is what ends it.
-            Purpose::Inactivity if self.phase() == Phase::Writing => {
+            Purpose::Inactivity if self.state == State::Writing => {
                 return Flow::Close(CloseCause::Inactivity);
             }
             Purpose::Inactivity => CloseCause::Inactivity,
             // A silent TLS client is closed as a silent plain one is, with
             // nothing sent: no 408 can be said before the handshake.
-            Purpose::Headers if self.phase() == Phase::Handshake => {
+            Purpose::Headers if self.state == State::Handshaking => {
                 return Flow::Close(CloseCause::HeadersTimeout);
             }
             Purpose::Headers => CloseCause::HeadersTimeout,
@@ -381,13 +356,9 @@ impl Conn {
             Flow::Open if !self.moved => {}
             flow => return flow,
         }
-        let close = self.session.kept_on().idle_close();
-        // Without the watch (a reset, or a FIN with no descriptor to spare
-        // for it), a request that loses the race meets the kernel's reset
-        // and is never seen here.
-        let unwatched = close == IdleClose::Rst || !ctx.watch_allowed;
-        self.report_idle_end(Closer::Server, unwatched, ctx);
-        match close {
+        // The observer hears of the idle end as the state changes: to
+        // `Watching`, or to `Closed` (see `Conn::enter`).
+        match self.session.kept_on().idle_close() {
             IdleClose::Rst => {
                 self.transport.abort();
                 Flow::Close(CloseCause::KeepAliveTimeout)
@@ -397,28 +368,12 @@ impl Conn {
                 Flow::Close(CloseCause::KeepAliveTimeout)
             }
             IdleClose::Fin => {
+                self.enter(State::Watching(FinWatch::from(ctx.now)), ctx);
                 if !self.transport.shut_write() {
                     return Flow::Close(CloseCause::KeepAliveTimeout);
                 }
-                self.fin_watch = Some(FinWatch::from(ctx.now));
                 Flow::Open
             }
-        }
-    }
-
-    /// Tells the observer that this connection, idle between requests,
-    /// ended now, closed by `closer` (with a reset when `reset`). A
-    /// connection that never answered is not idle in this sense.
-    fn report_idle_end(&self, closer: Closer, reset: bool, ctx: &mut Ctx<'_>) {
-        if let Some(age_us) = self.stamps.idle_age(ctx.now) {
-            let end = IdleEnd {
-                closer,
-                age_us,
-                idle_timeout_ms: self.idle_timeout_ms(ctx.settings),
-                reset,
-                round_trip_us: self.transport.round_trip_us(),
-            };
-            ctx.observe(Event::IdleEnded(end));
         }
     }
 
@@ -427,7 +382,7 @@ impl Conn {
     /// answered 408 (one write, as far as the socket takes it) so the
     /// client knows it was not served; anything else ends as it stands.
     pub fn cut_for_shutdown(&mut self, ctx: &mut Ctx<'_>) -> Flow {
-        let receiving = matches!(self.phase(), Phase::Head | Phase::Body);
+        let receiving = matches!(self.state, State::ReadingHead | State::ReadingBody);
         if let Some(buffers) = self.buffers.as_deref_mut()
             && receiving
             && !self.session.response_begun(Some(buffers))
@@ -438,27 +393,16 @@ impl Conn {
         Flow::Close(CloseCause::Shutdown)
     }
 
-    /// Gives back the connection's timers and buffers before it is
-    /// dropped, closed for `cause`. A client that ends an idle connection
-    /// (FIN or reset) is an idle end the observer hears of.
+    /// The connection is closed for `cause` and about to be dropped: it
+    /// enters `Closed` (see [`Conn::enter`]).
     pub fn release(&mut self, cause: CloseCause, ctx: &mut Ctx<'_>) {
-        let idle = self.phase() == Phase::Idle;
-        if idle && matches!(cause, CloseCause::Client | CloseCause::Reset) {
-            self.report_idle_end(Closer::Client, cause == CloseCause::Reset, ctx);
-        }
-        // A handshake the connection ends before it completed fails: by
-        // its deadline, or closed (the peer's close and reset were
-        // counted where they were seen, the read and the error event).
-        match cause {
-            CloseCause::Client | CloseCause::Reset => {}
-            CloseCause::HeadersTimeout => {
-                self.transport.end_handshake(HandshakeFailure::Timeout, ctx);
-            }
-            _ => self.transport.end_handshake(HandshakeFailure::Closed, ctx),
-        }
-        if cause != CloseCause::Reset {
-            self.transport.say_close(); // the FIN follows, as the stream drops
-        }
+        self.enter(State::Closed(cause), ctx);
+    }
+
+    /// Gives back the connection's timers and buffers, closed for `cause`
+    /// (its transport closes first: the FIN follows as the stream drops).
+    fn free(&mut self, cause: CloseCause, ctx: &mut Ctx<'_>) {
+        self.transport.close(cause, ctx);
         if let Some(id) = self.activity.take() {
             ctx.timers.unenroll(id);
         }
@@ -613,11 +557,13 @@ fn signed(us: Micros) -> i64 {
 }
 
 mod socket;
+mod state;
 mod timers;
 mod transport;
 mod watch;
 
 use socket::{ReadOutcome, Registered};
+pub use state::{Activity, Drain, State};
 use timers::Purpose;
 use transport::Flushed;
 pub use transport::Transport;

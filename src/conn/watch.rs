@@ -9,7 +9,7 @@
 //! it took says how quickly the client notices a closed connection.
 
 use super::transport::WatchEnd;
-use super::{Conn, Flow, READ_BUDGET};
+use super::{Conn, Flow, READ_BUDGET, State};
 use crate::ctx::{ConnLabel, Ctx};
 use crate::observe::{AfterFin, Event};
 use crate::stats::CloseCause;
@@ -22,7 +22,7 @@ pub const IDLE_WATCH_MS: u64 = 1000;
 /// A watch in progress: when the FIN went out (a short stamp: the watch
 /// lasts a second), and whether anything has arrived since.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct FinWatch {
+pub struct FinWatch {
     fin: ShortStamp,
     late: bool,
 }
@@ -60,7 +60,7 @@ impl Conn {
     /// The first bytes after the idle FIN: a request that lost the race.
     fn late_request(&mut self, watch: &mut FinWatch, ctx: &mut Ctx<'_>) {
         watch.late = true;
-        self.fin_watch = Some(*watch);
+        self.enter(State::Watching(*watch), ctx);
         let delay_us = watch.fin.elapsed(ctx.now);
         let ConnLabel { id, peer, .. } = ctx.conn;
         tracing::debug!(conn = id, %peer, delay_us, "late request after the idle FIN");

@@ -39,6 +39,7 @@ use crate::app::filler::FillerFile;
 use crate::ctx::Ctx;
 use crate::pool::Buffers;
 use crate::session::Session;
+use crate::stats::CloseCause;
 use crate::tls::{HandshakeFailure, TlsConn, TlsVersion};
 
 /// What one read gave.
@@ -223,11 +224,28 @@ impl Transport {
         let _ = socket2::SockRef::from(&self.stream).set_linger(Some(Duration::ZERO));
     }
 
-    /// The connection ends, its handshake (if any) unfinished, for `why`:
-    /// counted once (a failure the read saw is counted already).
-    pub(super) fn end_handshake(&mut self, why: HandshakeFailure, ctx: &Ctx<'_>) {
+    /// The socket reported an error (a reset): a handshake still in
+    /// progress failed, closed.
+    pub(super) fn peer_reset(&mut self, ctx: &Ctx<'_>) {
         if let Some(tls) = self.tls.as_deref_mut() {
-            tls::cut(tls, why, ctx);
+            tls::cut(tls, HandshakeFailure::Closed, ctx);
+        }
+    }
+
+    /// The connection closes for `cause`. A handshake still in progress
+    /// fails: by its deadline, or closed (the peer's own close or reset
+    /// was counted where it was seen, by the read or [`Self::peer_reset`]).
+    /// A close that is not a reset is said first (`close_notify`).
+    pub(super) fn close(&mut self, cause: CloseCause, ctx: &Ctx<'_>) {
+        if let Some(tls) = self.tls.as_deref_mut() {
+            match cause {
+                CloseCause::Client | CloseCause::Reset => {}
+                CloseCause::HeadersTimeout => tls::cut(tls, HandshakeFailure::Timeout, ctx),
+                _ => tls::cut(tls, HandshakeFailure::Closed, ctx),
+            }
+        }
+        if cause != CloseCause::Reset {
+            self.say_close();
         }
     }
 
