@@ -11,8 +11,7 @@ use mio::{Events, Interest, Poll, Token};
 
 use super::*;
 use crate::config::Config;
-use crate::ctx::Resources;
-use crate::ctx::TimerEvent;
+use crate::ctx::{Lending, Resources, TimerEvent};
 use crate::observe::Observer;
 use crate::stats::Stats;
 use crate::timers::Micros;
@@ -57,10 +56,13 @@ impl Worker {
 
     /// A context at loop time `now`.
     fn ctx_at(&mut self, now: Micros) -> Ctx<'_> {
+        let lending = Lending {
+            watch_allowed: self.watch_allowed,
+            ..Lending::default()
+        };
         let heard = &mut self.heard;
-        let mut ctx = self.resources.lend(now, &self.settings, &self.stats, heard);
-        ctx.watch_allowed = self.watch_allowed;
-        ctx
+        let shared = (&self.settings, &self.stats);
+        self.resources.lend_to(now, shared, heard, lending)
     }
 
     /// Fires the connection's activity timer the way the loop does:

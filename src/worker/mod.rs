@@ -2,7 +2,8 @@
 //! connections (`Token` = slab key), its timer lists, buffer pool and Date
 //! cache. Nothing is shared with other workers but counters and the stop flag.
 //!
-//! A loop turn reads the clock twice, never per request:
+//! A loop turn reads the clock twice, never per request (and once more
+//! after an event that may have cost much, see [`Worker::restamp`]):
 //! 1. read the clock;
 //! 2. sync the timers of every connection touched since the last turn,
 //!    stamping them with that reading (taken after their activity, so no
@@ -16,7 +17,13 @@
 //!    delivered is stamped with this reading (a request's arrival, a
 //!    response's end, see `stats::timing`);
 //! 6. handle readiness events, then the ready list (connections that spent
-//!    their read budget), so one busy client cannot starve the rest.
+//!    their read budget), so one busy client cannot starve the rest; after
+//!    an event on a connection in a costly state (a TLS handshake), read
+//!    the clock again and, once the turn's reading is stale, stamp what the
+//!    turn has touched with the fresh one (`restamp`).
+//!
+//! Taking connections in lives in `accept`, the graceful shutdown in
+//! `drain`, the admin snapshot in `view`.
 
 use std::io;
 use std::sync::Arc;
@@ -31,7 +38,7 @@ use crate::app::filler::FillerFile;
 use crate::clock::{LoopClock, RateLimit};
 use crate::config::Settings;
 use crate::conn::{Conn, Flow, Readiness};
-use crate::ctx::{Ctx, Resources, TimerEvent};
+use crate::ctx::{Ctx, Lending, Resources, TimerEvent};
 use crate::introspect::WorkerObserver;
 use crate::memory::MemoryReturn;
 use crate::shared::{Control, WorkerShared};
@@ -52,8 +59,9 @@ const EVENTS_CAPACITY: usize = 128;
 /// Connections a worker has room for before its slab and lists grow;
 /// each has up to two timers.
 const INITIAL_CONNECTIONS: usize = 1024;
-/// How old a TLS worker lets the turn's clock reading get before it
-/// stamps what it has touched with a fresh one (see `Worker::restamp`).
+/// How old the worker lets the turn's clock reading get, after a costly
+/// event, before it stamps what it has touched with a fresh one (see
+/// `Worker::restamp`).
 const RESTAMP_AFTER_US: Micros = 250;
 /// At most one eviction warning per this many milliseconds.
 const EVICTION_WARNING_EVERY_MS: u64 = 10_000;
@@ -276,13 +284,17 @@ impl Worker {
             return false; // closed earlier this turn
         };
         let costly = conn.state().is_costly();
-        let stats = &self.shared.stats;
-        let mut ctx = self
-            .resources
-            .lend(now, &self.settings, stats, &mut *self.observer);
-        ctx.draining = self.draining;
-        ctx.conn = conn.label(now);
-        ctx.watch_allowed = !crowded && !self.accept_paused;
+        let lending = Lending {
+            conn: conn.label(now),
+            draining: self.draining,
+            watch_allowed: !crowded && !self.accept_paused,
+        };
+        let mut ctx = self.resources.lend_to(
+            now,
+            (&self.settings, &self.shared.stats),
+            &mut *self.observer,
+            lending,
+        );
         let mut flow = handle(conn, &mut ctx);
         if flow == Flow::Open
             && conn.registration_due()
