@@ -275,6 +275,15 @@ impl Transport {
     }
 }
 
+#[cfg(test)]
+impl Transport {
+    /// What the socket holds unread, as far as `into` reaches (0: the
+    /// EOF); for tests waiting on the kernel.
+    pub(super) fn peek(&self, into: &mut [u8]) -> io::Result<usize> {
+        self.stream.peek(into)
+    }
+}
+
 /// TCP_NODELAY on `stream`, once (`nodelay` remembers).
 fn disable_nagle(stream: &TcpStream, nodelay: &mut bool) {
     if !*nodelay {
