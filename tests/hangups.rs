@@ -112,6 +112,16 @@ fn a_reset_flood_leaves_the_server_answering() {
     assert!(worst < SLACK, "a probe waited {worst:?}");
 }
 
+/// Sends `bytes` on `client`'s connection, then its FIN, from a thread
+/// (the caller reads the answers meanwhile).
+fn send_then_fin(client: &Client, bytes: Vec<u8>) -> thread::JoinHandle<()> {
+    let mut stream = client.stream.try_clone().unwrap();
+    thread::spawn(move || {
+        stream.write_all(&bytes).unwrap();
+        stream.shutdown(std::net::Shutdown::Write).unwrap();
+    })
+}
+
 /// Half-close after a complete request: the answer, then the server's FIN
 /// at once, not at the keep-alive timeout (65 s here).
 #[test]
@@ -128,13 +138,7 @@ fn half_close_after_large_or_pipelined_bodies_gets_fin_at_once() {
     ];
     for (what, request, responses) in cases {
         let mut client = server.client();
-        let writer = {
-            let mut stream = client.stream.try_clone().unwrap();
-            thread::spawn(move || {
-                stream.write_all(&request).unwrap();
-                stream.shutdown(std::net::Shutdown::Write).unwrap();
-            })
-        };
+        let writer = send_then_fin(&client, request);
         for i in 0..responses {
             let response = client.read_response();
             assert_eq!(response.status, 200, "{what}: response {i}");
@@ -165,13 +169,7 @@ fn pipelined_echoes_at_the_buffer_limits_then_a_fin_are_all_answered() {
     let requests = 8;
     let pipelined = post(ECHO_BUFFER, b'e', "").repeat(requests);
     let mut client = server.client();
-    let writer = {
-        let mut stream = client.stream.try_clone().unwrap();
-        thread::spawn(move || {
-            stream.write_all(&pipelined).unwrap();
-            stream.shutdown(std::net::Shutdown::Write).unwrap();
-        })
-    };
+    let writer = send_then_fin(&client, pipelined);
     for i in 0..requests {
         let response = client.read_response();
         assert_eq!(response.status, 200, "response {i}");
