@@ -4,8 +4,9 @@
 //! drives a single kernel timer.
 //!
 //! The serving path, top-down:
-//! - `worker` / `conn` / `clock`: the event loop, one connection's I/O and
-//!   timers (and the watch after an idle FIN), and the loop clock with its
+//! - `worker` / `conn` / `clock`: the event loop, one connection (its one
+//!   lifecycle state, its transport, plain or TLS, chosen at accept, its
+//!   timers, the watch after an idle FIN), and the loop clock with its
 //!   one kernel timer (a timerfd); [`tls`]: HTTPS on the same loop (the
 //!   certificate, a connection's rustls state, the probe's TLS client).
 //! - [`session`]: one connection's HTTP/1.1 exchange, without the socket;

@@ -252,7 +252,7 @@ impl Read for Source<'_> {
 }
 
 /// The socket as rustls writes to it: with MSG_MORE when the close
-/// follows (see `conn::socket`'s flush), and never SIGPIPE.
+/// follows (as the plain transport's flush does), and never SIGPIPE.
 struct Sink<'a> {
     tcp: &'a TcpStream,
     more: bool,
