@@ -41,6 +41,7 @@ use crate::conn::{Conn, Flow, Readiness};
 use crate::ctx::{Ctx, Lending, Resources, TimerEvent};
 use crate::introspect::WorkerObserver;
 use crate::memory::MemoryReturn;
+use crate::readiness::interrupted;
 use crate::shared::{Control, WorkerShared};
 use crate::stats::CloseCause;
 use crate::timers::Micros;
@@ -186,7 +187,7 @@ impl Worker {
             }
             match self.poll.poll(&mut events, timeout) {
                 Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if interrupted(&e) => continue,
                 Err(e) => return Err(e),
             }
             // What the poll delivered is stamped with a reading taken
