@@ -220,3 +220,52 @@ impl Conn {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::timers::Micros;
+
+    /// Every state but `Closed`, with a watch begun at loop time 0.
+    fn all() -> [State; 9] {
+        [
+            State::Handshaking,
+            State::Fresh,
+            State::ReadingHead,
+            State::ReadingBody,
+            State::Delayed,
+            State::Writing,
+            State::Idle,
+            State::Closing,
+            State::Watching(FinWatch::from(0 as Micros)),
+        ]
+    }
+
+    #[test]
+    fn only_connections_with_nothing_in_flight_are_evicted_idle_first() {
+        let evictable: Vec<State> = all()
+            .into_iter()
+            .filter(|state| state.eviction_rank().is_some())
+            .collect();
+        assert_eq!(
+            evictable,
+            [State::Handshaking, State::Fresh, State::Idle],
+            "evictable states"
+        );
+        let rank = |state: State| state.eviction_rank().unwrap();
+        assert!(rank(State::Idle) < rank(State::Fresh));
+        assert!(rank(State::Fresh) < rank(State::Handshaking));
+    }
+
+    #[test]
+    fn a_drain_closes_at_once_exactly_what_has_no_work() {
+        for state in all() {
+            let closes_now = state.on_drain() == Drain::CloseNow;
+            // The watch after an idle FIN has no work, and is not closed
+            // by a drain either: it ends on its own within a second.
+            let watching = matches!(state, State::Watching(_));
+            assert_eq!(closes_now, !state.has_work() && !watching, "{state:?}");
+        }
+        assert!(!State::Closed(CloseCause::Done).has_work());
+    }
+}
