@@ -162,13 +162,25 @@ impl Resources {
     }
 
     /// A context at loop time `now`, not draining, for an unlabelled
-    /// connection; the worker sets those per event.
+    /// connection (for tests and benchmarks of one exchange).
     pub fn lend<'a>(
         &'a mut self,
         now: Micros,
         settings: &'a Settings,
         stats: &'a Stats,
         observer: &'a mut dyn Observer,
+    ) -> Ctx<'a> {
+        self.lend_to(now, (settings, stats), observer, Lending::default())
+    }
+
+    /// A context at loop time `now` for the connection and worker state
+    /// that `lending` describes.
+    pub fn lend_to<'a>(
+        &'a mut self,
+        now: Micros,
+        (settings, stats): (&'a Settings, &'a Stats),
+        observer: &'a mut dyn Observer,
+        lending: Lending,
     ) -> Ctx<'a> {
         Ctx {
             now,
@@ -178,11 +190,32 @@ impl Resources {
             access_log: &mut self.access_log,
             settings,
             stats,
-            draining: false,
-            conn: ConnLabel::default(),
+            draining: lending.draining,
+            conn: lending.conn,
             observer,
-            watch_allowed: true,
+            watch_allowed: lending.watch_allowed,
             filler: self.filler.as_ref(),
+        }
+    }
+}
+
+/// What the worker says, per event, of the connection it lends to and of
+/// itself (see the fields of the same names on [`Ctx`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Lending {
+    pub conn: ConnLabel,
+    pub draining: bool,
+    pub watch_allowed: bool,
+}
+
+impl Default for Lending {
+    /// An unlabelled connection on a worker that is not draining and has
+    /// descriptors to spare.
+    fn default() -> Self {
+        Lending {
+            conn: ConnLabel::default(),
+            draining: false,
+            watch_allowed: true,
         }
     }
 }

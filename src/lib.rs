@@ -4,8 +4,9 @@
 //! drives a single kernel timer.
 //!
 //! The serving path, top-down:
-//! - `worker` / `conn` / `clock`: the event loop, one connection's I/O and
-//!   timers (and the watch after an idle FIN), and the loop clock with its
+//! - `worker` / `conn` / `clock`: the event loop, one connection (its one
+//!   lifecycle state, its transport, plain or TLS, chosen at accept, its
+//!   timers, the watch after an idle FIN), and the loop clock with its
 //!   one kernel timer (a timerfd); [`tls`]: HTTPS on the same loop (the
 //!   certificate, a connection's rustls state, the probe's TLS client).
 //! - [`session`]: one connection's HTTP/1.1 exchange, without the socket;
@@ -16,6 +17,8 @@
 //! - [`timers`]: the pure, clock-injected timer lists.
 //! - [`pool`], [`ctx`], [`stats`], [`date`]: buffers, what a worker lends a
 //!   connection, counters and request timing, the cached `Date` header;
+//!   [`tally`]: the counters and histograms themselves, a leaf;
+//!   [`readiness`]: the named predicates of the readiness contract;
 //!   `memory`: handing memory freed after a burst back to the system.
 //!
 //! Beside it:
@@ -57,11 +60,13 @@ pub mod measure;
 pub mod observe;
 pub mod pool;
 pub mod probe;
+pub mod readiness;
 pub mod reload;
 pub mod server;
 pub mod session;
 pub mod shared;
 pub mod stats;
+pub mod tally;
 pub mod timers;
 pub mod tls;
 

@@ -5,10 +5,14 @@
 //! after the server's idle FIN, whether the peer still sent a request or
 //! closed.
 //!
-//! The serving path (worker, conn, session) knows only this interface.
-//! What is learned from the events (the keep-alive lab's peer table,
-//! histograms and verdicts) lives behind it, in `lab`; a server without
-//! the lab would pass [`Ignore`].
+//! The serving path (worker, conn, session, http, timers) knows only
+//! this interface: a connection reports through the [`Observer`] its
+//! context lends it, and the worker holds its observer by a trait
+//! (`introspect::WorkerObserver`), never by type. What is learned from
+//! the events (the keep-alive lab's peer table, histograms, verdicts and
+//! its metrics, `lab::LabStats`) lives behind it, in `lab`, which the
+//! server hands each worker; a server without the lab would hand
+//! [`Ignore`].
 //!
 //! Times are loop-clock microseconds ([`Micros`]): `now` is the reading
 //! taken after the poll that delivered what the event reports, so a gap

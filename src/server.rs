@@ -14,6 +14,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::access_log::AccessLogSink;
 use crate::config::Settings;
+use crate::lab::{Lab, LabStats};
 use crate::shared::{Control, Remote, WorkerShared};
 use crate::stats::Stats;
 use crate::worker::{WAKER, Worker};
@@ -80,6 +81,10 @@ impl Server {
             let poll = Poll::new()?;
             let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
             let shared = Arc::new(WorkerShared::default());
+            // The worker's observer: the keep-alive lab, writing its
+            // figures where `/metrics` reads them.
+            let lab = Lab::new(Arc::clone(&shared.lab), self.settings.peers_window_us)
+                .telling_agents_apart(self.settings.clients_by_agent);
             let worker = Worker::new(
                 index,
                 poll,
@@ -87,6 +92,7 @@ impl Server {
                 Arc::clone(&self.settings),
                 Arc::clone(&shared),
                 Arc::clone(&control),
+                Box::new(lab),
             )?;
             let thread = std::thread::Builder::new()
                 .name(format!("worker-{index}"))
@@ -196,6 +202,11 @@ impl ServerHandle {
     /// Each worker's counters.
     pub fn stats(&self) -> impl Iterator<Item = &Stats> {
         self.workers.iter().map(|w| &w.shared.stats)
+    }
+
+    /// Each worker's keep-alive lab figures.
+    pub fn lab_stats(&self) -> impl Iterator<Item = &LabStats> {
+        self.workers.iter().map(|w| w.shared.lab.as_ref())
     }
 
     /// A handle that can only observe the workers and stop them: for the

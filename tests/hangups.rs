@@ -1,7 +1,8 @@
 //! Dead and departing peers, noticed in the turn their hangup arrives:
 //! clients that send a burst of body and reset, a flood of them from one
 //! client while others are served, half-closes after large and pipelined
-//! bodies, and each kind of hang-up while an answer waits on `/delay`.
+//! bodies (and pipelined echoes at the buffer limits), and each kind of
+//! hang-up while an answer waits on `/delay`.
 //! The server's descriptors are counted in /proc (it runs in-process, so
 //! /proc/self), its connections through its own counters.
 //!
@@ -17,6 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use keepalive_server::session::ECHO_BUFFER;
 use keepalive_server::stats::CloseCause;
 use support::client::{Client, post, reset};
 use support::procfs::open_fds;
@@ -106,6 +108,16 @@ fn a_reset_flood_leaves_the_server_answering() {
     assert!(worst < SLACK, "a probe waited {worst:?}");
 }
 
+/// Sends `bytes` on `client`'s connection, then its FIN, from a thread
+/// (the caller reads the answers meanwhile).
+fn send_then_fin(client: &Client, bytes: Vec<u8>) -> thread::JoinHandle<()> {
+    let mut stream = client.stream.try_clone().unwrap();
+    thread::spawn(move || {
+        stream.write_all(&bytes).unwrap();
+        stream.shutdown(std::net::Shutdown::Write).unwrap();
+    })
+}
+
 /// Half-close after a complete request: the answer, then the server's FIN
 /// at once, not at the keep-alive timeout (65 s here).
 #[test]
@@ -122,13 +134,7 @@ fn half_close_after_large_or_pipelined_bodies_gets_fin_at_once() {
     ];
     for (what, request, responses) in cases {
         let mut client = server.client();
-        let writer = {
-            let mut stream = client.stream.try_clone().unwrap();
-            thread::spawn(move || {
-                stream.write_all(&request).unwrap();
-                stream.shutdown(std::net::Shutdown::Write).unwrap();
-            })
-        };
+        let writer = send_then_fin(&client, request);
         for i in 0..responses {
             let response = client.read_response();
             assert_eq!(response.status, 200, "{what}: response {i}");
@@ -143,6 +149,34 @@ fn half_close_after_large_or_pipelined_bodies_gets_fin_at_once() {
     }
     server.wait_for_open(0);
     assert_eq!(server.closed_by(CloseCause::KeepAliveTimeout), 0);
+}
+
+/// Pipelined echoes, each as large as the echo gathers, then a FIN:
+/// input and output take turns at their limits (no new request while
+/// 32 KiB of output is unsent, no more read while the input is full), and
+/// every response comes, in order, then the server's FIN, without a stall
+/// that only a timeout would end (65 s here). (The pass that frees output
+/// also processes a full input again; this covers the interplay, not that
+/// one interleaving, which needs a narrower race.)
+#[test]
+fn pipelined_echoes_at_the_buffer_limits_then_a_fin_are_all_answered() {
+    let _serial = serial();
+    let server = start(|_| {});
+    let requests = 8;
+    let pipelined = post(ECHO_BUFFER, b'e', "").repeat(requests);
+    let mut client = server.client();
+    let writer = send_then_fin(&client, pipelined);
+    for i in 0..requests {
+        let response = client.read_response();
+        assert_eq!(response.status, 200, "response {i}");
+        assert_eq!(response.body.len(), ECHO_BUFFER, "response {i}");
+    }
+    client.read_until_closed(SLACK);
+    writer.join().unwrap();
+    eventually(SLACK, || match server.closed_by(CloseCause::Client) {
+        1 => Ok(()),
+        n => Err(format!("{n} connections closed by the client's FIN")),
+    });
 }
 
 /// A client that hangs up while its answer waits on `/delay` still gets it

@@ -145,8 +145,8 @@ fn watch_straddling(wrap: u64) -> Result<(), String> {
     let counted = Instant::now();
     let delay_us: u64 = server
         .handle
-        .stats()
-        .map(|s| s.lab.late_request_delay.read().sum)
+        .lab_stats()
+        .map(|s| s.late_request_delay.read().sum)
         .sum();
     // The server's FIN came before the client saw it, and after the
     // request was asked; it read the late request after it was sent, and

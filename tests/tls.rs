@@ -145,8 +145,8 @@ fn the_watch_after_close_notify_tells_a_late_request_from_the_peers_close() {
     let peer_closes = |server: &TestServer| -> u64 {
         server
             .handle
-            .stats()
-            .map(|s| s.lab.peer_close_delay.read().count())
+            .lab_stats()
+            .map(|s| s.peer_close_delay.read().count())
             .sum()
     };
     // A client that answers the close_notify with its own: a close, not a

@@ -14,6 +14,7 @@ use std::fmt::{Display, Write as _};
 
 use crate::http::Method;
 use crate::introspect::{ConnCounts, Snapshot};
+use crate::lab::LabStats;
 use crate::lab::stats::{AFTER_FIN_US, IDLE_CLOSE_AGE_US, REUSE_US};
 use crate::observe::Closer;
 use crate::shared::Remote;
@@ -324,19 +325,19 @@ fn render_tls(out: &mut Exposition, remote: &Remote) {
 /// The keep-alive lab's families: who closes idle connections first and
 /// when, reuse headroom, and what peers do after the server's idle FIN.
 fn render_lab(out: &mut Exposition, remote: &Remote) {
-    let sum = |read: fn(&Stats) -> u64| remote.stats().map(read).sum::<u64>();
-    let histogram = |bounds: &'static [u64], pick: fn(&Stats) -> HistogramData| {
-        HistogramData::sum_of(bounds, remote.stats().map(pick))
+    let sum = |read: fn(&LabStats) -> u64| remote.lab_stats().map(read).sum::<u64>();
+    let histogram = |bounds: &'static [u64], pick: fn(&LabStats) -> HistogramData| {
+        HistogramData::sum_of(bounds, remote.lab_stats().map(pick))
     };
     let by_closer: Vec<(&str, HistogramData)> = Closer::ALL
         .iter()
         .map(|&closer| {
             let data = match closer {
                 Closer::Client => histogram(&IDLE_CLOSE_AGE_US, |s| {
-                    s.lab.idle_close_age(Closer::Client).read()
+                    s.idle_close_age(Closer::Client).read()
                 }),
                 Closer::Server => histogram(&IDLE_CLOSE_AGE_US, |s| {
-                    s.lab.idle_close_age(Closer::Server).read()
+                    s.idle_close_age(Closer::Server).read()
                 }),
             };
             (closer.label(), data)
@@ -353,13 +354,13 @@ fn render_lab(out: &mut Exposition, remote: &Remote) {
     out.histogram(
         "kas_reuse_gap_seconds",
         "Requests that reused an idle connection: time since its previous response.",
-        &histogram(&REUSE_US, |s| s.lab.reuse_gap.read()),
+        &histogram(&REUSE_US, |s| s.reuse_gap.read()),
         1e6,
     );
     out.histogram(
         "kas_reuse_headroom_seconds",
         "Requests that reused an idle connection: time left before its idle deadline.",
-        &histogram(&REUSE_US, |s| s.lab.reuse_headroom.read()),
+        &histogram(&REUSE_US, |s| s.reuse_headroom.read()),
         1e6,
     );
     out.single(
@@ -369,31 +370,31 @@ fn render_lab(out: &mut Exposition, remote: &Remote) {
             "Reuses with less than {} ms left before the idle deadline.",
             crate::lab::NEAR_MISS_US / 1000
         ),
-        sum(|s| s.lab.near_misses.get()),
+        sum(|s| s.near_misses.get()),
     );
     out.single(
         "kas_late_requests_total",
         "counter",
         "Requests that arrived after the server's idle FIN (the client lost the race).",
-        sum(|s| s.lab.late_requests.get()),
+        sum(|s| s.late_requests.get()),
     );
     out.histogram(
         "kas_late_request_delay_seconds",
         "How long after the server's idle FIN a late request arrived.",
-        &histogram(&AFTER_FIN_US, |s| s.lab.late_request_delay.read()),
+        &histogram(&AFTER_FIN_US, |s| s.late_request_delay.read()),
         1e6,
     );
     out.histogram(
         "kas_peer_close_delay_seconds",
         "How long peers took to close after the server's idle FIN (within the 1 s watch).",
-        &histogram(&AFTER_FIN_US, |s| s.lab.peer_close_delay.read()),
+        &histogram(&AFTER_FIN_US, |s| s.peer_close_delay.read()),
         1e6,
     );
     out.single(
         "kas_idle_watch_skipped_total",
         "counter",
         "Idle closes made without the watch after the FIN, for lack of descriptors.",
-        sum(|s| s.watch_skipped.get()),
+        remote.stats().map(|s| s.watch_skipped.get()).sum::<u64>(),
     );
 }
 

@@ -1,5 +1,8 @@
-//! One client connection: its socket, its buffers while it has work, its
-//! HTTP [`Session`], and its two timer slots.
+//! One client connection: its transport (the socket, plain or TLS), its
+//! buffers while it has work, its HTTP [`Session`], its two timer slots,
+//! and the one lifecycle [`State`] it holds (see [`state`]: changed only by
+//! `Conn::enter`, asked by the worker whether it may be evicted, what a
+//! drain does to it, whether it has work).
 //!
 //! The readiness contract (mio, edge-triggered): on every event the
 //! connection reads until `WouldBlock`, unless it stops on purpose: read
@@ -24,7 +27,9 @@
 //! An idle connection whose keep-alive timer runs out sends FIN and is
 //! then watched for a late request ([`watch`]), or is reset under a
 //! `close=rst` control; `after=silent|rst` closes right behind a response.
-//! Timer policy lives in [`timers`], the socket calls in [`socket`].
+//! Timer policy lives in [`timers`]; every socket call goes through the
+//! connection's [`Transport`] (plain or TLS, chosen at accept), which
+//! [`socket`] drives for reads, flushes and registration.
 //!
 //! Timers are not touched while bytes move. A connection only records that
 //! something happened; once per loop turn the worker calls
@@ -35,21 +40,18 @@
 //! and a request that arrives and is answered within one turn costs one
 //! timer refresh and nothing else.
 
-use std::io;
 use std::net::{IpAddr, SocketAddr};
-
-use mio::net::TcpStream;
 
 use crate::app::controls::IdleClose;
 use crate::config::Settings;
 use crate::ctx::{ConnLabel, Ctx, Slot};
-use crate::observe::{Closer, Event, IdleEnd, Reuse};
+use crate::observe::{Event, Reuse};
 use crate::pool::Buffers;
-use crate::session::{Phase, Session};
+use crate::readiness::{interrupted, would_block};
+use crate::session::Session;
 use crate::stats::CloseCause;
-use crate::stats::timing::{ConnStamps, Progress};
+use crate::stats::timing::ConnStamps;
 use crate::timers::{Micros, TimerId};
-use crate::tls::{HandshakeFailure, TlsConn};
 
 /// Reads per readiness event before yielding to other connections.
 const READ_BUDGET: u32 = 16;
@@ -92,10 +94,8 @@ pub enum Flow {
 
 /// One client connection.
 pub struct Conn {
-    stream: TcpStream,
-    /// Its TLS state when the listener speaks TLS (see [`tls`]): boxed,
-    /// so a plain connection pays one pointer.
-    tls: Option<Box<TlsConn>>,
+    /// Its socket, plain or TLS: every byte in or out goes through it.
+    transport: Transport,
     /// Its id, unique over the process's life, for logs.
     id: u64,
     /// The peer's address, as accept() returned it (without the IPv6 flow
@@ -104,8 +104,9 @@ pub struct Conn {
     peer_port: u16,
     /// Its request and lifetime stamps (see `stats::timing`).
     pub stamps: ConnStamps,
-    /// Set once the idle FIN is out: the watch that follows (see [`watch`]).
-    fin_watch: Option<FinWatch>,
+    /// Where it stands in its life (see [`state`]): changed only by
+    /// [`Conn::enter`].
+    state: State,
     /// Present while the connection has work; back in the pool when idle.
     buffers: Option<Box<Buffers>>,
     session: Session,
@@ -130,9 +131,6 @@ pub struct Conn {
     hangup: bool,
     /// The client shut its write side (read returned 0).
     peer_closed: bool,
-    write_shut: bool,
-    /// TCP_NODELAY is on (set lazily, see [`Conn::disable_nagle`]).
-    nodelay: bool,
     /// What the worker's poll asks of the socket (see [`Conn::register`]).
     registered: Registered,
     /// A write has backed up: from then on the poll asks the socket for
@@ -145,23 +143,20 @@ pub struct Conn {
 }
 
 impl Conn {
-    /// A connection accepted at loop time `now` from `peer`, named `id`
-    /// in logs; `tls`: its TLS state, when the listener speaks TLS.
-    pub fn new(
-        stream: TcpStream,
-        tls: Option<Box<TlsConn>>,
-        id: u64,
-        peer: SocketAddr,
-        now: Micros,
-    ) -> Self {
+    /// A connection accepted at loop time `now` from `peer` over
+    /// `transport`, named `id` in logs.
+    pub fn new(transport: Transport, id: u64, peer: SocketAddr, now: Micros) -> Self {
+        let state = match transport.is_handshaking() {
+            true => State::Handshaking,
+            false => State::Fresh,
+        };
         Conn {
-            stream,
-            tls,
+            transport,
             id,
             peer_ip: peer.ip(),
             peer_port: peer.port(),
             stamps: ConnStamps::accepted(now),
-            fin_watch: None,
+            state,
             buffers: None,
             session: Session::new(),
             activity: None,
@@ -175,8 +170,6 @@ impl Conn {
             wants_more: false,
             hangup: false,
             peer_closed: false,
-            write_shut: false,
-            nodelay: false,
             registered: Registered::No,
             polls_writable: false,
         }
@@ -187,7 +180,8 @@ impl Conn {
     /// registered with the poll. A one-request connection that completes
     /// here costs accept, recv, send and close, nothing more.
     pub fn on_accept(&mut self, ctx: &mut Ctx<'_>) -> Flow {
-        self.drive(ctx)
+        let flow = self.drive(ctx);
+        self.follow(flow, ctx)
     }
 
     /// How logs name this connection at loop time `now`.
@@ -201,7 +195,7 @@ impl Conn {
                 true => Some(now),
                 false => self.stamps.last_end(),
             },
-            tls: self.tls_version(),
+            tls: self.transport.version(),
         }
     }
 
@@ -209,71 +203,32 @@ impl Conn {
         self.id
     }
 
-    pub fn phase(&self) -> Phase {
-        if self.fin_watch.is_some() {
-            return Phase::Watching;
-        }
-        let tls = self.tls();
-        if tls.is_some_and(TlsConn::is_handshaking) {
-            return Phase::Handshake;
-        }
-        match self.session.phase(self.buffers.as_deref()) {
-            // Records rustls still holds are output not yet sent.
-            Phase::Fresh | Phase::Idle | Phase::Head | Phase::Body | Phase::Closing
-                if tls.is_some_and(TlsConn::has_backlog) =>
-            {
-                Phase::Writing
-            }
-            phase => phase,
-        }
-    }
-
-    /// What the worker's request timing needs after an event.
-    pub fn progress(&self) -> Progress {
-        let phase = self.phase();
-        // A streamed echo's head is queued before its body has arrived:
-        // that response is not finished until the exchange moves on.
-        let buffers = self.buffers.as_deref();
-        let streaming = u32::from(self.session.response_begun(buffers));
-        Progress {
-            served: self.session.served().wrapping_sub(streaming),
-            busy: matches!(phase, Phase::Head | Phase::Body | Phase::Delayed { .. }),
-            writing: self.session.is_generating(buffers)
-                || buffers.is_some_and(|b| b.output.pending() > 0)
-                || self.tls().is_some_and(TlsConn::has_backlog),
-        }
-    }
-
+    /// A readiness event: the watch after an idle FIN reads what comes;
+    /// an error (a reset) ends any other connection at once; else it is
+    /// driven.
     pub fn on_ready(&mut self, readiness: Readiness, ctx: &mut Ctx<'_>) -> Flow {
-        if let Some(watch) = self.fin_watch {
-            if readiness.error {
-                return self.peer_closed_after_fin(watch, ctx);
+        let flow = match self.state {
+            State::Watching(watch) if readiness.error => self.peer_closed_after_fin(watch, ctx),
+            State::Watching(watch) => self.watch_peer(watch, ctx),
+            _ if readiness.error => {
+                self.transport.peer_reset(ctx);
+                Flow::Close(CloseCause::Reset)
             }
-            return self.watch_peer(watch, ctx);
-        }
-        if readiness.error {
-            self.handshake_cut(HandshakeFailure::Closed, ctx);
-            return Flow::Close(CloseCause::Reset);
-        }
-        self.hangup |= readiness.hangup;
-        self.drive(ctx)
+            _ => {
+                self.hangup |= readiness.hangup;
+                self.drive(ctx)
+            }
+        };
+        self.follow(flow, ctx)
     }
 
     /// A turn on the ready list: the read budget ran out last time.
     pub fn on_ready_again(&mut self, ctx: &mut Ctx<'_>) -> Flow {
-        match self.fin_watch {
-            Some(watch) => self.watch_peer(watch, ctx),
-            None => self.drive(ctx),
-        }
-    }
-
-    /// Whether the connection has something to finish before a drain may
-    /// end: a request arriving, a response to deliver, a close to complete.
-    pub fn has_work_to_finish(&self) -> bool {
-        !matches!(
-            self.phase(),
-            Phase::Fresh | Phase::Handshake | Phase::Idle | Phase::Watching
-        )
+        let flow = match self.state {
+            State::Watching(watch) => self.watch_peer(watch, ctx),
+            _ => self.drive(ctx),
+        };
+        self.follow(flow, ctx)
     }
 
     /// This connection's real idle timeout in ms (the application may set
@@ -335,6 +290,11 @@ impl Conn {
 
     /// One of this connection's timers fired (and is gone from the lists).
     pub fn on_timer(&mut self, slot: Slot, ctx: &mut Ctx<'_>) -> Flow {
+        let flow = self.timer_fired(slot, ctx);
+        self.follow(flow, ctx)
+    }
+
+    fn timer_fired(&mut self, slot: Slot, ctx: &mut Ctx<'_>) -> Flow {
         let purpose = match slot {
             Slot::Activity => {
                 self.activity = None;
@@ -346,7 +306,7 @@ impl Conn {
             }
         };
         let ConnLabel { id, peer, .. } = ctx.conn;
-        tracing::debug!(conn = id, %peer, ?slot, ?purpose, phase = ?self.phase(), "timer expired");
+        tracing::debug!(conn = id, %peer, ?slot, ?purpose, state = ?self.state, "timer expired");
         let cause = match purpose {
             Purpose::KeepAlive => return self.expire_idle(ctx),
             Purpose::Linger | Purpose::LingerTotal => {
@@ -361,14 +321,13 @@ impl Conn {
             }
             // The peer has read nothing for the whole timeout: the output
             // can never be delivered, and this timeout is what ends it.
-            Purpose::Inactivity if self.phase() == Phase::Writing => {
+            Purpose::Inactivity if self.state == State::Writing => {
                 return Flow::Close(CloseCause::Inactivity);
             }
             Purpose::Inactivity => CloseCause::Inactivity,
             // A silent TLS client is closed as a silent plain one is, with
             // nothing sent: no 408 can be said before the handshake.
-            Purpose::Headers if self.phase() == Phase::Handshake => {
-                self.handshake_cut(HandshakeFailure::Timeout, ctx);
+            Purpose::Headers if self.state == State::Handshaking => {
                 return Flow::Close(CloseCause::HeadersTimeout);
             }
             Purpose::Headers => CloseCause::HeadersTimeout,
@@ -397,15 +356,11 @@ impl Conn {
             Flow::Open if !self.moved => {}
             flow => return flow,
         }
-        let close = self.session.kept_on().idle_close();
-        // Without the watch (a reset, or a FIN with no descriptor to spare
-        // for it), a request that loses the race meets the kernel's reset
-        // and is never seen here.
-        let unwatched = close == IdleClose::Rst || !ctx.watch_allowed;
-        self.report_idle_end(Closer::Server, unwatched, ctx);
-        match close {
+        // The observer hears of the idle end as the state changes: to
+        // `Watching`, or to `Closed` (see `Conn::enter`).
+        match self.session.kept_on().idle_close() {
             IdleClose::Rst => {
-                self.abort();
+                self.transport.abort();
                 Flow::Close(CloseCause::KeepAliveTimeout)
             }
             IdleClose::Fin if !ctx.watch_allowed => {
@@ -413,28 +368,12 @@ impl Conn {
                 Flow::Close(CloseCause::KeepAliveTimeout)
             }
             IdleClose::Fin => {
-                if !self.shut_write() {
+                self.enter(State::Watching(FinWatch::from(ctx.now)), ctx);
+                if !self.transport.shut_write() {
                     return Flow::Close(CloseCause::KeepAliveTimeout);
                 }
-                self.fin_watch = Some(FinWatch::from(ctx.now));
                 Flow::Open
             }
-        }
-    }
-
-    /// Tells the observer that this connection, idle between requests,
-    /// ended now, closed by `closer` (with a reset when `reset`). A
-    /// connection that never answered is not idle in this sense.
-    fn report_idle_end(&self, closer: Closer, reset: bool, ctx: &mut Ctx<'_>) {
-        if let Some(age_us) = self.stamps.idle_age(ctx.now) {
-            let end = IdleEnd {
-                closer,
-                age_us,
-                idle_timeout_ms: self.idle_timeout_ms(ctx.settings),
-                reset,
-                round_trip_us: self.round_trip_us(),
-            };
-            ctx.observe(Event::IdleEnded(end));
         }
     }
 
@@ -443,7 +382,7 @@ impl Conn {
     /// answered 408 (one write, as far as the socket takes it) so the
     /// client knows it was not served; anything else ends as it stands.
     pub fn cut_for_shutdown(&mut self, ctx: &mut Ctx<'_>) -> Flow {
-        let receiving = matches!(self.phase(), Phase::Head | Phase::Body);
+        let receiving = matches!(self.state, State::ReadingHead | State::ReadingBody);
         if let Some(buffers) = self.buffers.as_deref_mut()
             && receiving
             && !self.session.response_begun(Some(buffers))
@@ -454,22 +393,16 @@ impl Conn {
         Flow::Close(CloseCause::Shutdown)
     }
 
-    /// Gives back the connection's timers and buffers before it is
-    /// dropped, closed for `cause`. A client that ends an idle connection
-    /// (FIN or reset) is an idle end the observer hears of.
+    /// The connection is closed for `cause` and about to be dropped: it
+    /// enters `Closed` (see [`Conn::enter`]).
     pub fn release(&mut self, cause: CloseCause, ctx: &mut Ctx<'_>) {
-        let idle = self.phase() == Phase::Idle;
-        if idle && matches!(cause, CloseCause::Client | CloseCause::Reset) {
-            self.report_idle_end(Closer::Client, cause == CloseCause::Reset, ctx);
-        }
-        match cause {
-            // Counted where they happen (the read, the deadline).
-            CloseCause::Client | CloseCause::Reset | CloseCause::HeadersTimeout => {}
-            _ => self.handshake_cut(HandshakeFailure::Closed, ctx),
-        }
-        if cause != CloseCause::Reset {
-            self.say_close_notify(); // the FIN follows, as the stream drops
-        }
+        self.enter(State::Closed(cause), ctx);
+    }
+
+    /// Gives back the connection's timers and buffers, closed for `cause`
+    /// (its transport closes first: the FIN follows as the stream drops).
+    fn free(&mut self, cause: CloseCause, ctx: &mut Ctx<'_>) {
+        self.transport.close(cause, ctx);
         if let Some(id) = self.activity.take() {
             ctx.timers.unenroll(id);
         }
@@ -523,13 +456,13 @@ impl Conn {
                     return Flow::Close(cause);
                 }
                 if self.session.aborts() {
-                    self.abort();
+                    self.transport.abort();
                     return Flow::Close(cause);
                 }
                 // An error response may interrupt a body still arriving:
                 // send FIN now and drain, so the client reads the response
                 // rather than a reset.
-                if !closes_when_flushed(&self.session) && !self.shut_write() {
+                if !closes_when_flushed(&self.session) && !self.transport.shut_write() {
                     return Flow::Close(cause);
                 }
             } else if self.peer_closed && !self.session.is_delayed(self.buffers.as_deref()) {
@@ -554,7 +487,7 @@ impl Conn {
                 Ok(ReadOutcome::Full) if wrote => {}
                 Ok(ReadOutcome::Full) => return Flow::Open,
                 Err(e) if would_block(&e) => return self.settle(ctx),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if interrupted(&e) => {}
                 Err(_) => return Flow::Close(CloseCause::Reset),
             }
         }
@@ -569,7 +502,7 @@ impl Conn {
     fn settle(&mut self, ctx: &mut Ctx<'_>) -> Flow {
         match self.session.closing() {
             Some(cause) if self.closes_at_once(ctx) => return Flow::Close(cause),
-            Some(cause) if !self.shut_write() => return Flow::Close(cause),
+            Some(cause) if !self.transport.shut_write() => return Flow::Close(cause),
             Some(_) | None => {}
         }
         if self.session.is_idle(self.buffers.as_deref()) {
@@ -577,7 +510,7 @@ impl Conn {
                 ctx.pool.give(buffers);
             }
             if self.session.has_served() {
-                self.disable_nagle();
+                self.transport.disable_nagle();
             }
             if ctx.draining {
                 // The response just finished said the connection persists,
@@ -586,7 +519,7 @@ impl Conn {
                 // after the close cannot turn it into a reset that cuts the
                 // response still in flight.
                 self.session.stop_persisting(CloseCause::Shutdown);
-                if !self.shut_write() {
+                if !self.transport.shut_write() {
                     return Flow::Close(CloseCause::Shutdown);
                 }
             }
@@ -623,17 +556,17 @@ fn signed(us: Micros) -> i64 {
     i64::try_from(us).unwrap_or(i64::MAX)
 }
 
-pub fn would_block(error: &io::Error) -> bool {
-    error.kind() == io::ErrorKind::WouldBlock
-}
-
 mod socket;
+mod state;
 mod timers;
-mod tls;
+mod transport;
 mod watch;
 
-use socket::{Flushed, ReadOutcome, Registered};
+use socket::{ReadOutcome, Registered};
+pub use state::{Activity, Drain, State};
 use timers::Purpose;
+use transport::Flushed;
+pub use transport::Transport;
 use watch::FinWatch;
 pub use watch::IDLE_WATCH_MS;
 

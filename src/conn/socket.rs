@@ -1,28 +1,17 @@
-//! What a connection does to its socket: registration with the worker's
-//! poll, reads into the input buffer, flushes of the output and of a
-//! generated body behind it, Nagle, and the write shutdown.
+//! What a connection asks of its transport: registration with the
+//! worker's poll, reads into the input buffer, and flushes of the output
+//! and of a generated body behind it. The calls themselves, plain or TLS,
+//! are the transport's ([`super::Transport`]).
 
-use std::io::{self, IoSlice, Read, Write};
-use std::net::Shutdown;
-use std::os::fd::AsRawFd;
+use std::io;
 
 use mio::{Interest, Registry, Token};
 
-use super::{Conn, GENERATE_BUDGET, would_block};
-use crate::app::filler::{self, FillerFile};
+use super::Conn;
+use super::transport::{Flushed, Got, Outgoing};
+use crate::app::filler::FillerFile;
 use crate::ctx::Ctx;
 use crate::session::Session;
-
-/// Outcome of one flush.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Flushed {
-    /// Everything queued is sent; `wrote`: some of it in this flush.
-    All { wrote: bool },
-    /// The socket took what it could; a writable edge will come.
-    Blocked,
-    /// A generated body's write budget is spent: go on next turn.
-    Yielded,
-}
 
 /// Outcome of one read.
 pub(super) enum ReadOutcome {
@@ -71,77 +60,26 @@ impl Conn {
         } else {
             (Registered::Readable, Interest::READABLE)
         };
-        match self.registered {
-            Registered::No => registry.register(&mut self.stream, token, interest)?,
-            _ => registry.reregister(&mut self.stream, token, interest)?,
-        }
+        let again = self.registered != Registered::No;
+        self.transport.register(registry, token, interest, again)?;
         self.registered = wanted;
         Ok(())
     }
 
-    /// Turns Nagle's algorithm off, once, when it could first matter: as the
-    /// connection goes idle between requests (the next response may follow
-    /// a segment still unacknowledged) or when a write backs up. A response
-    /// on a fresh connection has nothing in flight for Nagle to wait on, so
-    /// one-request connections never pay the syscall (nginx does the same).
-    pub(super) fn disable_nagle(&mut self) {
-        if !self.nodelay {
-            self.nodelay = true;
-            let _ = self.stream.set_nodelay(true);
-        }
-    }
-
-    /// The connection's smoothed round trip as the kernel measures it
-    /// (`TCP_INFO`'s `tcpi_rtt`), µs; `None` if the socket cannot say.
-    /// One system call: made at an idle close and a late request only.
-    pub(super) fn round_trip_us(&self) -> Option<u32> {
-        let mut info = std::mem::MaybeUninit::<libc::tcp_info>::zeroed();
-        let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-        // SAFETY: getsockopt writes at most `len` bytes into `info`, a
-        // buffer of exactly that size that lives here, for a descriptor
-        // this connection owns. `tcp_info` holds only integers, so the
-        // zeroed value, or one the kernel filled in part (an older kernel's
-        // shorter struct), is a valid one to read. Neither socket2 nor
-        // rustix offers TCP_INFO.
-        let rc = unsafe {
-            libc::getsockopt(
-                self.stream.as_raw_fd(),
-                libc::IPPROTO_TCP,
-                libc::TCP_INFO,
-                info.as_mut_ptr().cast(),
-                &mut len,
-            )
-        };
-        // SAFETY: as above, every bit pattern of it is valid.
-        (rc == 0).then(|| unsafe { info.assume_init() }.tcpi_rtt)
-    }
-
-    /// Shuts the write side once (over TLS, after `close_notify`); false
-    /// if the socket is already gone.
-    pub(super) fn shut_write(&mut self) -> bool {
-        if !self.write_shut {
-            self.write_shut = true;
-            self.say_close_notify();
-            return self.stream.shutdown(Shutdown::Write).is_ok();
-        }
-        true
-    }
-
+    /// Reads what the peer sent into the input buffer (taken from the
+    /// pool if the connection has none); while closing, counts it and
+    /// drops it.
     pub(super) fn read(&mut self, ctx: &mut Ctx<'_>) -> io::Result<ReadOutcome> {
-        if self.tls.is_some() {
-            return self.read_tls(ctx);
-        }
         let limit = Session::input_limit(ctx.settings);
         let buffers = self.buffers.get_or_insert_with(|| ctx.pool.take());
         let spare = buffers.input.spare(limit);
         if spare.is_empty() {
             return Ok(ReadOutcome::Full);
         }
-        let asked = spare.len();
-        let n = self.stream.read(spare)?;
-        if n == 0 {
-            return Ok(ReadOutcome::Eof);
-        }
+        let (n, short) = match self.transport.read(spare, ctx)? {
+            Got::Eof => return Ok(ReadOutcome::Eof),
+            Got::Data { n, short } => (n, short),
+        };
         self.moved = true;
         if self.session.closing().is_some() {
             // Draining: counted (a Done close that read nothing needs no
@@ -150,91 +88,29 @@ impl Conn {
         } else {
             buffers.input.filled(n);
         }
-        Ok(ReadOutcome::Got { short: n < asked })
+        Ok(ReadOutcome::Got { short })
     }
 
-    /// Writes queued output until it is all sent or the socket is full.
-    ///
-    /// `closes_next`: the connection closes right after this flush. Its
-    /// writes then go with MSG_MORE, so the kernel holds the last segment
-    /// back and the close sends the FIN in it: one segment (and one ACK)
-    /// fewer per one-request connection. The close pushes whatever is held.
-    ///
-    /// A generated body owed behind the output goes in the same writes, as
-    /// slices of the shared filler block after what the output holds (one
-    /// `writev`, no copy), at most [`GENERATE_BUDGET`] of them per pass.
-    ///
-    /// With the worker's filler file, the body goes by `sendfile` after the
-    /// head (sent with MSG_MORE so both share segments): the kernel copies
-    /// from its own pages, and this process not at all.
+    /// Sends queued output (and a generated body behind it) until it is
+    /// all sent or the socket is full; `closes_next`: the connection
+    /// closes right after (the transport may hold the last segment for the
+    /// FIN). A blocked flush asks the poll for writability from then on.
     pub(super) fn flush(
         &mut self,
         closes_next: bool,
         file: Option<&FillerFile>,
     ) -> io::Result<Flushed> {
-        if self.tls.is_some() {
-            return self.flush_tls(closes_next);
-        }
-        let mut wrote = false;
-        let mut filler_writes = 0;
-        let Some(buffers) = self.buffers.as_deref_mut() else {
-            return Ok(Flushed::All { wrote });
+        let out = Outgoing {
+            buffers: self.buffers.as_deref_mut(),
+            session: &mut self.session,
+            closes_next,
+            file,
+            moved: &mut self.moved,
         };
-        loop {
-            let pending = buffers.output.pending();
-            let filler_due = self.session.filler_due(buffers);
-            if pending == 0 && filler_due.is_none() {
-                return Ok(Flushed::All { wrote });
-            }
-            let sent = if let Some(remaining) = filler_due {
-                if filler_writes == GENERATE_BUDGET {
-                    return Ok(Flushed::Yielded);
-                }
-                filler_writes += 1;
-                // Its writes follow one another: without Nagle, the last
-                // short segment need not wait for the previous one's ACK.
-                if !self.nodelay {
-                    self.nodelay = true;
-                    let _ = self.stream.set_nodelay(true);
-                }
-                match file {
-                    Some(_) if pending > 0 => socket2::SockRef::from(&self.stream).send_with_flags(
-                        buffers.output.unsent(),
-                        libc::MSG_MORE | libc::MSG_NOSIGNAL,
-                    ),
-                    Some(file) => file.send(&self.stream, remaining),
-                    None => {
-                        let mut iov = [IoSlice::new(&[]); 1 + filler::MAX_SLICES];
-                        iov[0] = IoSlice::new(buffers.output.unsent());
-                        let slices = filler::slices(remaining, &mut iov[1..]);
-                        self.stream.write_vectored(&iov[..1 + slices])
-                    }
-                }
-            } else if closes_next {
-                socket2::SockRef::from(&self.stream)
-                    .send_with_flags(buffers.output.unsent(), libc::MSG_MORE | libc::MSG_NOSIGNAL)
-            } else {
-                self.stream.write(buffers.output.unsent())
-            };
-            match sent {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => {
-                    let from_output = n.min(pending);
-                    buffers.output.advance(from_output);
-                    if n > from_output {
-                        self.session.filler_sent((n - from_output) as u64, buffers);
-                    }
-                    self.moved = true;
-                    wrote = true;
-                }
-                Err(e) if would_block(&e) => {
-                    self.disable_nagle();
-                    self.polls_writable = true;
-                    return Ok(Flushed::Blocked);
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
+        let flushed = self.transport.flush(out);
+        if let Ok(Flushed::Blocked) = flushed {
+            self.polls_writable = true;
         }
+        flushed
     }
 }

@@ -1,5 +1,5 @@
 //! A connection's two timer slots, as policy: what each should hold in
-//! every phase ([`Conn::sync_timers`] brings them in line once per loop
+//! every state ([`Conn::sync_timers`] brings them in line once per loop
 //! turn), what a timer stands for, and how a slot is enrolled, re-armed,
 //! refreshed or flipped between ref'd and unref'd.
 //!
@@ -8,10 +8,9 @@
 //! deadline, `/delay`, the watch after an idle FIN); the deadline slot holds
 //! the whole-request deadline, and the cap on a linger.
 
-use super::{Conn, IDLE_WATCH_MS, LINGER_IDLE_MS, LINGER_TOTAL_MS};
+use super::{Conn, IDLE_WATCH_MS, LINGER_IDLE_MS, LINGER_TOTAL_MS, State};
 use crate::config::Settings;
 use crate::ctx::{Slot, TimerEvent};
-use crate::session::Phase;
 use crate::stats::TimerKind;
 use crate::timers::{Micros, TimerId, TimerLists};
 
@@ -90,9 +89,8 @@ impl Conn {
         let moved = std::mem::take(&mut self.moved);
         let received = self.session.received();
         let new_request = std::mem::replace(&mut self.received_at_sync, received) != received;
-        let phase = self.phase();
-        let activity = self.wanted_activity(phase, settings);
-        let deadline = self.wanted_deadline(phase, settings);
+        let activity = self.wanted_activity(settings);
+        let deadline = self.wanted_deadline(settings);
         sync_slot(
             &mut self.activity,
             &mut self.activity_purpose,
@@ -123,33 +121,37 @@ impl Conn {
     /// Ref'd exactly while there is something to finish (a request in
     /// flight, a response to deliver, a close to complete), so a draining
     /// server waits for those and no others.
-    fn wanted_activity(&self, phase: Phase, settings: &Settings) -> Option<WantedTimer> {
+    fn wanted_activity(&self, settings: &Settings) -> Option<WantedTimer> {
         let want = |purpose, ms, refed| Some(WantedTimer { purpose, ms, refed });
-        match phase {
-            // A TLS handshake is under the same deadline from accept.
-            Phase::Fresh | Phase::Handshake => settings
+        match self.state {
+            // A handshake is under the same deadline from accept.
+            State::Fresh | State::Handshaking => settings
                 .headers_ms
                 .and_then(|ms| want(Purpose::Headers, ms, false)),
-            Phase::Idle => {
+            State::Idle => {
                 let ms = self.session.kept_on().keep_alive_ms(settings);
                 want(Purpose::KeepAlive, ms, false)
             }
-            Phase::Watching => want(Purpose::PeerAfterFin, IDLE_WATCH_MS, false),
-            Phase::Head => settings
+            State::Watching(_) => want(Purpose::PeerAfterFin, IDLE_WATCH_MS, false),
+            State::ReadingHead => settings
                 .headers_ms
                 .and_then(|ms| want(Purpose::Headers, ms, true)),
-            Phase::Body | Phase::Writing => settings
+            State::ReadingBody | State::Writing => settings
                 .inactivity_ms
                 .and_then(|ms| want(Purpose::Inactivity, ms, true)),
-            Phase::Delayed { ms } => want(Purpose::Delay, ms, true),
-            Phase::Closing => want(Purpose::Linger, LINGER_IDLE_MS, true),
+            State::Delayed => self
+                .session
+                .delay_ms(self.buffers.as_deref())
+                .and_then(|ms| want(Purpose::Delay, ms, true)),
+            State::Closing => want(Purpose::Linger, LINGER_IDLE_MS, true),
+            State::Closed(_) => None,
         }
     }
 
     /// The deadline slot's policy: from a request's first byte until it has
     /// been received; while lingering, the cap on the whole linger.
-    fn wanted_deadline(&self, phase: Phase, settings: &Settings) -> Option<WantedTimer> {
-        if phase == Phase::Closing {
+    fn wanted_deadline(&self, settings: &Settings) -> Option<WantedTimer> {
+        if self.state == State::Closing {
             return Some(WantedTimer {
                 purpose: Purpose::LingerTotal,
                 ms: LINGER_TOTAL_MS,

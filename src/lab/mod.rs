@@ -8,7 +8,8 @@
 //!   server's deadline, requests that lost the race.
 //! - [`report`]: the `/peers` document: estimates, a verdict and advice.
 //! - [`stats`]: the lab's counters and histograms behind `/metrics`.
-//! - [`histogram`]: the compact per-peer histogram behind the quantiles.
+//! - [`histogram`]: the compact per-peer histogram behind the quantiles
+//!   (`tally`'s, named here for the peer table).
 //! - [`clients`]: for the race guard only, clients told apart by address
 //!   and User-Agent (a test suite's all come from 127.0.0.1).
 //!
@@ -20,7 +21,7 @@
 //! so the logic is tested without sockets or a clock.
 
 pub mod clients;
-pub mod histogram;
+pub use crate::tally::log_histogram as histogram;
 pub mod peers;
 pub mod report;
 pub mod stats;

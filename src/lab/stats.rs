@@ -4,7 +4,7 @@
 //! after the server's idle FIN. Written by the worker, like every `Stats`.
 
 use crate::observe::Closer;
-use crate::stats::{Counter, Histogram};
+use crate::tally::{Counter, Histogram};
 
 /// Idle close ages, in µs: coarse below a second, then steps of 4% from
 /// 1 s to 120 s (where pool and proxy timeouts live, so a client's timeout

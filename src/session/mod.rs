@@ -2,8 +2,8 @@
 //! input buffer become responses in the output buffer, request by request,
 //! in order. An explicit state machine says where the exchange stands: the
 //! connection's stage, and the request in progress ([`InFlight`]), kept
-//! with the pooled buffers; [`Session::phase`] condenses both into
-//! what the connection's timers and the worker need to know.
+//! with the pooled buffers; [`Session::phase`] condenses both into the
+//! HTTP part of the connection's state (`conn::state`).
 //!
 //! Memory per connection does not depend on what the client sends: input
 //! is bounded by the head limit, output by [`OUTPUT_HIGH_WATER`] (no new
@@ -58,30 +58,23 @@ enum Stage {
     Closing { cause: CloseCause },
 }
 
-/// A connection's state, condensed for choosing its timers.
+/// Where the HTTP exchange stands, condensed for the connection's state
+/// (which adds what the transport and the idle close say: see
+/// `conn::state`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
     /// Accepted, nothing received yet.
     Fresh,
-    /// Accepted on a TLS listener, its handshake in progress: under the
-    /// headers deadline from accept, as `Fresh` (the connection's phase,
-    /// never the exchange's: see `conn::tls`).
-    Handshake,
     /// Persistent, between requests, nothing buffered.
     Idle,
     /// Part of a request head received.
     Head,
     Body,
-    /// Waiting on `/delay` for this long.
-    Delayed {
-        ms: u64,
-    },
+    /// Waiting on `/delay`.
+    Delayed,
     /// Output waits for the socket.
     Writing,
     Closing,
-    /// Closed for writing after the idle timeout; watching the peer (the
-    /// connection's phase, never the exchange's: see `conn::watch`).
-    Watching,
 }
 
 /// The request/response state of one connection: what it keeps while
@@ -212,6 +205,14 @@ impl Session {
         matches!(in_flight(buffers), Some(InFlight::Delayed { .. }))
     }
 
+    /// How long the answer waiting on `/delay` waits, in ms.
+    pub fn delay_ms(&self, buffers: Option<&Buffers>) -> Option<u64> {
+        match in_flight(buffers) {
+            Some(InFlight::Delayed { ms, .. }) => Some(*ms),
+            _ => None,
+        }
+    }
+
     /// Between requests (the caller has seen [`Session::is_idle`]): no more
     /// are taken; the connection closes (for `cause`) once its input is
     /// drained.
@@ -255,7 +256,7 @@ impl Session {
     pub fn phase(&self, buffers: Option<&Buffers>) -> Phase {
         let writing = buffers.is_some_and(|b| b.output.pending() > 0);
         match (self.stage, in_flight(buffers)) {
-            (_, Some(InFlight::Delayed { ms, .. })) => Phase::Delayed { ms: *ms },
+            (_, Some(InFlight::Delayed { .. })) => Phase::Delayed,
             (_, Some(InFlight::Sending { .. })) => Phase::Writing,
             _ if writing => Phase::Writing,
             (Stage::Closing { .. }, _) => Phase::Closing,

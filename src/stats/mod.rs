@@ -7,16 +7,13 @@
 //! the workers' values on a scrape. Durations are stamped with the loop
 //! clock (see [`timing`]), never with a clock read per request.
 
-mod counter;
 pub mod timing;
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-pub use counter::{Counter, Histogram, HistogramData};
+pub use crate::tally::{Counter, Histogram, HistogramData};
 
 use crate::http::{Method, Status};
-use crate::lab::LabStats;
 use crate::timers::Micros;
 use crate::tls::TlsStats;
 
@@ -207,9 +204,6 @@ pub struct Stats {
     /// Idle closes made without the watch after their FIN, for lack of
     /// descriptors.
     pub watch_skipped: Counter,
-    /// The keep-alive lab's figures, shared with the worker's lab (its
-    /// observer), which alone writes them.
-    pub lab: Arc<LabStats>,
     /// TLS handshakes and their failures.
     pub tls: TlsStats,
 }
@@ -232,7 +226,6 @@ impl Default for Stats {
             timer_lateness: Histogram::new(&TIMER_LATENESS_US),
             snapshots: Counter::default(),
             watch_skipped: Counter::default(),
-            lab: Arc::default(),
             tls: TlsStats::default(),
         }
     }

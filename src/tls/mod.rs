@@ -38,7 +38,7 @@ use rustls::ServerConfig;
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 
-use crate::stats::Counter;
+use crate::tally::Counter;
 
 pub use stream::{Plain, TlsConn, WatchRead};
 

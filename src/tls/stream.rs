@@ -21,6 +21,7 @@ use mio::net::TcpStream;
 use rustls::{ServerConfig, ServerConnection};
 
 use super::TlsVersion;
+use crate::readiness::{interrupted, would_block};
 
 /// Most TLS bytes rustls holds unsent before it refuses more plaintext:
 /// the session's own output high-water mark, so one pass can encrypt what
@@ -57,7 +58,7 @@ pub struct TlsConn {
     tls: ServerConnection,
     /// The last `read_tls` took fewer bytes than rustls asked for.
     socket_drained: bool,
-    /// The handshake has completed and been reported.
+    /// The handshake's outcome (completed, or failed) has been reported.
     reported: bool,
     /// `close_notify` is queued (or the connection is being reset): the
     /// close adds nothing more.
@@ -95,6 +96,16 @@ impl TlsConn {
         self.version()
     }
 
+    /// The handshake is ending without having completed: `true` the
+    /// first time (while it is still in progress), so it is counted once.
+    pub fn fail_handshake(&mut self) -> bool {
+        if self.reported || !self.tls.is_handshaking() {
+            return false;
+        }
+        self.reported = true;
+        true
+    }
+
     /// TLS bytes wait to be sent (handshake, records, alerts).
     pub fn has_backlog(&self) -> bool {
         self.tls.wants_write()
@@ -112,7 +123,7 @@ impl TlsConn {
                     let short = n < out.len() && self.socket_drained;
                     return Ok(Plain::Data { n, short });
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if would_block(&e) => {}
                 Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(Plain::Eof),
                 Err(e) => return Err(e),
             }
@@ -158,8 +169,8 @@ impl TlsConn {
             match self.tls.write_tls(&mut sink) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if would_block(&e) => return Ok(false),
+                Err(e) if interrupted(&e) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -194,13 +205,13 @@ impl TlsConn {
             let mut source = Source { tcp, short: false };
             let got = match self.tls.read_tls(&mut source) {
                 Ok(got) => got,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                Err(e) if would_block(&e) => {
                     return Ok(match request {
                         true => WatchRead::Request,
                         false => WatchRead::Nothing,
                     });
                 }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if interrupted(&e) => continue,
                 Err(_) => return Ok(WatchRead::Closed),
             };
             let Ok(state) = self.tls.process_new_packets() else {
@@ -241,7 +252,7 @@ impl Read for Source<'_> {
 }
 
 /// The socket as rustls writes to it: with MSG_MORE when the close
-/// follows (see `conn::socket`'s flush), and never SIGPIPE.
+/// follows (as the plain transport's flush does), and never SIGPIPE.
 struct Sink<'a> {
     tcp: &'a TcpStream,
     more: bool,

@@ -2,7 +2,8 @@
 //! connections (`Token` = slab key), its timer lists, buffer pool and Date
 //! cache. Nothing is shared with other workers but counters and the stop flag.
 //!
-//! A loop turn reads the clock twice, never per request:
+//! A loop turn reads the clock twice, never per request (and once more
+//! after an event that may have cost much, see [`Worker::restamp`]):
 //! 1. read the clock;
 //! 2. sync the timers of every connection touched since the last turn,
 //!    stamping them with that reading (taken after their activity, so no
@@ -16,32 +17,34 @@
 //!    delivered is stamped with this reading (a request's arrival, a
 //!    response's end, see `stats::timing`);
 //! 6. handle readiness events, then the ready list (connections that spent
-//!    their read budget), so one busy client cannot starve the rest.
+//!    their read budget), so one busy client cannot starve the rest; after
+//!    an event on a connection in a costly state (a TLS handshake), read
+//!    the clock again and, once the turn's reading is stale, stamp what the
+//!    turn has touched with the fresh one (`restamp`).
+//!
+//! Taking connections in lives in `accept`, the graceful shutdown in
+//! `drain`, the admin snapshot in `view`.
 
 use std::io;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use mio::net::{TcpListener, TcpStream};
+use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token};
 use slab::Slab;
 
 use crate::app::filler::FillerFile;
 use crate::clock::{LoopClock, RateLimit};
 use crate::config::Settings;
-use crate::conn::{Conn, Flow, Readiness, would_block};
-use crate::ctx::{ConnLabel, Ctx, Resources, Slot, TimerEvent};
-use crate::introspect::{ConnCounts, Snapshot, Timeouts, list_views};
-use crate::lab::Lab;
+use crate::conn::{Conn, Flow, Readiness};
+use crate::ctx::{Ctx, Lending, Resources, TimerEvent};
+use crate::introspect::WorkerObserver;
 use crate::memory::MemoryReturn;
-use crate::observe::{Event, Observer};
-use crate::session::Phase;
+use crate::readiness::interrupted;
 use crate::shared::{Control, WorkerShared};
-use crate::stats::{CloseCause, TimerKind};
+use crate::stats::CloseCause;
 use crate::timers::Micros;
-use crate::tls::ServerTls;
 
 pub const LISTENER: Token = Token(usize::MAX - 1);
 pub const WAKER: Token = Token(usize::MAX - 2);
@@ -57,8 +60,9 @@ const EVENTS_CAPACITY: usize = 128;
 /// Connections a worker has room for before its slab and lists grow;
 /// each has up to two timers.
 const INITIAL_CONNECTIONS: usize = 1024;
-/// How old a TLS worker lets the turn's clock reading get before it
-/// stamps what it has touched with a fresh one (see `Worker::restamp`).
+/// How old the worker lets the turn's clock reading get, after a costly
+/// event, before it stamps what it has touched with a fresh one (see
+/// `Worker::restamp`).
 const RESTAMP_AFTER_US: Micros = 250;
 /// At most one eviction warning per this many milliseconds.
 const EVICTION_WARNING_EVERY_MS: u64 = 10_000;
@@ -99,9 +103,9 @@ pub struct Worker {
     drain_deadline: Option<Micros>,
     /// Memory freed by the buffer pool, to hand back to the system.
     memory: MemoryReturn,
-    /// The observer that hears what happens at the idle boundary: the
-    /// keep-alive lab, writing its counters to this worker's stats.
-    lab: Lab,
+    /// The observer that hears what happens at the idle boundary (the
+    /// keep-alive lab, in a server), known only by its trait.
+    observer: Box<dyn WorkerObserver>,
 }
 
 impl Worker {
@@ -112,12 +116,11 @@ impl Worker {
         settings: Arc<Settings>,
         shared: Arc<WorkerShared>,
         control: Arc<Control>,
+        observer: Box<dyn WorkerObserver>,
     ) -> io::Result<Self> {
         poll.registry()
             .register(&mut listener, LISTENER, Interest::READABLE)?;
         let clock = LoopClock::starting_at(settings.loop_clock_start)?;
-        let lab = Lab::new(Arc::clone(&shared.stats.lab), settings.peers_window_us)
-            .telling_agents_apart(settings.clients_by_agent);
         clock.register(poll.registry(), ALARM)?;
         Ok(Worker {
             index,
@@ -147,7 +150,7 @@ impl Worker {
             draining: false,
             drain_deadline: None,
             memory: MemoryReturn::default(),
-            lab,
+            observer,
         })
     }
 
@@ -157,7 +160,7 @@ impl Worker {
         loop {
             let now = self.clock.now();
             if let Some(settings) = self.shared.reloaded.take() {
-                self.lab.set_window(settings.peers_window_us);
+                self.observer.reload(&settings);
                 self.settings = settings; // SIGHUP: timers armed from now on use these
             }
             if self.control.stopping.load(Ordering::Acquire) && !self.draining {
@@ -184,7 +187,7 @@ impl Worker {
             }
             match self.poll.poll(&mut events, timeout) {
                 Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if interrupted(&e) => continue,
                 Err(e) => return Err(e),
             }
             // What the poll delivered is stamped with a reading taken
@@ -194,28 +197,29 @@ impl Worker {
             for event in events.iter() {
                 match event.token() {
                     LISTENER => {
-                        self.accept(now);
-                        now = self.restamp(now);
+                        if self.accept(now) {
+                            now = self.restamp(now);
+                        }
                     }
                     WAKER | ALARM => {} // the next turn reads the clock and fires
                     Token(key) => {
                         let readiness = Readiness::of(event);
-                        let handshaking = self.is_handshaking(key);
-                        self.with_conn(key, now, |conn, ctx| conn.on_ready(readiness, ctx));
-                        if handshaking {
+                        let costly =
+                            self.with_conn(key, now, |conn, ctx| conn.on_ready(readiness, ctx));
+                        if costly {
                             now = self.restamp(now);
                         }
                     }
                 }
             }
-            if self.accept_pending {
-                self.accept(now);
+            if self.accept_pending && self.accept(now) {
+                now = self.restamp(now);
             }
             let mut ready = std::mem::take(&mut self.ready);
             for key in ready.drain(..) {
-                let handshaking = self.is_handshaking(key as usize);
-                self.with_conn(key as usize, now, |conn, ctx| conn.on_ready_again(ctx));
-                if handshaking {
+                let costly =
+                    self.with_conn(key as usize, now, |conn, ctx| conn.on_ready_again(ctx));
+                if costly {
                     now = self.restamp(now);
                 }
             }
@@ -266,25 +270,32 @@ impl Worker {
         }
     }
 
-    /// Runs `handle` on connection `key` with a context; closes it if asked.
+    /// Runs `handle` on connection `key` with a context; closes it if
+    /// asked. Returns whether the event may have cost much (the
+    /// connection was in a costly state, see [`crate::conn::State::is_costly`]).
     fn with_conn(
         &mut self,
         key: usize,
         now: Micros,
         handle: impl FnOnce(&mut Conn, &mut Ctx<'_>) -> Flow,
-    ) {
+    ) -> bool {
         let limit = self.settings.max_connections;
         let crowded = limit > 0 && self.conns.len() >= limit - limit / 10;
         let Some(conn) = self.conns.get_mut(key) else {
-            return; // closed earlier this turn
+            return false; // closed earlier this turn
         };
-        let stats = &self.shared.stats;
-        let mut ctx = self
-            .resources
-            .lend(now, &self.settings, stats, &mut self.lab);
-        ctx.draining = self.draining;
-        ctx.conn = conn.label(now);
-        ctx.watch_allowed = !crowded && !self.accept_paused;
+        let costly = conn.state().is_costly();
+        let lending = Lending {
+            conn: conn.label(now),
+            draining: self.draining,
+            watch_allowed: !crowded && !self.accept_paused,
+        };
+        let mut ctx = self.resources.lend_to(
+            now,
+            (&self.settings, &self.shared.stats),
+            &mut *self.observer,
+            lending,
+        );
         let mut flow = handle(conn, &mut ctx);
         if flow == Flow::Open
             && conn.registration_due()
@@ -313,37 +324,27 @@ impl Worker {
                 tracing::trace!(conn = id, ?cause, "connection closed");
             }
         }
+        costly
     }
 
-    /// Over TLS, one event can cost a handshake (a signature, ~0.3 ms),
-    /// and a turn of them tens of milliseconds: stamped with the next
-    /// turn's reading, a keep-alive timer started early in such a turn
-    /// would start that much late. So a TLS worker reads the clock after
-    /// each event that may have made a handshake (an accept batch, a
-    /// connection still handshaking: not a request on an established
-    /// one) and, once the turn's reading is [`RESTAMP_AFTER_US`] old,
-    /// stamps what the turn has touched so far and goes on with the fresh
-    /// reading. Stamps stay taken after their activity: never early. A
-    /// plain worker keeps its one reading per turn.
+    /// One event can cost a handshake (a TLS signature, ~0.3 ms), and a
+    /// turn of them tens of milliseconds: stamped with the next turn's
+    /// reading, a keep-alive timer started early in such a turn would
+    /// start that much late. So the worker reads the clock after each
+    /// event on a connection in a costly state ([`crate::conn::State::is_costly`]: an
+    /// accept batch that took one in, a connection still handshaking; not
+    /// a request on an established one) and, once the turn's reading is
+    /// [`RESTAMP_AFTER_US`] old, stamps what the turn has touched so far
+    /// and goes on with the fresh reading. Stamps stay taken after their
+    /// activity: never early. A turn without costly events (every turn of
+    /// a plain server) keeps its one reading.
     fn restamp(&mut self, now: Micros) -> Micros {
-        if self.settings.tls.is_none() {
-            return now;
-        }
         let fresh = self.clock.now();
         if fresh.saturating_sub(now) < RESTAMP_AFTER_US {
             return now;
         }
         self.sync_touched(fresh);
         fresh
-    }
-
-    /// Whether connection `key` is in its TLS handshake.
-    fn is_handshaking(&self, key: usize) -> bool {
-        self.settings.tls.is_some()
-            && self
-                .conns
-                .get(key)
-                .is_some_and(|conn| conn.phase() == Phase::Handshake)
     }
 
     fn sync_touched(&mut self, now: Micros) {
@@ -391,245 +392,6 @@ impl Worker {
             }
         }
     }
-
-    /// Accepts until the backlog is empty, the budget is spent, or
-    /// descriptors run out (then pauses on a timer instead of spinning).
-    fn accept(&mut self, now: Micros) {
-        self.accept_pending = false;
-        if self.accept_paused {
-            return;
-        }
-        for _ in 0..ACCEPT_BUDGET {
-            let Some(listener) = self.listener.as_ref() else {
-                return;
-            };
-            match listener.accept() {
-                Ok((stream, peer)) => {
-                    self.accept_warned = false;
-                    self.admit(stream, peer, now);
-                }
-                Err(e) if would_block(&e) => return,
-                Err(e) if is_transient_accept_error(&e) => {}
-                Err(e) => {
-                    if !self.accept_warned {
-                        tracing::warn!(error = %e, pause_ms = ACCEPT_PAUSE_MS, "accept failed; pausing accepts");
-                        self.accept_warned = true;
-                    }
-                    self.accept_paused = true;
-                    self.resources.timers.enroll(
-                        now,
-                        ACCEPT_PAUSE_MS,
-                        false,
-                        TimerEvent::AcceptResume,
-                    );
-                    return;
-                }
-            }
-        }
-        self.accept_pending = true;
-    }
-
-    /// Takes in a new connection, making room under `--max-connections` by
-    /// evicting the oldest idle one, or refusing when none is idle.
-    ///
-    /// With `--defer-accept` the kernel hands a connection over once its
-    /// request has arrived (or after a second of silence), so it is read
-    /// and answered at once, and its socket joins the poll only if the
-    /// connection outlives this turn: a one-request connection costs
-    /// accept, recv, send and close. Without it, a connection is accepted
-    /// as its handshake completes, nearly always before its request, so it
-    /// is registered first (a read now would mostly find nothing).
-    fn admit(&mut self, stream: TcpStream, peer: SocketAddr, now: Micros) {
-        let limit = self.settings.max_connections;
-        if limit > 0 && self.conns.len() >= limit && !self.evict_oldest_idle(now) {
-            self.shared.stats.refused.fetch_add(1, Ordering::Relaxed);
-            return; // dropping the stream closes it
-        }
-        let tls = match self.settings.tls.as_ref().map(ServerTls::accept) {
-            None => None,
-            Some(Ok(tls)) => Some(tls),
-            Some(Err(e)) => {
-                tracing::warn!(error = %e, "cannot start TLS on a connection: closing it");
-                return;
-            }
-        };
-        let key = self
-            .conns
-            .insert(Conn::new(stream, tls, ConnLabel::next_id(), peer, now));
-        self.shared.stats.accepted();
-        self.lab.observe(peer.ip(), now, Event::Accepted);
-        if self.settings.defer_accept {
-            self.with_conn(key, now, |conn, ctx| conn.on_accept(ctx));
-        } else {
-            self.with_conn(key, now, |_, _| Flow::Open); // registers it
-        }
-    }
-
-    /// Makes room by closing a connection that has nothing in flight: the
-    /// one idle the longest between requests, whatever list its keep-alive
-    /// timer is on (a per-connection `ka=` timeout, or a duration from
-    /// before a reload), else the oldest that was accepted but has sent
-    /// nothing yet, as nginx reuses both kinds. See [`Worker::oldest_in`].
-    fn evict_oldest_idle(&mut self, now: Micros) -> bool {
-        let candidate = self
-            .oldest_in(Phase::Idle)
-            .or_else(|| self.oldest_in(Phase::Fresh))
-            .or_else(|| self.oldest_in(Phase::Handshake));
-        let Some(key) = candidate else {
-            return false;
-        };
-        self.with_conn(key, now, |_, _| Flow::Close(CloseCause::Evicted));
-        self.evictions_unreported += 1;
-        if self.eviction_warning.allow(now) {
-            tracing::warn!(
-                evicted = self.evictions_unreported,
-                max_connections = self.settings.max_connections,
-                "at --max-connections: evicting idle connections"
-            );
-            self.evictions_unreported = 0;
-        }
-        true
-    }
-
-    /// The connection in `phase` whose activity timer started the longest
-    /// ago, over every timer list. Each list is oldest first, so its first
-    /// connection in `phase` is its oldest; the lists are few (one per
-    /// duration), so this costs a walk from each head past timers of other
-    /// kinds that share the duration, usually none.
-    fn oldest_in(&self, phase: Phase) -> Option<usize> {
-        let timers = &self.resources.timers;
-        timers
-            .lists()
-            .filter_map(|list| {
-                timers
-                    .walk_list(list.duration_ms)
-                    .find_map(|timer| match *timer.payload {
-                        TimerEvent::Conn {
-                            key,
-                            slot: Slot::Activity,
-                        } if self
-                            .conns
-                            .get(key as usize)
-                            .is_some_and(|c| c.phase() == phase) =>
-                        {
-                            Some((timer.start, key as usize))
-                        }
-                        _ => None,
-                    })
-            })
-            .min()
-            .map(|(_, key)| key)
-    }
-
-    /// Shutdown: stop accepting and close idle connections at once (they
-    /// are unref'd); in-flight requests finish with `Connection: close`.
-    fn start_draining(&mut self, now: Micros) {
-        self.draining = true;
-        self.drain_deadline = self.settings.shutdown_ms.map(|ms| now + ms * 1000);
-        if let Some(mut listener) = self.listener.take() {
-            let _ = self.poll.registry().deregister(&mut listener);
-        }
-        let idle: Vec<usize> = self
-            .conns
-            .iter()
-            .filter(|(_, conn)| {
-                matches!(conn.phase(), Phase::Idle | Phase::Fresh | Phase::Handshake)
-            })
-            .map(|(key, _)| key)
-            .collect();
-        for key in idle {
-            self.with_conn(key, now, |_, _| Flow::Close(CloseCause::Shutdown));
-        }
-    }
-
-    /// Draining and nothing is left to finish (or the shutdown timeout
-    /// passed).
-    fn drained(&self, now: Micros) -> bool {
-        self.draining
-            && (self.drain_deadline.is_some_and(|deadline| now >= deadline) || !self.stays_alive())
-    }
-
-    /// Whether anything keeps the worker alive: its listener, a ref'd
-    /// timer, or a connection with work to finish. Work is ref'd through
-    /// its timers; a connection whose timeouts are disabled (`--timeout 0`
-    /// and the like) has none, so connections are asked too, which costs
-    /// a scan only once no ref'd timer is left.
-    fn stays_alive(&self) -> bool {
-        self.listener.is_some()
-            || self.resources.timers.ref_count() > 0
-            || self.conns.iter().any(|(_, conn)| conn.has_work_to_finish())
-    }
-
-    /// The admin view of this worker, at this turn.
-    fn snapshot(&self, now: Micros) -> Snapshot {
-        let started = std::time::Instant::now();
-        let timers = &self.resources.timers;
-        let lists = list_views(timers, now, |event| self.timer_kind(event));
-        Snapshot {
-            worker: self.index,
-            accepting: self.listener.is_some(),
-            ref_count: timers.ref_count(),
-            stays_alive: self.stays_alive(),
-            timers: timers.len(),
-            date: self.resources.date.cached().map(str::to_owned),
-            connections: self.connection_counts(),
-            timeouts: Timeouts::of(&self.settings),
-            lists,
-            peers: self.lab.snapshot(now),
-            clients: self.lab.clients_snapshot(now),
-            cost_us: started.elapsed().as_micros() as u64,
-        }
-    }
-
-    /// What a timer stands for, asking its connection for theirs.
-    fn timer_kind(&self, event: &TimerEvent) -> TimerKind {
-        match *event {
-            TimerEvent::Conn { key, slot } => self
-                .conns
-                .get(key as usize)
-                .map_or(TimerKind::Request, |conn| conn.timer_kind(slot)),
-            TimerEvent::DateExpired => TimerKind::Date,
-            TimerEvent::AcceptResume => TimerKind::AcceptPause,
-            TimerEvent::ReturnMemory => TimerKind::MemoryReturn,
-        }
-    }
-
-    /// Open connections by what they are doing.
-    fn connection_counts(&self) -> ConnCounts {
-        let mut counts = ConnCounts::default();
-        for (_, conn) in &self.conns {
-            let count = match conn.phase() {
-                Phase::Fresh | Phase::Handshake | Phase::Head | Phase::Body => &mut counts.reading,
-                Phase::Writing | Phase::Delayed { .. } => &mut counts.writing,
-                Phase::Idle => &mut counts.idle,
-                Phase::Closing | Phase::Watching => &mut counts.closing,
-            };
-            *count += 1;
-        }
-        counts
-    }
-
-    /// The end of a shutdown. Once nothing ref'd is left, whatever is still
-    /// open has nothing to finish; at the shutdown timeout, whatever is
-    /// still open is cut, and the log says what that was.
-    fn close_all(&mut self, now: Micros) {
-        let keys: Vec<usize> = self.conns.iter().map(|(key, _)| key).collect();
-        let timed_out = self.drain_deadline.is_some_and(|deadline| now >= deadline);
-        if timed_out && !keys.is_empty() {
-            let cut = self.connection_counts();
-            tracing::warn!(
-                connections = keys.len(),
-                reading_requests = cut.reading,
-                writing_or_delayed_responses = cut.writing,
-                closing = cut.closing,
-                refed_timers = self.resources.timers.ref_count(),
-                "shutdown timeout: cutting connections still in flight"
-            );
-        }
-        for key in keys {
-            self.with_conn(key, now, |conn, ctx| conn.cut_for_shutdown(ctx));
-        }
-    }
 }
 
 impl Drop for Worker {
@@ -639,13 +401,6 @@ impl Drop for Worker {
     }
 }
 
-/// accept() errors that concern one connection, not the listener.
-fn is_transient_accept_error(error: &io::Error) -> bool {
-    matches!(
-        error.kind(),
-        io::ErrorKind::ConnectionAborted
-            | io::ErrorKind::ConnectionReset
-            | io::ErrorKind::Interrupted
-            | io::ErrorKind::PermissionDenied
-    )
-}
+mod accept;
+mod drain;
+mod view;

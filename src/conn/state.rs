@@ -1,0 +1,271 @@
+//! A connection's lifecycle, held: one [`State`] per connection, changed
+//! only by [`Conn::enter`], which also tells the observer of the idle
+//! boundary's transitions and, as the connection closes, cancels its
+//! timers and gives back what it holds. The worker asks the state its
+//! questions (may it be evicted, what a drain does to it, has it work)
+//! and decides with one `match`.
+//!
+//! ```text
+//!  accept ─▶ Handshaking ─▶ Fresh ─▶ ReadingHead ─▶ ReadingBody ─▶ Delayed
+//!   (TLS)         │           │          ▲    │            │            │
+//!                 │           │          │    └──────┬─────┴────────────┘
+//!                 │           │          │           ▼
+//!                 │           │        Idle ◀──── Writing ──▶ Closing (linger)
+//!                 │           │          │
+//!                 └───────────┴──────────┴─ idle timer ─▶ Watching (after our FIN)
+//!                                     any state ─▶ Closed
+//! ```
+//!
+//! Between events a connection's state is what its transport and HTTP
+//! exchange have reached ([`Conn::follow`] brings it there at the end of
+//! every event); `Watching` and `Closed` are entered on purpose and never
+//! left but by closing. The timers follow the state at the turn's sync
+//! ([`Conn::sync_timers`], with a clock reading taken after the activity).
+
+use super::watch::FinWatch;
+use super::{Conn, Flow};
+use crate::ctx::Ctx;
+use crate::observe::{Closer, Event, IdleEnd};
+use crate::session::Phase;
+use crate::stats::CloseCause;
+use crate::stats::timing::Progress;
+
+/// Where a connection stands in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// Its transport's handshake (TLS) is in progress: no request can
+    /// have come yet; under the headers deadline from accept, as `Fresh`.
+    Handshaking,
+    /// Accepted, nothing received yet.
+    Fresh,
+    /// Part of a request head has arrived.
+    ReadingHead,
+    /// A request's body is arriving.
+    ReadingBody,
+    /// A request is in, its answer waits on `/delay`.
+    Delayed,
+    /// Output waits for the socket (or the transport's own backlog).
+    Writing,
+    /// Persistent, between requests, holding no buffers.
+    Idle,
+    /// The last response is sent; the write side is shut (or about to
+    /// be) and input is drained before the close (the linger).
+    Closing,
+    /// The idle timer ran out and the FIN is out: watching the peer for
+    /// a late request (see `watch`).
+    Watching(FinWatch),
+    /// Closed for this cause: timers and buffers given back.
+    Closed(CloseCause),
+}
+
+/// What a drain (a graceful shutdown) does to a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Drain {
+    /// Nothing in flight: it closes at once.
+    CloseNow,
+    /// It finishes what it has (answered with `Connection: close`).
+    Finish,
+}
+
+/// What the admin view counts a connection as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activity {
+    Reading,
+    Writing,
+    Idle,
+    Closing,
+}
+
+impl State {
+    /// Under `--max-connections`, whether it may be evicted to make room,
+    /// and in what order: the lower first (idle between requests, then
+    /// accepted with nothing sent, then still shaking hands), as nginx
+    /// reuses both kinds.
+    pub fn eviction_rank(self) -> Option<u8> {
+        match self {
+            State::Idle => Some(0),
+            State::Fresh => Some(1),
+            State::Handshaking => Some(2),
+            _ => None,
+        }
+    }
+
+    /// What a drain does to it.
+    pub fn on_drain(self) -> Drain {
+        match self {
+            State::Idle | State::Fresh | State::Handshaking => Drain::CloseNow,
+            _ => Drain::Finish,
+        }
+    }
+
+    /// Whether it has something to finish before a drain may end: a
+    /// request arriving, a response to deliver, a close to complete.
+    pub fn has_work(self) -> bool {
+        !matches!(
+            self,
+            State::Fresh | State::Handshaking | State::Idle | State::Watching(_) | State::Closed(_)
+        )
+    }
+
+    /// Whether an event in it may cost much CPU (a handshake's signature):
+    /// the worker reads the clock again after one (see `Worker::restamp`).
+    pub fn is_costly(self) -> bool {
+        self == State::Handshaking
+    }
+
+    /// What the admin view counts it as.
+    pub fn activity(self) -> Activity {
+        match self {
+            State::Handshaking | State::Fresh | State::ReadingHead | State::ReadingBody => {
+                Activity::Reading
+            }
+            State::Delayed | State::Writing => Activity::Writing,
+            State::Idle => Activity::Idle,
+            State::Closing | State::Watching(_) | State::Closed(_) => Activity::Closing,
+        }
+    }
+}
+
+impl Conn {
+    /// Where the connection stands.
+    pub fn state(&self) -> State {
+        self.state
+    }
+
+    /// The one place the state changes. Tells the observer when an idle
+    /// connection ends (and who ended it: the server's idle close, with
+    /// the watch after it or without; the client's FIN or reset); on
+    /// `Closed`, cancels the timers and gives the buffers back.
+    pub(super) fn enter(&mut self, next: State, ctx: &mut Ctx<'_>) {
+        let was = std::mem::replace(&mut self.state, next);
+        match (was, next) {
+            (State::Idle, State::Watching(_)) => self.report_idle_end(Closer::Server, false, ctx),
+            // Without the watch (a reset, or a FIN with no descriptor to
+            // spare for it), a request that loses the race meets the
+            // kernel's reset and is never seen here.
+            (State::Idle, State::Closed(CloseCause::KeepAliveTimeout)) => {
+                self.report_idle_end(Closer::Server, true, ctx);
+            }
+            (State::Idle, State::Closed(cause @ (CloseCause::Client | CloseCause::Reset))) => {
+                self.report_idle_end(Closer::Client, cause == CloseCause::Reset, ctx);
+            }
+            _ => {}
+        }
+        if let State::Closed(cause) = next {
+            self.free(cause, ctx);
+        }
+    }
+
+    /// After an event: the state the transport and the exchange have
+    /// reached (`Watching` and `Closed` are left only by closing).
+    pub(super) fn follow(&mut self, flow: Flow, ctx: &mut Ctx<'_>) -> Flow {
+        if !matches!(self.state, State::Watching(_) | State::Closed(_)) {
+            let reached = self.reached();
+            if reached != self.state {
+                self.enter(reached, ctx);
+            }
+        }
+        flow
+    }
+
+    /// What the transport and the HTTP exchange say of the connection.
+    fn reached(&self) -> State {
+        if self.transport.is_handshaking() {
+            return State::Handshaking;
+        }
+        match self.session.phase(self.buffers.as_deref()) {
+            Phase::Delayed => State::Delayed,
+            Phase::Writing => State::Writing,
+            // Bytes the transport still holds are output not yet sent.
+            _ if self.transport.has_unsent() => State::Writing,
+            Phase::Fresh => State::Fresh,
+            Phase::Idle => State::Idle,
+            Phase::Head => State::ReadingHead,
+            Phase::Body => State::ReadingBody,
+            Phase::Closing => State::Closing,
+        }
+    }
+
+    /// What the worker's request timing needs after an event.
+    pub fn progress(&self) -> Progress {
+        // A streamed echo's head is queued before its body has arrived:
+        // that response is not finished until the exchange moves on.
+        let buffers = self.buffers.as_deref();
+        let streaming = u32::from(self.session.response_begun(buffers));
+        Progress {
+            served: self.session.served().wrapping_sub(streaming),
+            busy: matches!(
+                self.state,
+                State::ReadingHead | State::ReadingBody | State::Delayed
+            ),
+            writing: self.session.is_generating(buffers)
+                || buffers.is_some_and(|b| b.output.pending() > 0)
+                || self.transport.has_unsent(),
+        }
+    }
+
+    /// Tells the observer that this connection, idle between requests,
+    /// ended now, closed by `closer` (with a reset when `reset`). A
+    /// connection that never answered is not idle in this sense.
+    fn report_idle_end(&self, closer: Closer, reset: bool, ctx: &mut Ctx<'_>) {
+        if let Some(age_us) = self.stamps.idle_age(ctx.now) {
+            let end = IdleEnd {
+                closer,
+                age_us,
+                idle_timeout_ms: self.idle_timeout_ms(ctx.settings),
+                reset,
+                round_trip_us: self.transport.round_trip_us(),
+            };
+            ctx.observe(Event::IdleEnded(end));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::timers::Micros;
+
+    /// Every state but `Closed`, with a watch begun at loop time 0.
+    fn all() -> [State; 9] {
+        [
+            State::Handshaking,
+            State::Fresh,
+            State::ReadingHead,
+            State::ReadingBody,
+            State::Delayed,
+            State::Writing,
+            State::Idle,
+            State::Closing,
+            State::Watching(FinWatch::from(0 as Micros)),
+        ]
+    }
+
+    #[test]
+    fn only_connections_with_nothing_in_flight_are_evicted_idle_first() {
+        let evictable: Vec<State> = all()
+            .into_iter()
+            .filter(|state| state.eviction_rank().is_some())
+            .collect();
+        assert_eq!(
+            evictable,
+            [State::Handshaking, State::Fresh, State::Idle],
+            "evictable states"
+        );
+        let rank = |state: State| state.eviction_rank().unwrap();
+        assert!(rank(State::Idle) < rank(State::Fresh));
+        assert!(rank(State::Fresh) < rank(State::Handshaking));
+    }
+
+    #[test]
+    fn a_drain_closes_at_once_exactly_what_has_no_work() {
+        for state in all() {
+            let closes_now = state.on_drain() == Drain::CloseNow;
+            // The watch after an idle FIN has no work, and is not closed
+            // by a drain either: it ends on its own within a second.
+            let watching = matches!(state, State::Watching(_));
+            assert_eq!(closes_now, !state.has_work() && !watching, "{state:?}");
+        }
+        assert!(!State::Closed(CloseCause::Done).has_work());
+    }
+}

@@ -1,0 +1,127 @@
+//! The plain transport: the socket itself. A flush writes the output and
+//! a generated body behind it in one `writev` (or the body by `sendfile`),
+//! and holds the last segment for the FIN when the close follows.
+
+use std::io::{IoSlice, Read, Write};
+
+use mio::net::TcpStream;
+
+use super::{Flushed, Got, Outgoing, WatchEnd, Watched, disable_nagle};
+use crate::app::filler;
+use crate::conn::GENERATE_BUDGET;
+use crate::readiness::{interrupted, would_block};
+use std::io;
+
+/// What a watched connection reads into and drops, on the stack.
+const WATCH_SINK: usize = 2048;
+
+pub(super) fn read(stream: &mut TcpStream, into: &mut [u8]) -> io::Result<Got> {
+    let asked = into.len();
+    match stream.read(into)? {
+        0 => Ok(Got::Eof),
+        n => Ok(Got::Data {
+            n,
+            short: n < asked,
+        }),
+    }
+}
+
+/// Writes queued output until it is all sent or the socket is full.
+///
+/// `closes_next`: the connection closes right after this flush. Its
+/// writes then go with MSG_MORE, so the kernel holds the last segment
+/// back and the close sends the FIN in it: one segment (and one ACK)
+/// fewer per one-request connection. The close pushes whatever is held.
+///
+/// A generated body owed behind the output goes in the same writes, as
+/// slices of the shared filler block after what the output holds (one
+/// `writev`, no copy), at most [`GENERATE_BUDGET`] of them per pass.
+///
+/// With the worker's filler file, the body goes by `sendfile` after the
+/// head (sent with MSG_MORE so both share segments): the kernel copies
+/// from its own pages, and this process not at all.
+pub(super) fn flush(
+    stream: &TcpStream,
+    nodelay: &mut bool,
+    out: Outgoing<'_>,
+) -> io::Result<Flushed> {
+    let mut wrote = false;
+    let mut filler_writes = 0;
+    let Some(buffers) = out.buffers else {
+        return Ok(Flushed::All { wrote });
+    };
+    loop {
+        let pending = buffers.output.pending();
+        let filler_due = out.session.filler_due(buffers);
+        if pending == 0 && filler_due.is_none() {
+            return Ok(Flushed::All { wrote });
+        }
+        let sent = if let Some(remaining) = filler_due {
+            if filler_writes == GENERATE_BUDGET {
+                return Ok(Flushed::Yielded);
+            }
+            filler_writes += 1;
+            // Its writes follow one another: without Nagle, the last
+            // short segment need not wait for the previous one's ACK.
+            disable_nagle(stream, nodelay);
+            match out.file {
+                Some(_) if pending > 0 => send_more(stream, buffers.output.unsent()),
+                Some(file) => file.send(stream, remaining),
+                None => {
+                    let mut iov = [IoSlice::new(&[]); 1 + filler::MAX_SLICES];
+                    iov[0] = IoSlice::new(buffers.output.unsent());
+                    let slices = filler::slices(remaining, &mut iov[1..]);
+                    (&*stream).write_vectored(&iov[..1 + slices])
+                }
+            }
+        } else if out.closes_next {
+            send_more(stream, buffers.output.unsent())
+        } else {
+            (&*stream).write(buffers.output.unsent())
+        };
+        match sent {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                let from_output = n.min(pending);
+                buffers.output.advance(from_output);
+                if n > from_output {
+                    out.session.filler_sent((n - from_output) as u64, buffers);
+                }
+                *out.moved = true;
+                wrote = true;
+            }
+            Err(e) if would_block(&e) => return Ok(Flushed::Blocked),
+            Err(e) if interrupted(&e) => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// A write the kernel may hold for what follows (MSG_MORE), never SIGPIPE.
+fn send_more(stream: &TcpStream, bytes: &[u8]) -> io::Result<usize> {
+    socket2::SockRef::from(stream).send_with_flags(bytes, libc::MSG_MORE | libc::MSG_NOSIGNAL)
+}
+
+/// Reads and drops what arrives, at most `budget` times: a request's
+/// bytes, then maybe the peer's FIN (both are told, in that order).
+pub(super) fn watch(stream: &mut TcpStream, budget: u32) -> Watched {
+    let mut sink = [0u8; WATCH_SINK];
+    let mut request = false;
+    for _ in 0..budget {
+        let end = match stream.read(&mut sink) {
+            Ok(0) => WatchEnd::Closed,
+            Ok(_) => {
+                request = true;
+                continue;
+            }
+            Err(e) if would_block(&e) => WatchEnd::Drained,
+            Err(e) if interrupted(&e) => continue,
+            Err(_) => WatchEnd::Closed,
+        };
+        return Watched { request, end };
+    }
+    Watched {
+        request,
+        end: WatchEnd::More,
+    }
+}

@@ -1,0 +1,129 @@
+//! The TLS transport: the same read, flush and watch as [`super::plain`],
+//! through the connection's [`TlsConn`] (see `crate::tls` for the
+//! picture), and the handshake's outcome counted: completed by version,
+//! failed by reason, once.
+//!
+//! A flush hands rustls the queued output (and a generated body behind
+//! it, encrypted from the filler block) and sends its records; it works
+//! without buffers too, as an idle connection may still owe a handshake
+//! message or a ticket.
+
+use std::io::{self, IoSlice};
+
+use mio::net::TcpStream;
+
+use super::{Flushed, Got, Outgoing, WatchEnd, Watched, disable_nagle};
+use crate::app::filler;
+use crate::conn::GENERATE_BUDGET;
+use crate::ctx::{ConnLabel, Ctx};
+use crate::readiness::{interrupted, would_block};
+use crate::tls::{HandshakeFailure, Plain, TlsConn, WatchRead};
+
+/// Plaintext handed to rustls per flush of a generated body before the
+/// connection yields: as much as a plain connection sends in its
+/// [`GENERATE_BUDGET`] writes of the filler.
+const GENERATE_BYTES: usize = GENERATE_BUDGET as usize * 256 * 1024;
+
+/// Reads plaintext into `into`, reading TLS records from `stream` as
+/// needed; counts a completed handshake, and a failed one.
+pub(super) fn read(
+    tls: &mut TlsConn,
+    stream: &mut TcpStream,
+    into: &mut [u8],
+    ctx: &Ctx<'_>,
+) -> io::Result<Got> {
+    let read = tls.read(stream, into);
+    if let Some(version) = tls.take_completed() {
+        ctx.stats.tls.handshake(version);
+    }
+    let failed = match &read {
+        Err(e) if e.kind() == io::ErrorKind::InvalidData => Some(HandshakeFailure::Error),
+        Err(e) if !would_block(e) && !interrupted(e) => Some(HandshakeFailure::Closed),
+        Ok(Plain::Eof) => Some(HandshakeFailure::Closed),
+        _ => None,
+    };
+    if let Some(why) = failed {
+        cut(tls, why, ctx);
+    }
+    match read? {
+        Plain::Eof => Ok(Got::Eof),
+        Plain::Data { n, short } => Ok(Got::Data { n, short }),
+    }
+}
+
+/// A handshake still in progress ends, for `why`: counted once.
+pub(super) fn cut(tls: &mut TlsConn, why: HandshakeFailure, ctx: &Ctx<'_>) {
+    if tls.fail_handshake() {
+        ctx.stats.tls.failure(why);
+        let ConnLabel { id, peer, .. } = ctx.conn;
+        tracing::debug!(conn = id, %peer, reason = why.label(), "TLS handshake failed");
+    }
+}
+
+/// Hands rustls the queued output (and a generated body behind it) and
+/// sends its records, until all is sent or the socket is full.
+pub(super) fn flush(
+    tls: &mut TlsConn,
+    stream: &TcpStream,
+    nodelay: &mut bool,
+    out: Outgoing<'_>,
+) -> io::Result<Flushed> {
+    let Outgoing {
+        mut buffers,
+        session,
+        closes_next,
+        moved,
+        ..
+    } = out;
+    let mut wrote = false;
+    let mut generated = 0;
+    loop {
+        let mut owed = false;
+        // Nothing but the handshake goes out before it completes (no
+        // request can have been read, so nothing is queued).
+        let handshaking = tls.is_handshaking();
+        if let Some(buffers) = buffers.as_deref_mut().filter(|_| !handshaking) {
+            let pending = buffers.output.pending();
+            let taken = tls.take_plaintext(buffers.output.unsent());
+            buffers.output.advance(taken);
+            owed = taken < pending;
+            if !owed && let Some(remaining) = session.filler_due(buffers) {
+                if generated >= GENERATE_BYTES {
+                    return Ok(Flushed::Yielded);
+                }
+                let mut iov = [IoSlice::new(&[]); filler::MAX_SLICES];
+                let slices = filler::slices(remaining, &mut iov);
+                let taken = tls.take_slices(&iov[..slices]);
+                generated += taken;
+                session.filler_sent(taken as u64, buffers);
+                owed = session.filler_due(buffers).is_some();
+                disable_nagle(stream, nodelay);
+            }
+        }
+        let had_backlog = tls.has_backlog();
+        let sent = tls.send(stream, closes_next && !owed)?;
+        if had_backlog {
+            *moved = true;
+            wrote = true;
+        }
+        if !sent {
+            return Ok(Flushed::Blocked);
+        }
+        if !owed {
+            return Ok(Flushed::All { wrote });
+        }
+    }
+}
+
+/// The watch through rustls: the peer's own `close_notify` (an orderly
+/// reply to ours) counts as its close, and only application data as a
+/// request; after one, read on next turn, to `WouldBlock` or the close.
+pub(super) fn watch(tls: &mut TlsConn, stream: &mut TcpStream, budget: u32) -> Watched {
+    let (request, end) = match tls.watch(stream, budget) {
+        Ok(WatchRead::Nothing) => (false, WatchEnd::Drained),
+        Ok(WatchRead::More) => (false, WatchEnd::More),
+        Ok(WatchRead::Request) => (true, WatchEnd::More),
+        Ok(WatchRead::Closed) | Err(_) => (false, WatchEnd::Closed),
+    };
+    Watched { request, end }
+}

@@ -1,0 +1,15 @@
+//! Counting, with nothing of the project imported: the leaf every module
+//! that keeps figures builds on (`stats`, `tls`, `lab`), so none of them
+//! has to import another to count.
+//!
+//! - [`Counter`], [`Histogram`] (`counter`): one writer (the worker that
+//!   owns them), any reader; a bump is a plain load and store. Read as
+//!   [`HistogramData`], summed over workers on a scrape.
+//! - [`LogHistogram`] (`log_histogram`): a compact log-linear histogram
+//!   of durations for quantiles, owned and read by one thread.
+
+mod counter;
+pub mod log_histogram;
+
+pub use counter::{Counter, Histogram, HistogramData};
+pub use log_histogram::LogHistogram;
