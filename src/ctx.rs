@@ -148,7 +148,7 @@ pub struct Resources {
     pub date: DateCache,
     pub access_log: AccessLog,
     /// The `/bytes` filler as a file, for `sendfile` (`None` where no
-    /// memfd could be made: the filler is then written from memory).
+    /// filler file could be made: the filler is then written from memory).
     pub filler: Option<FillerFile>,
 }
 

@@ -1,15 +1,16 @@
 //! The filler `/bytes/<n>` answers with: lines of `abc…xyzabc…k\n`. Each
-//! worker keeps 1 MiB of it in a memory-backed file ([`FillerFile`])
-//! and sends a body from there with `sendfile`, so the kernel copies from
-//! its own pages and this process not at all; where no memfd can be made,
-//! it is written straight from one static block (a vectored write of
-//! slices of it, as the socket takes them). Either way a body of any size
-//! costs no memory per response.
+//! worker keeps 1 MiB of it in an unnamed file ([`FillerFile`]) and sends
+//! a body from there with `sendfile`, so the kernel copies from its own
+//! pages and this process not at all; where no such file can be made, it
+//! is written straight from one static block (a vectored write of slices
+//! of it, as the socket takes them). Either way a body of any size costs
+//! no memory per response.
 
 use std::io::{self, Write};
 use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
 
-use rustix::fs::{MemfdFlags, memfd_create, sendfile};
+use rustix::fs::{MemfdFlags, Mode, OFlags, memfd_create, open, sendfile};
 
 /// One line of filler, repeated.
 const FILLER_LINE: usize = 64;
@@ -57,22 +58,38 @@ pub fn slices<'a>(remaining: u64, out: &mut [std::io::IoSlice<'a>]) -> usize {
     filled
 }
 
-/// Filler in the memory-backed file: 1 MiB, a whole number of lines,
+/// Filler in the file: 1 MiB, a whole number of lines,
 /// from any offset in a line.
 const FILE_SPAN: usize = 32 * FILLER_BLOCK;
 
-/// The filler as a memory-backed file (memfd), made once per worker, so a
-/// generated body goes to the socket with `sendfile`: the kernel copies
-/// from its own pages, as nginx's `sendfile on` does from a file.
+/// The filler as an unnamed file, made once per worker, so a generated
+/// body goes to the socket with `sendfile`: the kernel copies from its own
+/// pages, as nginx's `sendfile on` does from a file.
 #[derive(Debug)]
 pub struct FillerFile {
     fd: OwnedFd,
 }
 
 impl FillerFile {
-    /// A memfd holding 1 MiB of filler from any line offset.
+    /// An unnamed file of filler in the temporary directory; see
+    /// [`FillerFile::in_dir`].
     pub fn new() -> io::Result<FillerFile> {
-        let fd = memfd_create("keepalive-server-filler", MemfdFlags::CLOEXEC)?;
+        FillerFile::in_dir(&std::env::temp_dir())
+    }
+
+    /// An unnamed file holding 1 MiB of filler from any line offset: an
+    /// `O_TMPFILE` in `dir`, or a memfd where that cannot be made. On a
+    /// disk filesystem (ext4, xfs) the page cache holds the file in large
+    /// folios, which a `sendfile` looks up a batch at a time; a memfd's
+    /// pages (as a tmpfs's) are 4 KiB each, looked up one by one, 64 per
+    /// 256 KiB: ~4.5 µs of a 256 KiB response's ~40 µs here.
+    pub fn in_dir(dir: &Path) -> io::Result<FillerFile> {
+        let fd = open(
+            dir,
+            OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC,
+            Mode::RUSR | Mode::WUSR,
+        )
+        .or_else(|_| memfd_create("keepalive-server-filler", MemfdFlags::CLOEXEC))?;
         let mut file = std::fs::File::from(fd);
         for _ in 0..FILE_SPAN / FILLER_BLOCK {
             file.write_all(&FILLER[..FILLER_BLOCK])?;
@@ -130,19 +147,37 @@ mod tests {
         assert_eq!(body(100_000, 1000), body(100_000, 99_999));
     }
 
-    #[test]
-    fn the_filler_file_sends_what_the_slices_hold() {
+    /// What `file` sends for bodies of several sizes is what the slices
+    /// hold.
+    fn sends_what_the_slices_hold(file: &FillerFile) {
         use std::io::Read;
-        let file = FillerFile::new().unwrap();
         let (a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
         // What the socket takes at once, as a connection's non-blocking one.
         a.set_nonblocking(true).unwrap();
         for remaining in [1000u64, 64 * 1000 + 17, 3 << 20] {
             let sent = file.send(&a, remaining).unwrap();
+            assert!(sent > 0, "{remaining}");
             let mut got = vec![0; sent];
             b.read_exact(&mut got).unwrap();
             let want = &body(remaining, usize::MAX)[..sent];
             assert_eq!(got, want, "{remaining}");
         }
+    }
+
+    #[test]
+    fn the_filler_file_sends_what_the_slices_hold() {
+        sends_what_the_slices_hold(&FillerFile::new().unwrap());
+    }
+
+    #[test]
+    fn without_a_usable_directory_the_filler_is_a_memfd() {
+        use std::os::fd::AsRawFd;
+        let file = FillerFile::in_dir(Path::new("/nonexistent/keepalive-server")).unwrap();
+        let target = std::fs::read_link(format!("/proc/self/fd/{}", file.fd.as_raw_fd())).unwrap();
+        assert!(
+            target.to_string_lossy().starts_with("/memfd:"),
+            "{target:?}"
+        );
+        sends_what_the_slices_hold(&file);
     }
 }

@@ -136,7 +136,7 @@ impl Worker {
             resources: Resources {
                 filler: FillerFile::new()
                     .inspect_err(|e| {
-                        tracing::warn!(error = %e, "no memfd for /bytes: writing it from memory");
+                        tracing::warn!(error = %e, "no filler file for /bytes: writing it from memory");
                     })
                     .ok(),
                 ..Resources::with_capacity(2 * INITIAL_CONNECTIONS)
