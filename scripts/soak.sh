@@ -14,6 +14,8 @@
 #   SVG (target/soak.svg), JSON=1 for a JSON report, IDLE_CHECK (e.g. 10s:
 #   also count server context switches while idle, before and after),
 #   SERVER_LOG (server output file; default discarded), NOFILE (20000),
+#   TLS=1 to soak over TLS (kas-soak --tls; the server gets a fresh
+#   self-signed ECDSA P-256 certificate, the README's openssl command),
 #   PIN=1 to pin the server to CPU 0 and the client to CPU 1 (taskset): on a
 #   small machine the two otherwise share cores, and the client's own
 #   wake-ups then make up most of the measured lateness tail.
@@ -49,6 +51,18 @@ TOOL_ARGS=(--addr "$ADDR" -n "$N" --batch "$BATCH" --expect-timeout "$TIMEOUT $B
 [[ "${JSON:-0}" == 1 ]] && TOOL_ARGS+=(--json)
 [[ -n "${IDLE_CHECK:-}" ]] && TOOL_ARGS+=(--idle-check "$IDLE_CHECK")
 [[ -n "${SERVER_LOG:-}" ]] && TOOL_ARGS+=(--server-log "$SERVER_LOG")
+
+if [[ "${TLS:-0}" == 1 ]]; then
+  command -v openssl >/dev/null || { echo "TLS=1 needs openssl" >&2; exit 1; }
+  certs=$(mktemp -d)
+  trap 'rm -rf "$certs"' EXIT
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 \
+    -subj /CN=localhost -addext subjectAltName=DNS:localhost,IP:127.0.0.1 \
+    -addext basicConstraints=critical,CA:FALSE \
+    -keyout "$certs/key.pem" -out "$certs/cert.pem" 2>/dev/null
+  TOOL_ARGS+=(--tls)
+  EXTRA+=(--tls-cert "$certs/cert.pem" --tls-key "$certs/key.pem")
+fi
 
 CLIENT=("$TARGET_DIR/release/kas-soak")
 SERVER=(--server-bin "$TARGET_DIR/release/keepalive-server" --)

@@ -5,16 +5,19 @@
 # same ECDSA P-256 certificate, TLS 1.3 only, both following the client's
 # cipher order (wrk's OpenSSL puts TLS_AES_256_GCM_SHA384 first, so both
 # negotiate it, with X25519; the script prints what each negotiated).
-# Scenarios: keepalive (many requests per handshake) and close
+# Scenarios: keepalive (many requests per handshake), close
 # (`Connection: close`: a full handshake per request; wrk keeps no
-# session, so nothing is resumed). Runs alternate between the servers;
+# session, so nothing is resumed) and bytes-256k (`/bytes/262144` on
+# keep-alive connections: nginx serves a 256 KiB file, which over TLS it
+# reads and encrypts, as we encrypt our filler). Runs alternate between the servers;
 # the table shows medians over the rounds and the CPU ratio of ours to
 # nginx's in the same run.
 #
 # Usage: scripts/tls-loadtest.sh [rounds] [duration] [connections]
 #   defaults: 5 rounds, 3s, 50 connections, wrk -t1. Needs wrk, nginx with
 #   http_ssl_module and openssl (apt-get install wrk nginx openssl).
-#   Env: PORT_BASE (default 18560).
+#   Env: PORT_BASE (default 18560); SCENARIOS (default "keepalive close
+#   bytes-256k").
 
 case ${1:-} in -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0" && exit 0 ;; esac
 set -euo pipefail
@@ -25,6 +28,7 @@ rounds=${1:-5}
 duration=${2:-3s}
 connections=${3:-50}
 port_base=${PORT_BASE:-18560}
+scenarios=${SCENARIOS:-keepalive close bytes-256k}
 kas_port=$port_base
 nginx_port=$((port_base + 1))
 
@@ -60,9 +64,12 @@ negotiated() {
 }
 
 run() { # server scenario -> wrk_run's fields
-  local args=()
-  [ "$2" = close ] && args=(-s scripts/wrk/close.lua)
-  wrk_run "${pid_of[$1]}" -t1 -c"$connections" -d"$duration" --latency "${args[@]}" "https://127.0.0.1:${port_of[$1]}/"
+  local args=() path=/
+  case $2 in
+    close) args=(-s scripts/wrk/close.lua) ;;
+    bytes-256k) path=/bytes/262144 ;;
+  esac
+  wrk_run "${pid_of[$1]}" -t1 -c"$connections" -d"$duration" --latency "${args[@]}" "https://127.0.0.1:${port_of[$1]}$path"
 }
 
 for server in kas nginx; do
@@ -73,7 +80,7 @@ echo "\`scripts/tls-loadtest.sh $rounds $duration $connections\`: $(date -u +%Y-
 echo
 echo "| scenario | server | req/s | p50 ms | p99 ms | CPU µs/req | ctx sw/req | wrk CPU % | errors | CPU vs nginx |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
-for scenario in keepalive close; do
+for scenario in $scenarios; do
   declare -A results=()
   for round in $(seq "$rounds"); do
     for server in kas nginx; do
