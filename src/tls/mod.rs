@@ -23,11 +23,14 @@
 //!   a plain connection pays one pointer for it, with the four things a
 //!   connection does to its socket: read, write, close (`close_notify`,
 //!   then FIN) and watch after the idle close.
+//! - [`plain_http`]: plain HTTP sent to the TLS port, told by its first
+//!   byte, and the cleartext `400` that answers it.
 //! - [`TlsStats`]: handshakes by version, failures by reason.
 //! - `client`: the probe's side (roots, `--cacert`, `--insecure`).
 
 pub mod client;
 mod files;
+pub mod plain_http;
 mod stream;
 
 use std::io;
@@ -195,13 +198,17 @@ pub enum HandshakeFailure {
     /// The connection ended first: the peer closed or reset it, or the
     /// server closed it (shutdown, eviction).
     Closed,
+    /// The peer spoke plain HTTP, and was answered with a cleartext 400
+    /// (see `plain_http`).
+    PlainHttp,
 }
 
 impl HandshakeFailure {
-    pub const ALL: [HandshakeFailure; 3] = [
+    pub const ALL: [HandshakeFailure; 4] = [
         HandshakeFailure::Error,
         HandshakeFailure::Timeout,
         HandshakeFailure::Closed,
+        HandshakeFailure::PlainHttp,
     ];
 
     pub fn label(self) -> &'static str {
@@ -209,6 +216,7 @@ impl HandshakeFailure {
             HandshakeFailure::Error => "error",
             HandshakeFailure::Timeout => "timeout",
             HandshakeFailure::Closed => "closed",
+            HandshakeFailure::PlainHttp => "plain_http",
         }
     }
 }
