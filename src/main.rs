@@ -5,7 +5,7 @@
 
 use std::ffi::OsString;
 use std::io::Write as _;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use keepalive_server::config::{self, format_duration};
@@ -96,19 +96,7 @@ fn bound(addr: SocketAddr, tls: bool) -> String {
     } else {
         ""
     };
-    format!("{}{every_interface}", url(addr, tls))
-}
-
-/// The URL to open for a listening address (loopback for "every
-/// interface"), `https` when it speaks TLS.
-fn url(addr: SocketAddr, tls: bool) -> String {
-    let ip = match addr.ip() {
-        IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
-        IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
-        ip => ip,
-    };
-    let scheme = if tls { "https" } else { "http" };
-    format!("{scheme}://{}/", SocketAddr::new(ip, addr.port()))
+    format!("{}{every_interface}", guard::base_url(addr, tls))
 }
 
 /// First SIGINT/SIGTERM: graceful shutdown. Second: exit at once. SIGHUP:

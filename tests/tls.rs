@@ -3,7 +3,8 @@
 //! works as over plain HTTP (reuse, `Keep-Alive` headers, the access log
 //! saying TLS, GoAccess still reading it), the idle close says `close_notify` before its FIN (and
 //! `close=rst` still resets), a handshake is under the headers deadline
-//! from accept, garbage fails the handshake and is counted, ALPN takes
+//! from accept, garbage fails the handshake and is counted, plain HTTP
+//! gets a cleartext 400 (whole, then EOF) and is counted, ALPN takes
 //! `http/1.0` or `http/1.1` and refuses (and logs) `h2` alone, and a bad
 //! certificate path stops the binary at start with one line naming it.
 
@@ -228,27 +229,112 @@ fn a_handshake_cut_short_by_the_deadline_counts_as_a_timeout() {
     assert_eq!(failures(&server, HandshakeFailure::Timeout), 1);
 }
 
-#[test]
-fn plain_http_on_the_tls_port_fails_the_handshake_and_is_counted() {
-    let cert = TestCert::new();
-    let server = cert.serve(|_| {});
-    let mut plain = TcpStream::connect(server.addr).unwrap();
-    plain
-        .write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
-        .unwrap();
+/// Sends `request` in `parts` (with a pause between them, so later parts
+/// arrive after the answer is out), shuts the write side, and reads to
+/// the end: what arrived, or the error a reset would make.
+fn plain_exchange(addr: std::net::SocketAddr, parts: &[&[u8]]) -> std::io::Result<String> {
+    let mut plain = TcpStream::connect(addr).unwrap();
     plain
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
+    for (i, part) in parts.iter().enumerate() {
+        if i > 0 {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        plain.write_all(part)?;
+    }
+    plain.shutdown(std::net::Shutdown::Write)?;
     let mut answer = Vec::new();
-    let _ = plain.read_to_end(&mut answer); // an alert, then the close
+    plain.read_to_end(&mut answer)?;
+    Ok(String::from_utf8_lossy(&answer).into_owned())
+}
+
+#[test]
+fn plain_http_on_the_tls_port_gets_a_readable_400_then_eof() {
+    let cert = TestCert::new();
+    let server = cert.serve(|_| {});
+    let answer = plain_exchange(
+        server.addr,
+        &[b"GET / HTTP/1.1\r\nHost: localhost:8443\r\n\r\n"],
+    )
+    .expect("the answer, then EOF: no reset");
+    let (head, body) = answer.split_once("\r\n\r\n").expect("a whole head");
+    assert!(head.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{answer}");
+    assert!(head.ends_with("\r\nConnection: close"), "{head}");
     assert!(
-        !answer.starts_with(b"HTTP/"),
-        "no HTTP answer on a TLS port: {answer:?}"
+        head.contains(&format!("Content-Length: {}", body.len())),
+        "{answer}"
     );
+    assert!(
+        body.contains("plain HTTP") && body.contains("https://localhost:8443/"),
+        "{body}"
+    );
+    eventually(SLACK, || {
+        match failures(&server, HandshakeFailure::PlainHttp) {
+            1 => Ok(()),
+            n => Err(format!("{n} plain_http failures counted")),
+        }
+    });
+    assert_eq!(failures(&server, HandshakeFailure::Error), 0);
+    server.wait_for_closed_by(CloseCause::Client, 1);
+    server.wait_for_open(0);
+    // A TLS client is served as ever.
+    let mut client = cert.connect(server.addr);
+    let (head, body) = client.get("/");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(body, "Hello, World!");
+    assert_eq!(handshakes(&server, TlsVersion::Tls13), 1);
+    assert_eq!(failures(&server, HandshakeFailure::PlainHttp), 1);
+}
+
+#[test]
+fn the_400_arrives_whole_while_the_request_body_is_still_coming() {
+    let cert = TestCert::new();
+    let server = cert.serve(|_| {});
+    // The first byte alone, then the rest of the head, then a body: all
+    // of it after the answer is out. Left unread, it would turn the close
+    // into a reset that can cut the answer.
+    let body = vec![b'x'; 256 * 1024];
+    let answer = plain_exchange(
+        server.addr,
+        &[
+            b"P",
+            b"OST /upload HTTP/1.1\r\nHost: localhost\r\nContent-Length: 262144\r\n\r\n",
+            &body,
+        ],
+    )
+    .expect("the answer, then EOF: no reset");
+    assert!(
+        answer.starts_with("HTTP/1.1 400 Bad Request\r\n"),
+        "{answer}"
+    );
+    assert!(answer.ends_with(" instead.\n"), "the whole body: {answer}");
+    assert!(answer.contains("Use https://"), "{answer}");
+    server.wait_for_open(0);
+    assert_eq!(failures(&server, HandshakeFailure::PlainHttp), 1);
+}
+
+#[test]
+fn garbage_on_the_tls_port_still_gets_the_alert_and_is_counted() {
+    let cert = TestCert::new();
+    let server = cert.serve(|_| {});
+    for garbage in [&b"\x00\x01\x02\x03\x04 not TLS\r\n"[..], b"hello\r\n\r\n"] {
+        let mut peer = TcpStream::connect(server.addr).unwrap();
+        peer.write_all(garbage).unwrap();
+        peer.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut answer = Vec::new();
+        let _ = peer.read_to_end(&mut answer); // an alert, then the close
+        assert!(
+            answer.first() == Some(&0x15),
+            "a TLS alert record, no HTTP answer, for {garbage:?}: {answer:?}"
+        );
+    }
     eventually(SLACK, || match failures(&server, HandshakeFailure::Error) {
-        1 => Ok(()),
+        2 => Ok(()),
         n => Err(format!("{n} failures counted")),
     });
+    assert_eq!(failures(&server, HandshakeFailure::PlainHttp), 0);
     assert_eq!(handshakes(&server, TlsVersion::Tls13), 0);
     server.wait_for_open(0);
 }

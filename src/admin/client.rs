@@ -15,6 +15,7 @@ use mio::net::TcpStream;
 
 use super::http::{MAX_HEAD, Route};
 use super::rounds::RoundId;
+use crate::readiness::{interrupted, would_block};
 use crate::timers::TimerId;
 
 /// Bytes a client may send past its request before it is cut off.
@@ -102,8 +103,8 @@ impl Client {
                         return Ok(Received::TooMuch);
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Received::Drained),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if would_block(&e) => return Ok(Received::Drained),
+                Err(e) if interrupted(&e) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -135,8 +136,8 @@ impl Client {
                         self.sent = 0;
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if would_block(&e) => return Ok(false),
+                Err(e) if interrupted(&e) => {}
                 Err(e) => return Err(e),
             }
         }

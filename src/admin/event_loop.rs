@@ -30,6 +30,7 @@ use super::rounds::{Finished, Rounds};
 use super::view::{View, peers_report};
 use super::{AdminTimer, metrics, page};
 use crate::clock::LoopClock;
+use crate::readiness::{interrupted, would_block};
 use crate::shared::Remote;
 use crate::timers::{Micros, TimerId, TimerLists};
 
@@ -109,7 +110,7 @@ impl AdminLoop {
             self.clock.arm(self.timers.next_expiry())?;
             match self.poll.poll(&mut events, None) {
                 Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if interrupted(&e) => continue,
                 Err(e) => return Err(e),
             }
             now = self.clock.now();
@@ -149,8 +150,8 @@ impl AdminLoop {
         loop {
             let mut stream = match self.listener.accept() {
                 Ok((stream, _)) => stream,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if would_block(&e) => return,
+                Err(e) if interrupted(&e) => continue,
                 Err(e) => {
                     // Out of descriptors, most likely: the backlog waits
                     // for the next connection's event.

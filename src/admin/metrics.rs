@@ -310,7 +310,7 @@ fn render_tls(out: &mut Exposition, remote: &Remote) {
     out.family(
         "kas_tls_handshake_failures_total",
         "counter",
-        "TLS handshakes that did not complete: bad or refused TLS (error), the headers deadline from accept (timeout), the connection ending first: the peer left, or shutdown or eviction (closed).",
+        "TLS handshakes that did not complete: bad or refused TLS (error), the headers deadline from accept (timeout), the connection ending first: the peer left, or shutdown or eviction (closed), plain HTTP, answered with a cleartext 400 (plain_http).",
     );
     for why in HandshakeFailure::ALL {
         let value: u64 = remote.stats().map(|s| s.tls.failures(why)).sum();

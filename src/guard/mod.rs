@@ -185,9 +185,9 @@ fn interrupted_status(signal: i32) -> u8 {
     u8::try_from(128 + signal).unwrap_or(1)
 }
 
-/// The base URL COMMAND is given: the bound address (loopback for every
-/// interface), `https` when the server speaks TLS. (main.rs has the same
-/// as `url`, kept apart for now so the guard leaves main.rs alone.)
+/// The base URL COMMAND is given, and the one the server's start-up line
+/// shows: the bound address (loopback for every interface), `https` when
+/// the server speaks TLS.
 pub fn base_url(bound: SocketAddr, tls: bool) -> String {
     let host = match bound.ip() {
         IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),

@@ -23,6 +23,7 @@ use mio::{Interest, Registry, Token};
 
 use super::response::{Fed, ResponseHead, ResponseReader};
 use super::rx_stamps::{self, Scratch, Seen};
+use crate::readiness::would_block;
 use crate::tls::TlsVersion;
 use crate::tls::client::TlsTarget;
 
@@ -330,10 +331,6 @@ pub(super) fn connect_failed(error: &io::Error, connected: bool) -> Phase {
     } else {
         Phase::Failed(format!("cannot connect: {error}"))
     }
-}
-
-pub(super) fn would_block(e: &io::Error) -> bool {
-    e.kind() == io::ErrorKind::WouldBlock
 }
 
 /// A reset, or a write to a socket the peer has reset (EPIPE after a FIN).

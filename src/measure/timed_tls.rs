@@ -11,7 +11,8 @@
 use std::io::{self, Read, Write};
 
 use super::rx_stamps::{Scratch, Seen};
-use super::timed_conn::{Closed, Phase, TimedConn, connect_failed, is_reset, would_block};
+use super::timed_conn::{Closed, Phase, TimedConn, connect_failed, is_reset};
+use crate::readiness::would_block;
 use crate::tls::TlsVersion;
 
 impl TimedConn {

@@ -1,14 +1,16 @@
 //! TLS for the server's main listener and for the probe, with rustls on
 //! the worker's own mio loop (no second runtime, no thread per handshake).
 //!
-//! rustls is sans-I/O: it takes TLS bytes in (`read_tls`)
-//! and hands TLS bytes out (`write_tls`), with plaintext on the other
-//! side. The connection drives it exactly as it drives a plain socket
-//! (read until `WouldBlock`, write until the socket is full), so
-//! everything above the socket (the session, the timer lists, the lab)
-//! does not know whether a connection is encrypted:
+//! rustls is sans-I/O: it takes TLS bytes in (`read_tls`) and hands TLS
+//! bytes out (`write_tls`), with plaintext on the other side. A TLS
+//! connection's transport (`conn::transport`, chosen at accept) drives it
+//! exactly as the plain transport drives a socket (read until
+//! `WouldBlock`, write until the socket is full), so everything above the
+//! transport (the connection's lifecycle, the session, the timer lists,
+//! the lab) does not know whether a connection is encrypted:
 //!
 //! ```text
+//!   ┌─────── the TLS transport, driving a TlsConn ───────┐
 //!   socket ──read_tls──▶ rustls ──reader()──▶ input buffer ──▶ session
 //!   socket ◀─write_tls── rustls ◀─writer()─── output buffer ◀── session
 //! ```
@@ -20,14 +22,20 @@
 //!   workers' settings, so a SIGHUP reload swaps it for new connections
 //!   while each open connection keeps the one it shook hands with.
 //! - [`TlsConn`] (`stream`): one connection's rustls state, boxed so that
-//!   a plain connection pays one pointer for it, with the four things a
-//!   connection does to its socket: read, write, close (`close_notify`,
-//!   then FIN) and watch after the idle close.
+//!   a plain connection pays one pointer for it, and the rustls side of
+//!   what the transport asks of it, on the socket the transport lends:
+//!   read through rustls, take plaintext and send its records, queue
+//!   `close_notify`, and read during the watch after the idle close. The
+//!   transport decides when (and sends the FIN), and counts the
+//!   handshake's outcome.
+//! - [`plain_http`]: plain HTTP sent to the TLS port, told by its first
+//!   byte, and the cleartext `400` that answers it.
 //! - [`TlsStats`]: handshakes by version, failures by reason.
 //! - `client`: the probe's side (roots, `--cacert`, `--insecure`).
 
 pub mod client;
 mod files;
+pub mod plain_http;
 mod stream;
 
 use std::io;
@@ -195,13 +203,17 @@ pub enum HandshakeFailure {
     /// The connection ended first: the peer closed or reset it, or the
     /// server closed it (shutdown, eviction).
     Closed,
+    /// The peer spoke plain HTTP, and was answered with a cleartext 400
+    /// (see `plain_http`).
+    PlainHttp,
 }
 
 impl HandshakeFailure {
-    pub const ALL: [HandshakeFailure; 3] = [
+    pub const ALL: [HandshakeFailure; 4] = [
         HandshakeFailure::Error,
         HandshakeFailure::Timeout,
         HandshakeFailure::Closed,
+        HandshakeFailure::PlainHttp,
     ];
 
     pub fn label(self) -> &'static str {
@@ -209,6 +221,7 @@ impl HandshakeFailure {
             HandshakeFailure::Error => "error",
             HandshakeFailure::Timeout => "timeout",
             HandshakeFailure::Closed => "closed",
+            HandshakeFailure::PlainHttp => "plain_http",
         }
     }
 }

@@ -21,6 +21,7 @@ use mio::net::TcpStream;
 use rustls::{ServerConfig, ServerConnection};
 
 use super::TlsVersion;
+use super::plain_http::Opening;
 use crate::readiness::{interrupted, would_block};
 
 /// Most TLS bytes rustls holds unsent before it refuses more plaintext:
@@ -63,6 +64,8 @@ pub struct TlsConn {
     /// `close_notify` is queued (or the connection is being reset): the
     /// close adds nothing more.
     closed: bool,
+    /// What the first byte said (see `plain_http`).
+    opening: Opening,
 }
 
 impl TlsConn {
@@ -74,7 +77,18 @@ impl TlsConn {
             socket_drained: false,
             reported: false,
             closed: false,
+            opening: Opening::Unread,
         })
+    }
+
+    /// What the connection's first byte said (see `plain_http`).
+    pub fn opening(&self) -> Opening {
+        self.opening
+    }
+
+    /// The first byte has been read for what it says.
+    pub fn set_opening(&mut self, opening: Opening) {
+        self.opening = opening;
     }
 
     /// The handshake is still in progress.

@@ -16,13 +16,13 @@
 //! its state), and its outcome is counted here; rustls' backlog of
 //! records counts as output not yet sent ([`Transport::has_unsent`]); a
 //! generated body is encrypted from the filler block rather than sent with
-//! `sendfile`; a graceful close says `close_notify` before its FIN.
+//! `sendfile`; a graceful close says `close_notify` before its FIN; plain
+//! HTTP sent to the TLS port is told by its first byte and answered with a
+//! cleartext 400 (in [`tls`]'s first read).
 //!
 //! Where the next TLS work goes: releasing rustls' buffers while idle
 //! (issue 33) is a call the connection makes as it goes idle, beside
-//! giving its pooled buffers back, answered here (plain: nothing to do);
-//! answering plain HTTP on the TLS port with a cleartext 400 (issue 31) is
-//! a look at the first bytes of the handshake, in [`tls`]'s read.
+//! giving its pooled buffers back, answered here (plain: nothing to do).
 
 mod plain;
 mod tls;

@@ -3,12 +3,22 @@
 //! picture), and the handshake's outcome counted: completed by version,
 //! failed by reason, once.
 //!
+//! The first read peeks at the first byte (see `crate::tls::plain_http`):
+//! a plain HTTP request is answered there with a cleartext `400`, the
+//! write side shut behind it, and counted as a failed handshake; from then
+//! on its reads drop what comes, to the peer's EOF, so the close that
+//! follows is a FIN and not a reset that could cut the answer (the
+//! connection meanwhile stays `Handshaking`, under the headers deadline
+//! from accept). Anything else is TLS, for rustls.
+//!
 //! A flush hands rustls the queued output (and a generated body behind
 //! it, encrypted from the filler block) and sends its records; it works
 //! without buffers too, as an idle connection may still owe a handshake
 //! message or a ticket.
 
-use std::io::{self, IoSlice};
+use std::io::{self, IoSlice, Read};
+use std::net::Shutdown;
+use std::time::SystemTime;
 
 use mio::net::TcpStream;
 
@@ -17,6 +27,7 @@ use crate::app::filler;
 use crate::conn::GENERATE_BUDGET;
 use crate::ctx::{ConnLabel, Ctx};
 use crate::readiness::{interrupted, would_block};
+use crate::tls::plain_http::{self, Opening};
 use crate::tls::{HandshakeFailure, Plain, TlsConn, WatchRead};
 
 /// Plaintext handed to rustls per flush of a generated body before the
@@ -32,6 +43,15 @@ pub(super) fn read(
     into: &mut [u8],
     ctx: &Ctx<'_>,
 ) -> io::Result<Got> {
+    match tls.opening() {
+        Opening::Tls => {}
+        Opening::Unread => {
+            if let Some(got) = open(tls, stream, into, ctx)? {
+                return Ok(got);
+            }
+        }
+        Opening::PlainHttp => return drop_plain(stream, into),
+    }
     let read = tls.read(stream, into);
     if let Some(version) = tls.take_completed() {
         ctx.stats.tls.handshake(version);
@@ -48,6 +68,52 @@ pub(super) fn read(
     match read? {
         Plain::Eof => Ok(Got::Eof),
         Plain::Data { n, short } => Ok(Got::Data { n, short }),
+    }
+}
+
+/// The first read: peeks at the first byte. Plain HTTP is read, answered
+/// and counted here (`Some`: what the connection is told it read);
+/// `None`: TLS, or nothing to judge yet but the EOF or an error, which
+/// rustls's own read meets and counts.
+fn open(
+    tls: &mut TlsConn,
+    stream: &mut TcpStream,
+    into: &mut [u8],
+    ctx: &Ctx<'_>,
+) -> io::Result<Option<Got>> {
+    let mut first = [0u8; 1];
+    match stream.peek(&mut first) {
+        Ok(1) => tls.set_opening(Opening::of(first[0])),
+        Err(e) if would_block(&e) => return Err(e),
+        _ => return Ok(None),
+    }
+    if tls.opening() == Opening::Tls {
+        return Ok(None);
+    }
+    cut(tls, HandshakeFailure::PlainHttp, ctx);
+    let n = stream.read(into)?;
+    let answer = plain_http::answer(&into[..n], stream.local_addr().ok(), SystemTime::now());
+    // A fresh socket's send buffer is empty and the answer a few hundred
+    // bytes: it goes whole (the FIN in its segment), or the socket is
+    // dead.
+    let flags = libc::MSG_MORE | libc::MSG_NOSIGNAL;
+    let sent = socket2::SockRef::from(&*stream).send_with_flags(&answer, flags)?;
+    if sent < answer.len() {
+        return Err(io::ErrorKind::WriteZero.into());
+    }
+    let _ = stream.shutdown(Shutdown::Write);
+    Ok(Some(Got::Data {
+        n: 0,
+        short: n < into.len(),
+    }))
+}
+
+/// After the answer to plain HTTP: reads what still comes and drops it
+/// (as none of it is the connection's input), to the EOF.
+fn drop_plain(stream: &mut TcpStream, into: &mut [u8]) -> io::Result<Got> {
+    match super::plain::read(stream, into)? {
+        Got::Data { short, .. } => Ok(Got::Data { n: 0, short }),
+        Got::Eof => Ok(Got::Eof),
     }
 }
 
