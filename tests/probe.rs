@@ -459,6 +459,37 @@ fn a_server_that_is_not_http_or_never_answers_exits_1() {
     assert!(probed.took < Duration::from_secs(10), "{:?}", probed.took);
 }
 
+/// Servers that answer without end (interim responses forever, a head or
+/// a body a byte every 0.4 s, each byte well within any read timeout):
+/// `--timeout` bounds each whole exchange, and the probe exits 1 saying
+/// what the server did, in about `--timeout`, not never.
+#[test]
+fn servers_that_answer_without_end_exit_1_within_the_timeout() {
+    for (addr, says) in [
+        (
+            probe_fixtures::endless_continue_server(),
+            "the server sent 11 interim 100 responses and no final one",
+        ),
+        (
+            probe_fixtures::trickling_head_server(),
+            "bytes of a response head without finishing it",
+        ),
+        (probe_fixtures::trickling_body_server(), "a 200 head and"),
+    ] {
+        let url = format!("http://{addr}/");
+        let probed = probe(&["--timeout", "2s", &url]);
+        assert_eq!(probed.code, Some(1), "{url}: {}", probed.stderr);
+        assert!(probed.stderr.contains(says), "{says}: {}", probed.stderr);
+        assert_eq!(probed.stderr.lines().count(), 1, "{}", probed.stderr);
+        // 2 s each way, generous for a shared machine: never a hang.
+        assert!(
+            probed.took < Duration::from_secs(20),
+            "{url}: {:?}",
+            probed.took
+        );
+    }
+}
+
 #[test]
 fn serving_without_a_subcommand_is_unchanged_and_help_names_the_probe() {
     let (status, stdout, _) = run_to_exit(command(&["--help"]), WITHIN);

@@ -167,6 +167,12 @@ impl TimedConn {
         }
     }
 
+    /// How far the response awaited got, for a message that begins "the
+    /// server" (see [`ResponseReader::unfinished`]).
+    pub fn unfinished(&self) -> Option<String> {
+        self.reader.unfinished()
+    }
+
     /// Gives up on a connection that is still waiting for something.
     pub fn fail(&mut self, why: String) {
         self.phase = Phase::Failed(why);

@@ -47,7 +47,8 @@ pub struct ProbeArgs {
     #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = positive_duration)]
     pub max_wait: Duration,
 
-    /// How long a connect or a response may take before the server counts as not answering.
+    /// How long a connect, or a whole response (head and body, interim 1xx ones included), may
+    /// take before the server counts as not answering.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = positive_duration)]
     pub timeout: Duration,
 

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Token};
 
-use super::failure::Failure;
+use super::failure::{self, Failure};
 use super::target::Target;
 use crate::measure::rx_stamps::{Scratch, Seen};
 use crate::measure::timed_conn::{Phase, TimedConn};
@@ -175,15 +175,7 @@ impl ConnSet {
         let mut expired = 0;
         for (conn, asked_at) in self.conns.iter_mut().zip(&self.asked_at) {
             if conn.phase.awaits_response() && now >= *asked_at + self.timeout {
-                let what = if conn.written_at.is_some() {
-                    "no response"
-                } else {
-                    "no connection"
-                };
-                conn.fail(format!(
-                    "{what} within {}",
-                    humantime::format_duration(self.timeout)
-                ));
+                conn.fail(overdue(conn, self.timeout));
                 conn.close(self.poll.registry());
                 expired += 1;
             }
@@ -208,4 +200,15 @@ impl ConnSet {
             .map(|(_, asked_at)| *asked_at + self.timeout)
             .min()
     }
+}
+
+/// Why a connection that waited `timeout` for its response is given up.
+fn overdue(conn: &TimedConn, timeout: Duration) -> String {
+    if conn.written_at.is_none() {
+        return format!(
+            "no connection within {}",
+            humantime::format_duration(timeout)
+        );
+    }
+    failure::overdue(timeout, conn.unfinished())
 }

@@ -4,7 +4,9 @@
 //! and small fixtures written here: a server that closes idle connections
 //! with a reset, one that closes them in periodic passes (as lighttpd and
 //! coarse timer wheels do), one that answers only a connection's first
-//! request, one that is not HTTP, one that never answers.
+//! request, one that is not HTTP, one that never answers, and three that
+//! answer without end: `100 Continue` again and again, a response head or
+//! a body trickled a byte at a time.
 //!
 //! An external tool that is missing FAILS the test under `CI=true`, and
 //! outside CI the test says it skipped (tests/support/skip.rs).
@@ -329,6 +331,70 @@ pub fn silent_server() -> SocketAddr {
             if n == 0 {
                 return;
             }
+        }
+    })
+}
+
+/// Reads a connection's first request head; false if it closed first.
+fn read_head(stream: &mut TcpStream) -> bool {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+    true
+}
+
+/// Writes `bytes` in pieces of `piece` bytes every `every`, then `then`
+/// again and again, until the client goes away.
+fn trickle(stream: &mut TcpStream, bytes: &[u8], piece: usize, every: Duration, then: &[u8]) {
+    let _ = stream.set_nodelay(true);
+    for piece in bytes.chunks(piece).chain(std::iter::repeat(then)) {
+        if stream.write_all(piece).is_err() {
+            return;
+        }
+        std::thread::sleep(every);
+    }
+}
+
+/// Answers every request with `100 Continue`, again every 100 ms, and
+/// never with a final response.
+pub fn endless_continue_server() -> SocketAddr {
+    serve(|stream| {
+        if read_head(stream) {
+            let interim = b"HTTP/1.1 100 Continue\r\n\r\n";
+            trickle(
+                stream,
+                interim,
+                interim.len(),
+                Duration::from_millis(100),
+                interim,
+            );
+        }
+    })
+}
+
+/// Sends its response head a byte every 400 ms (each byte well within any
+/// read timeout), the head never finished.
+pub fn trickling_head_server() -> SocketAddr {
+    serve(|stream| {
+        if read_head(stream) {
+            let head = b"HTTP/1.1 200 OK\r\nServer: drip\r\nX-Padding: ";
+            trickle(stream, head, 1, Duration::from_millis(400), b"a");
+        }
+    })
+}
+
+/// Sends a whole head promising a 1 MB body, then the body a byte every
+/// 400 ms.
+pub fn trickling_body_server() -> SocketAddr {
+    serve(|stream| {
+        if read_head(stream) {
+            let head = b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n";
+            trickle(stream, head, head.len(), Duration::from_millis(400), b"b");
         }
     })
 }
