@@ -490,6 +490,67 @@ fn servers_that_answer_without_end_exit_1_within_the_timeout() {
     }
 }
 
+/// TLS failures say what happened and what to do, in words, not the
+/// library's debug output.
+#[test]
+fn tls_failures_say_what_to_do() {
+    let cert = support::tls::TestCert::new();
+    let tls = probe_fixtures::tls_server(&cert.cert, &cert.key);
+    let https = format!("https://localhost:{}/", tls.addr.port());
+    // Trusted by nothing given: name both ways out.
+    let stranger = probe_fixtures::self_signed_ca_certificate();
+    let probed = probe(&["--cacert", stranger.cacert_arg(), &https]);
+    assert_eq!(probed.code, Some(1), "{}", probed.stderr);
+    for words in [
+        "is not signed by a certificate in --cacert",
+        "--cacert FILE",
+        "--insecure",
+    ] {
+        assert!(probed.stderr.contains(words), "{words}: {}", probed.stderr);
+    }
+    let probed = probe(&[&https]);
+    assert!(probed.stderr.contains("--cacert"), "{}", probed.stderr);
+    assert!(probed.stderr.contains("--insecure"), "{}", probed.stderr);
+    // The right scheme for the port.
+    let http_to_tls = format!("http://127.0.0.1:{}/", tls.addr.port());
+    let probed = probe(&["--timeout", "5s", &http_to_tls]);
+    assert_eq!(probed.code, Some(1), "{}", probed.stderr);
+    assert!(probed.stderr.contains("use https://"), "{}", probed.stderr);
+    let nginx_like = format!(
+        "http://{}/",
+        probe_fixtures::https_port_answering_plain_requests_400()
+    );
+    let probed = probe(&["--timeout", "5s", &nginx_like]);
+    assert_eq!(probed.code, Some(1), "{}", probed.stderr);
+    assert!(probed.stderr.contains("use https://"), "{}", probed.stderr);
+    let plain = start(|_| {});
+    let https_to_plain = format!("https://127.0.0.1:{}/", plain.addr.port());
+    let probed = probe(&["--insecure", "--timeout", "5s", &https_to_plain]);
+    assert_eq!(probed.code, Some(1), "{}", probed.stderr);
+    assert!(
+        probed.stderr.contains("speaks plain HTTP"),
+        "{}",
+        probed.stderr
+    );
+    assert!(probed.stderr.contains("use http://"), "{}", probed.stderr);
+    // Signed by a CA other than the one of that name in --cacert.
+    let pems = probe_fixtures::certificate_from_an_impostor_ca();
+    let signed = probe_fixtures::tls_server(&pems.cert, &pems.key);
+    let url = format!("https://localhost:{}/", signed.addr.port());
+    let probed = probe(&["--cacert", pems.cacert_arg(), &url]);
+    assert_eq!(probed.code, Some(1), "{}", probed.stderr);
+    assert!(
+        probed.stderr.contains("signature does not verify"),
+        "{}",
+        probed.stderr
+    );
+    assert!(
+        !probed.stderr.contains("Context"),
+        "debug output: {}",
+        probed.stderr
+    );
+}
+
 #[test]
 fn serving_without_a_subcommand_is_unchanged_and_help_names_the_probe() {
     let (status, stdout, _) = run_to_exit(command(&["--help"]), WITHIN);

@@ -305,6 +305,15 @@ fn parse_head(buf: &[u8]) -> Result<Option<(usize, ResponseHead, Stage)>, NotHtt
     let len = match response.parse(buf) {
         Ok(httparse::Status::Complete(len)) => len,
         Ok(httparse::Status::Partial) => return Ok(None),
+        // A TLS record (handshake 22 or alert 21, version 3.x): the
+        // server speaks TLS and refused a plain request.
+        Err(_) if matches!(buf, [21 | 22, 3, ..]) => {
+            return Err(NotHttp(
+                "the server answered in TLS, not plain HTTP: it speaks HTTPS on this port; use \
+                 https:// in place of http://"
+                    .into(),
+            ));
+        }
         Err(e) => return Err(NotHttp(format!("not an HTTP/1.x response ({e})"))),
     };
     let mut head = ResponseHead {

@@ -35,7 +35,12 @@ pub struct Limit {
 
 /// Sends up to `max` requests on one connection.
 pub fn measure(target: &Target, max: u32, timeout: Duration) -> Result<Limit, Failure> {
-    let fail = |what: &str, e: io::Error| Failure::Server(format!("{} ({what}): {e}", target.url));
+    let fail = |what: &str, e: io::Error| {
+        let why = (target.tls.as_ref())
+            .and_then(|tls| tls.explain_io(&e))
+            .unwrap_or_else(|| e.to_string());
+        Failure::Server(format!("{} ({what}): {why}", target.url))
+    };
     let tcp = TcpStream::connect_timeout(&target.addr, timeout)
         .map_err(|e| fail("request limit, connect", e))?;
     let _ = tcp.set_nodelay(true);

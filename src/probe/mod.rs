@@ -47,6 +47,7 @@ pub use failure::Failure;
 pub use report::Report;
 
 use crate::measure::rx_stamps;
+use crate::tls::client::speaks_tls;
 use target::Target;
 
 /// Runs the subcommand: `args` are what follows `probe` on the command
@@ -103,6 +104,13 @@ pub fn probe(args: &ProbeArgs) -> Result<Report, Failure> {
         (idle, limit)
     });
     let idle = idle?;
+    if target.tls.is_none() && idle.promise.status == 400 && speaks_tls(target.addr, args.timeout) {
+        return Err(Failure::Server(format!(
+            "{}: the server answered 400 to a plain-HTTP request and speaks TLS on this port: \
+             use https:// in place of http://",
+            args.url
+        )));
+    }
     // Only the round trip was asked for: a server that fails the later
     // requests leaves it unmeasured, and the probe goes on.
     let limit = match limit {

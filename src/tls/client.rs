@@ -2,10 +2,15 @@
 //! (the system's roots, or one `--cacert` file, or none at all with
 //! `--insecure`), ALPN `http/1.1`, and the server name it sends (SNI from
 //! the URL's host; an IP address is verified but sends no SNI, as RFC 6066
-//! forbids one).
+//! forbids one). What a failed exchange means, in words, is [`errors`].
 
+mod errors;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
@@ -143,6 +148,9 @@ impl ServerCertVerifier for AnyCertificate {
 pub struct TlsTarget {
     pub config: Arc<ClientConfig>,
     pub name: ServerName<'static>,
+    /// Whom the certificate must be vouched for by (for the words of an
+    /// error).
+    pub trust: Arc<Trust>,
 }
 
 impl TlsTarget {
@@ -151,7 +159,20 @@ impl TlsTarget {
         Ok(TlsTarget {
             config: config(trust)?,
             name: server_name(host)?,
+            trust: Arc::new(trust.clone()),
         })
+    }
+
+    /// `error`, met speaking to this server, as a sentence saying what
+    /// happened and what to do.
+    pub fn explain(&self, error: &rustls::Error) -> String {
+        errors::explain(error, &self.trust)
+    }
+
+    /// An I/O error from a rustls stream, in words when TLS caused it.
+    pub fn explain_io(&self, error: &std::io::Error) -> Option<String> {
+        let tls = error.get_ref()?.downcast_ref::<rustls::Error>()?;
+        Some(self.explain(tls))
     }
 
     /// A new client connection, its handshake not begun.
@@ -159,4 +180,30 @@ impl TlsTarget {
         rustls::ClientConnection::new(Arc::clone(&self.config), self.name.clone())
             .map_err(std::io::Error::other)
     }
+}
+
+/// The words for a TLS hello answered in plain text (see [`errors`]).
+pub use errors::plain_http;
+
+/// Whether the server at `addr` answers a TLS hello with TLS (a handshake
+/// or an alert record), within `timeout`: asked when a plain-HTTP request
+/// was refused, to tell the user to use https://.
+pub fn speaks_tls(addr: SocketAddr, timeout: Duration) -> bool {
+    let answer = || -> std::io::Result<[u8; 2]> {
+        let mut tcp = TcpStream::connect_timeout(&addr, timeout)?;
+        tcp.set_read_timeout(Some(timeout))?;
+        tcp.set_write_timeout(Some(timeout))?;
+        let config = config(&Trust::Insecure).map_err(std::io::Error::other)?;
+        let name = ServerName::IpAddress(addr.ip().into());
+        let mut hello =
+            rustls::ClientConnection::new(config, name).map_err(std::io::Error::other)?;
+        let mut out = Vec::new();
+        hello.write_tls(&mut out)?;
+        tcp.write_all(&out)?;
+        let mut first = [0u8; 2];
+        tcp.read_exact(&mut first)?;
+        Ok(first)
+    };
+    // A TLS record: handshake (22) or alert (21), version 3.x.
+    matches!(answer(), Ok([21 | 22, 3]))
 }

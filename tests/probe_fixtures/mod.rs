@@ -20,6 +20,84 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// PEM files for a TLS server and a probe's `--cacert`, in a directory of
+/// their own (removed when dropped).
+pub struct Pems {
+    pub dir: super::support::files::TempDir,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    /// The file to give the probe as `--cacert`.
+    pub cacert: PathBuf,
+}
+
+impl Pems {
+    /// Paths as flag values.
+    pub fn cacert_arg(&self) -> &str {
+        self.cacert.to_str().unwrap()
+    }
+}
+
+/// CA parameters for `rcgen`: a CA named `name`.
+fn ca_params(name: &str) -> rcgen::CertificateParams {
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params.distinguished_name = rcgen::DistinguishedName::new();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, name);
+    params
+}
+
+/// A server certificate for `localhost` signed by a CA (P-256), and as
+/// `--cacert` another CA of the same name with an Ed25519 key: the probe
+/// finds the issuer by name, and its key cannot have made the signature.
+pub fn certificate_from_an_impostor_ca() -> Pems {
+    let p256 = || rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    let real = rcgen::CertifiedIssuer::self_signed(ca_params("Probe Test CA"), p256()).unwrap();
+    let impostor_key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).unwrap();
+    let impostor = ca_params("Probe Test CA")
+        .self_signed(&impostor_key)
+        .unwrap();
+    let leaf_key = p256();
+    let leaf = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+        .unwrap()
+        .signed_by(&leaf_key, &real)
+        .unwrap();
+    let dir = super::support::files::TempDir::new();
+    Pems {
+        cert: dir.file("cert.pem", leaf.pem().as_bytes()),
+        key: dir.file("key.pem", leaf_key.serialize_pem().as_bytes()),
+        cacert: dir.file("impostor.pem", impostor.pem().as_bytes()),
+        dir,
+    }
+}
+
+/// A self-signed certificate for `localhost` marked as a CA (as `openssl
+/// req -x509` makes by default), which is its own `--cacert`.
+pub fn self_signed_ca_certificate() -> Pems {
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    let mut params = ca_params("localhost");
+    params.subject_alt_names = vec![rcgen::SanType::DnsName("localhost".try_into().unwrap())];
+    let cert = params.self_signed(&key).unwrap();
+    let dir = super::support::files::TempDir::new();
+    let cert_path = dir.file("cert.pem", cert.pem().as_bytes());
+    Pems {
+        cacert: cert_path.clone(),
+        cert: cert_path,
+        key: dir.file("key.pem", key.serialize_pem().as_bytes()),
+        dir,
+    }
+}
+
+/// This server over TLS with the certificate and key in `cert`, `key`.
+pub fn tls_server(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> super::support::server::TestServer {
+    let tls = keepalive_server::tls::ServerTls::load(cert, key).expect("the certificate loads");
+    super::support::server::start(|config| config.tls = Some(tls))
+}
+
 /// How long an external server may take to start listening.
 const STARTUP: Duration = Duration::from_secs(20);
 
@@ -395,6 +473,27 @@ pub fn trickling_body_server() -> SocketAddr {
         if read_head(stream) {
             let head = b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n";
             trickle(stream, head, head.len(), Duration::from_millis(400), b"b");
+        }
+    })
+}
+
+/// An https port as nginx keeps one: a plain request gets `400` (with
+/// `Connection: close`), a TLS hello an alert (handshake_failure).
+pub fn https_port_answering_plain_requests_400() -> SocketAddr {
+    serve(|stream| {
+        let mut first = [0u8; 1];
+        if stream.read_exact(&mut first).is_err() {
+            return;
+        }
+        if first[0] == 22 {
+            let _ = stream.write_all(&[21, 3, 3, 0, 2, 2, 40]);
+            return;
+        }
+        if read_head(stream) {
+            let _ = stream.write_all(
+                b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 48\r\n\r\n\
+                  The plain HTTP request was sent to HTTPS port.\r\n",
+            );
         }
     })
 }
