@@ -551,6 +551,25 @@ fn tls_failures_say_what_to_do() {
     );
 }
 
+/// A self-signed certificate marked as a CA (as `openssl req -x509` makes
+/// by default), given as --cacert, is trusted as is: WebPKI alone refuses
+/// a CA as the server's own certificate.
+#[test]
+fn a_self_signed_ca_certificate_given_as_cacert_is_trusted() {
+    let pems = probe_fixtures::self_signed_ca_certificate();
+    let server = probe_fixtures::tls_server(&pems.cert, &pems.key);
+    let url = format!("https://localhost:{}/?ka=300ms", server.addr.port());
+    let args = ["--json", "--connections", "2", "--max-requests", "0"];
+    let probed = probe(&[&args[..], &["--cacert", pems.cacert_arg(), &url]].concat());
+    assert_eq!(probed.code, Some(0), "{}", probed.stderr);
+    let report: Value = serde_json::from_str(&probed.stdout).unwrap();
+    assert_eq!(report["tls"]["version"], "TLSv1.3", "{report:#}");
+    // Another self-signed CA certificate is still refused.
+    let other = probe_fixtures::self_signed_ca_certificate();
+    let probed = probe(&[&args[..], &["--cacert", other.cacert_arg(), &url]].concat());
+    assert_eq!(probed.code, Some(1), "{}", probed.stderr);
+}
+
 #[test]
 fn serving_without_a_subcommand_is_unchanged_and_help_names_the_probe() {
     let (status, stdout, _) = run_to_exit(command(&["--help"]), WITHIN);

@@ -92,7 +92,8 @@ pub struct ProbeArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// For https: trust the certificates in this PEM file instead of the system's roots.
+    /// For https: trust the certificates in this PEM file instead of the system's roots; a server
+    /// certificate equal to one of them is trusted as is (a self-signed one, CA-marked or not).
     #[arg(long, value_name = "PATH", conflicts_with = "insecure")]
     pub cacert: Option<std::path::PathBuf>,
 
