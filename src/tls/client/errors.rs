@@ -66,12 +66,12 @@ fn certificate(error: &CertificateError, trust: &Trust) -> String {
             vouchers(trust),
             trust_fix()
         ),
-        E::Other(other) if format!("{other:?}").contains("CaUsedAsEndEntity") => format!(
+        E::Other(other) if format!("{other:?}").contains("CaUsedAsEndEntity") => {
             "the server presents a CA certificate as its own (as `openssl req -x509` makes by \
-             default), and none of {} is that very certificate: give it with --cacert FILE \
-             (trusted as is), or --insecure",
-            vouchers(trust)
-        ),
+             default): give that very certificate with --cacert FILE (it is then trusted as is), \
+             or --insecure"
+                .to_owned()
+        }
         E::Expired | E::ExpiredContext { .. } => format!(
             "{refused}: it has expired (renew it on the server, or check this machine's clock; \
              --insecure skips verification)"
@@ -147,6 +147,20 @@ mod tests {
                 "not signed by a certificate in --cacert ca.pem",
                 "--insecure",
             ],
+        );
+        #[derive(Debug)]
+        struct CaUsedAsEndEntity;
+        impl std::fmt::Display for CaUsedAsEndEntity {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("CaUsedAsEndEntity")
+            }
+        }
+        impl std::error::Error for CaUsedAsEndEntity {}
+        let other = rustls::OtherError(std::sync::Arc::new(CaUsedAsEndEntity));
+        says(
+            Error::InvalidCertificate(CertificateError::Other(other)),
+            &Trust::System,
+            &["a CA certificate as its own", "--cacert FILE", "--insecure"],
         );
         says(
             Error::InvalidCertificate(CertificateError::Expired),
