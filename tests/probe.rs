@@ -420,11 +420,17 @@ fn nothing_listening_exits_1_at_once_with_a_message() {
 }
 
 #[test]
-fn bad_urls_and_https_exit_2() {
+fn bad_urls_exit_2_and_say_what_was_meant() {
     for (url, says) in [
         ("https://127.0.0.1:0/", "out of range"),
         ("not a url", "invalid URL"),
-        ("127.0.0.1:8080", "scheme"),
+        ("127.0.0.1:8080", "no scheme"),
+        // The user's own host and port, with either scheme.
+        (
+            "localhost:8443/",
+            "did you mean http://localhost:8443/ (or https://localhost:8443/",
+        ),
+        ("10.1.2.3:9000", "did you mean http://10.1.2.3:9000/"),
         ("ftp://127.0.0.1/", "only http://"),
         ("http://127.0.0.1:99999/", "port 99999 is out of range"),
         ("http://127.0.0.1:0/", "out of range"),
@@ -584,9 +590,14 @@ fn serving_without_a_subcommand_is_unchanged_and_help_names_the_probe() {
         "--sweep",
         "--json",
         "--timeout",
+        "--cacert",
+        "--insecure",
     ] {
         assert!(stdout.contains(flag), "{flag}: {stdout}");
     }
+    // https is served, not a usage error.
+    assert!(stdout.contains("https://HOST"), "{stdout}");
+    assert!(!stdout.contains("port, https)"), "{stdout}");
 }
 
 #[test]
