@@ -244,4 +244,27 @@ mod tests {
         // Counted from 990 ms: 990 - 0.2 - 20 = 969.8.
         assert_eq!(advice.safe_pool_idle_timeout_ms, Some(960));
     }
+
+    #[test]
+    fn a_promise_a_second_short_of_the_close_is_safe_to_trust() {
+        // The README's server: Keep-Alive: timeout=65, closing at 66 s.
+        let readme = idle(Some(65), &steady(66_000.0, 4));
+        let advice = advise(&readme, None, Some(0.1), Duration::from_secs(300));
+        assert!(
+            advice.paragraph.contains("safe to trust"),
+            "{}",
+            advice.paragraph
+        );
+        assert!(!advice.paragraph.contains("may still race"), "{}", advice.paragraph);
+        // Within the promise, less the pool's guard: 65000 - 1300.1.
+        assert_eq!(advice.safe_pool_idle_timeout_ms, Some(63_000));
+        // A promise the server keeps to the ms leaves no room for the trip.
+        let exact = idle(Some(2), &steady(2000.0, 4));
+        let advice = advise(&exact, None, Some(0.1), Duration::from_secs(300));
+        assert!(
+            advice.paragraph.contains("may still race"),
+            "{}",
+            advice.paragraph
+        );
+    }
 }
