@@ -402,8 +402,50 @@ fn a_server_that_keeps_connections_past_max_wait_says_so() {
         probed.stdout
     );
     assert!(probed.took < Duration::from_secs(20), "{:?}", probed.took);
-    // Piped: no progress line.
-    assert!(probed.stderr.is_empty(), "{}", probed.stderr);
+    // Piped: a plain line as each phase begins, no redrawing.
+    let said: Vec<&str> = probed.stderr.lines().collect();
+    assert_eq!(
+        said,
+        [
+            "keepalive-server probe: opening 8 connections over 1s (at most 11s)",
+            "keepalive-server probe: waiting for 8 idle connections to close (at most 300ms)",
+        ],
+        "{}",
+        probed.stderr
+    );
+    assert!(!probed.stderr.contains('\x1b'), "{}", probed.stderr);
+}
+
+/// One connection is one, in the report and in the progress lines.
+#[test]
+fn one_connection_is_said_in_the_singular() {
+    let server = start(|config| config.keep_alive_timeout = Duration::from_secs(60));
+    let url = format!("http://{}/", server.addr);
+    let probed = probe(&[
+        "--connections",
+        "1",
+        "--max-wait",
+        "200ms",
+        "--max-requests",
+        "0",
+        &url,
+    ]);
+    assert_eq!(probed.code, Some(0), "{}", probed.stderr);
+    assert!(
+        probed.stdout.contains("(1 idle connection, GET)"),
+        "{}",
+        probed.stdout
+    );
+    assert!(
+        probed.stderr.contains("waiting for 1 idle connection to"),
+        "{}",
+        probed.stderr
+    );
+    assert!(
+        !probed.stdout.contains("1 idle connections"),
+        "{}",
+        probed.stdout
+    );
 }
 
 #[test]
@@ -486,7 +528,9 @@ fn servers_that_answer_without_end_exit_1_within_the_timeout() {
         let probed = probe(&["--timeout", "2s", &url]);
         assert_eq!(probed.code, Some(1), "{url}: {}", probed.stderr);
         assert!(probed.stderr.contains(says), "{says}: {}", probed.stderr);
-        assert_eq!(probed.stderr.lines().count(), 1, "{}", probed.stderr);
+        // One error line after the phase lines.
+        let errors = probed.stderr.lines().filter(|l| l.contains("error:"));
+        assert_eq!(errors.count(), 1, "{}", probed.stderr);
         // 2 s each way, generous for a shared machine: never a hang.
         assert!(
             probed.took < Duration::from_secs(20),

@@ -255,7 +255,11 @@ mod tests {
             "{}",
             advice.paragraph
         );
-        assert!(!advice.paragraph.contains("may still race"), "{}", advice.paragraph);
+        assert!(
+            !advice.paragraph.contains("may still race"),
+            "{}",
+            advice.paragraph
+        );
         // Within the promise, less the pool's guard: 65000 - 1300.1.
         assert_eq!(advice.safe_pool_idle_timeout_ms, Some(63_000));
         // A promise the server keeps to the ms leaves no room for the trip.

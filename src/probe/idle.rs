@@ -167,7 +167,7 @@ fn round(
 ) -> Result<(), Failure> {
     idle.rounds += 1;
     let mut set = ConnSet::staggered(target, n, span, plan.timeout, Some(TICK))?;
-    let mut progress = Progress::on_terminal();
+    let mut progress = Progress::on_stderr();
     let started = Instant::now();
     let mut last_response: Option<Instant> = None;
     let label = match idle.rounds {
@@ -193,17 +193,31 @@ fn round(
         if end.is_some_and(|end| now >= end) {
             break;
         }
-        let what = if answered {
-            format!("{label}waiting for {open} idle connections to close")
+        let (phase, detail, bound) = if answered {
+            (
+                format!("{label}waiting for {} to close", connections(n, "idle ")),
+                format!("{open} open"),
+                plan.max_wait,
+            )
         } else {
-            format!("{label}opening connections over {}", seconds(span))
+            (
+                format!(
+                    "{label}opening {} over {}",
+                    connections(n, ""),
+                    seconds(span)
+                ),
+                format!(
+                    "{} answered",
+                    set.conns
+                        .iter()
+                        .filter(|c| !c.phase.awaits_response())
+                        .count()
+                ),
+                plan.timeout + span,
+            )
         };
-        let bound = if answered {
-            plan.max_wait
-        } else {
-            plan.timeout + span
-        };
-        progress.show(&what, now - last_response.unwrap_or(started), bound);
+        let elapsed = now - last_response.unwrap_or(started);
+        progress.show(&phase, &detail, elapsed, bound);
         let wake = [end, progress.next_redraw(now)].into_iter().flatten().min();
         set.turn(wake)?;
     }
@@ -248,6 +262,14 @@ fn summarise(set: &ConnSet, epoch: Instant, idle: &mut Idle) {
             }
             _ => idle.still_open += 1,
         }
+    }
+}
+
+/// "1 idle connection", "8 idle connections".
+pub fn connections(n: usize, kind: &str) -> String {
+    match n {
+        1 => format!("1 {kind}connection"),
+        n => format!("{n} {kind}connections"),
     }
 }
 

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::advice::Advice;
 use super::closes::{PassPhase, Pattern};
-use super::idle::Idle;
+use super::idle::{Idle, connections};
 use super::sweep::{Sweep, SweepPoint};
 use super::tls::{TlsClose, TlsJson};
 use crate::advice::clients;
@@ -120,9 +120,9 @@ impl Report {
         let promise = &idle.promise;
         let _ = writeln!(
             s,
-            "keepalive-server probe: {} ({} idle connections, {}), {:.1} s",
+            "keepalive-server probe: {} ({}, {}), {:.1} s",
             self.url,
-            idle.connections,
+            connections(idle.connections, "idle "),
             self.method,
             self.elapsed.as_secs_f64()
         );
