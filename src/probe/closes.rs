@@ -28,10 +28,25 @@
 //!   the pass before the one that closed it (and, on a grid, more than its
 //!   own idle time − P). The earliest close is the largest such bound.
 //!   When the passes' phase moved between rounds, the server's passes
-//!   follow its load, and its close may depend on where a pass falls (a
-//!   pass each second over whole-second stamps, as lighttpd's: closes from
-//!   N s to N s + 1 s by the phase); then a connection can close up to a
-//!   period earlier than any round showed, and the bound is lowered by P.
+//!   follow its load (gunicorn's gthread loop, waitress's cleanup), and
+//!   its close may depend on where a pass falls (a pass each second over
+//!   whole-second stamps, as lighttpd's): a bound from one round's passes
+//!   need not hold in another. Each round is then judged alone by the
+//!   phases it sampled: within a round a connection that went idle later
+//!   closes at the same pass, its idle time 1 ms shorter per ms, until
+//!   the next pass; so no close comes earlier than the round's lowest less
+//!   the widest gap between the phases (start times modulo P) its
+//!   connections went idle at. The earliest is the lowest of that over the
+//!   rounds, or the bound from the passes a connection outlived when that
+//!   is higher. That holds when the rounds' lowest closes agree within their
+//!   gaps (the close depends on the idle time alone: gunicorn, waitress;
+//!   lowering by a whole period gave 0.4–0.8 of what they keep). When they
+//!   do not (the close depends on where the pass falls: lighttpd), no
+//!   round bounds the phases not seen, and the bound is lowered by P.
+//! - **Too coarse**: when that gap is more than half the lowest close, the
+//!   passes are too far apart for the connections of this run to pin the
+//!   close down: the earliest is not known (the probe says how to measure
+//!   it: more connections over a period).
 //! - **One pass**: every close at one instant although the connections went
 //!   idle at different times: the passes are further apart than the starts
 //!   were spread, and how early one can close is not known.
@@ -124,6 +139,12 @@ pub struct Closes {
     /// The lowest idle time at which the server may close a connection,
     /// ms; `None` when not known (one pass).
     pub earliest_ms: Option<f64>,
+    /// The widest gap between the phases sampled, ms (closes in passes):
+    /// how much earlier than the lowest seen a close may come.
+    pub phase_gap_ms: Option<f64>,
+    /// The earliest was lowered by a whole period: the passes moved and
+    /// the close depends on where one falls.
+    pub lowered_by_period: bool,
     /// Samples taken on time and during a stall.
     pub on_time: usize,
     pub stalled: usize,
@@ -154,23 +175,42 @@ pub fn analyse(samples: &[CloseSample]) -> Option<Closes> {
         .fold(f64::INFINITY, f64::min)
         .max(0.0);
     let varies = spread.max - spread.min;
-    let (pattern, earliest_ms) = if varies <= STEADY_MS.max(STEADY_SHARE * spread.min) {
-        (Pattern::Steady, Some(lowest))
+    let (pattern, earliest) = if varies <= STEADY_MS.max(STEADY_SHARE * spread.min) {
+        (Pattern::Steady, Earliest::known(lowest))
     } else {
         passes_pattern(used, varies, lowest)
     };
     Some(Closes {
         spread,
         pattern,
-        earliest_ms,
+        earliest_ms: earliest.ms,
+        phase_gap_ms: earliest.phase_gap_ms,
+        lowered_by_period: earliest.lowered_by_period,
         on_time: on_time.len(),
         stalled,
         worst_stall_ms,
     })
 }
 
+/// The earliest close a pattern allows, and how it was found.
+struct Earliest {
+    ms: Option<f64>,
+    phase_gap_ms: Option<f64>,
+    lowered_by_period: bool,
+}
+
+impl Earliest {
+    fn known(ms: f64) -> Earliest {
+        Earliest {
+            ms: Some(ms.max(0.0)),
+            phase_gap_ms: None,
+            lowered_by_period: false,
+        }
+    }
+}
+
 /// The pattern of closes that vary, and the earliest close it allows.
-fn passes_pattern(samples: &[CloseSample], varies: f64, lowest: f64) -> (Pattern, Option<f64>) {
+fn passes_pattern(samples: &[CloseSample], varies: f64, lowest: f64) -> (Pattern, Earliest) {
     let mut rounds: Vec<u32> = samples.iter().map(|s| s.round).collect();
     rounds.sort_unstable();
     rounds.dedup();
@@ -187,14 +227,19 @@ fn passes_pattern(samples: &[CloseSample], varies: f64, lowest: f64) -> (Pattern
         .collect();
     let most = by_round.iter().map(|(_, p)| p.len()).max().unwrap_or(0);
     if most < 2 {
-        return (Pattern::OnePass, None);
+        let unknown = Earliest {
+            ms: None,
+            ..Earliest::known(0.0)
+        };
+        return (Pattern::OnePass, unknown);
     }
     // The period from the round with the most passes.
+    let irregular = (Pattern::Irregular, Earliest::known(lowest - varies));
     let Some((own, passes)) = by_round.iter().find(|(_, p)| p.len() == most) else {
-        return (Pattern::Irregular, Some((lowest - varies).max(0.0)));
+        return irregular;
     };
     let Some((period_ms, on_grid)) = find_period(passes, spread_of(own)) else {
-        return (Pattern::Irregular, Some((lowest - varies).max(0.0)));
+        return irregular;
     };
     let grid = on_grid.then_some(period_ms);
     let bound = by_round
@@ -202,10 +247,30 @@ fn passes_pattern(samples: &[CloseSample], varies: f64, lowest: f64) -> (Pattern
         .filter_map(|(own, passes)| pass_bound(own, passes, grid))
         .reduce(f64::max);
     let phase = pass_phase(&by_round, period_ms);
-    let earliest = match (bound, phase) {
-        (None, _) => lowest - varies,
-        (Some(bound), PassPhase::Moved { .. }) => (bound - period_ms).min(lowest),
-        (Some(bound), _) => bound.min(lowest),
+    // Each round alone when the phase moved; all together when it held.
+    let rounds: Vec<(f64, f64)> = match phase {
+        PassPhase::Moved { .. } => by_round
+            .iter()
+            .map(|(own, _)| (lowest_of(own), phase_gap(own, period_ms)))
+            .collect(),
+        _ => vec![(lowest_of(samples), phase_gap(samples, period_ms))],
+    };
+    let gap = rounds.iter().map(|&(_, gap)| gap).fold(0.0, f64::max);
+    let from_phases = rounds
+        .iter()
+        .map(|&(lowest, gap)| lowest - gap)
+        .fold(f64::INFINITY, f64::min);
+    let moved = matches!(phase, PassPhase::Moved { .. });
+    let (earliest, lowered_by_period) = match bound {
+        // The close depends on the idle time alone: a pass a connection
+        // outlived bounds it as well as the phases do.
+        _ if moved && by_idle_time(&rounds) => {
+            let bound = bound.unwrap_or(f64::NEG_INFINITY);
+            (from_phases.max(bound).min(lowest), false)
+        }
+        Some(bound) if moved => ((bound - period_ms).min(lowest), true),
+        None => (from_phases.min(lowest), false),
+        Some(bound) => (bound.min(lowest), false),
     };
     let pattern = Pattern::Passes {
         period_ms,
@@ -213,7 +278,56 @@ fn passes_pattern(samples: &[CloseSample], varies: f64, lowest: f64) -> (Pattern
         passes: by_round.iter().map(|(_, p)| p.len()).sum(),
         phase,
     };
-    (pattern, Some(earliest.max(0.0)))
+    let known = gap <= COARSE_SHARE * lowest;
+    let earliest = Earliest {
+        ms: known.then_some(earliest.max(0.0)),
+        phase_gap_ms: Some(gap),
+        lowered_by_period,
+    };
+    (pattern, earliest)
+}
+
+/// Whether rounds whose passes moved closed at the same lowest idle time
+/// (each round's `(lowest, phase gap)`), within what their phase gaps
+/// allow: then the close depends on the idle time alone, not on where a
+/// pass falls, and each round's lowest less its gap bounds it.
+fn by_idle_time(rounds: &[(f64, f64)]) -> bool {
+    let lows = rounds.iter().map(|&(lowest, _)| lowest);
+    let (least, most) = lows.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), l| {
+        (a.min(l), b.max(l))
+    });
+    let gap = rounds.iter().map(|&(_, gap)| gap).fold(0.0, f64::max);
+    most - least <= gap + PASS_GAP_MS
+}
+
+/// A phase gap wider than this share of the lowest close leaves the
+/// earliest close unknown.
+const COARSE_SHARE: f64 = 0.5;
+
+/// The lowest idle time at which `samples` allow a close, ms.
+fn lowest_of(samples: &[CloseSample]) -> f64 {
+    samples
+        .iter()
+        .map(CloseSample::idle_lo_ms)
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// The widest gap, ms, between the phases at which `samples` went idle
+/// (their start times modulo `period_ms`, on a circle).
+pub fn phase_gap(samples: &[CloseSample], period_ms: f64) -> f64 {
+    let mut phases: Vec<f64> = samples
+        .iter()
+        .map(|s| s.idle_from_ms.rem_euclid(period_ms))
+        .collect();
+    phases.sort_by(f64::total_cmp);
+    let (Some(first), Some(last)) = (phases.first(), phases.last()) else {
+        return period_ms;
+    };
+    let around = first + period_ms - last;
+    phases
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .fold(around, f64::max)
 }
 
 fn spread_of(samples: &[CloseSample]) -> f64 {
@@ -335,12 +449,15 @@ fn pass_bound(samples: &[CloseSample], passes: &[Pass], grid: Option<f64>) -> Op
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub mod samples {
+    //! Close samples of model servers, for the tests here and in
+    //! [`super::super::advice`].
+
+    use super::CloseSample;
 
     /// Connections of `round` going idle at `starts` and closed at
     /// `close(start)`, seen 0.3 ms after each close with a 3 ms window.
-    fn closed(round: u32, starts: &[f64], close: impl Fn(f64) -> f64) -> Vec<CloseSample> {
+    pub fn closed(round: u32, starts: &[f64], close: impl Fn(f64) -> f64) -> Vec<CloseSample> {
         starts
             .iter()
             .map(|&s| CloseSample {
@@ -354,24 +471,30 @@ mod tests {
 
     /// A server with timeout `t` closing in passes every `p` ms at
     /// `phase + k p`.
-    fn periodic(round: u32, t: f64, p: f64, phase: f64, starts: &[f64]) -> Vec<CloseSample> {
+    pub fn periodic(round: u32, t: f64, p: f64, phase: f64, starts: &[f64]) -> Vec<CloseSample> {
         closed(round, starts, |s| phase + ((s + t - phase) / p).ceil() * p)
     }
 
     /// lighttpd at `n` s: a pass each second, `phase` ms past its clock's
     /// whole second, closing what has more than `n` whole seconds between
     /// its stamps.
-    fn stamped(round: u32, n: f64, phase: f64, starts: &[f64]) -> Vec<CloseSample> {
+    pub fn stamped(round: u32, n: f64, phase: f64, starts: &[f64]) -> Vec<CloseSample> {
         closed(round, starts, |s| {
             ((s / 1000.0).floor() + n + 1.0) * 1000.0 + phase
         })
     }
 
-    fn spread_starts(from: f64, n: usize, span: f64) -> Vec<f64> {
+    pub fn spread_starts(from: f64, n: usize, span: f64) -> Vec<f64> {
         (0..n)
             .map(|i| from + i as f64 * span / (n - 1) as f64)
             .collect()
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::samples::*;
+    use super::*;
 
     #[test]
     fn a_timer_per_connection_is_steady_and_its_earliest_is_the_lowest_bound() {
@@ -533,5 +656,63 @@ mod tests {
             (closes.earliest_ms.unwrap() - 919.0).abs() < 1e-6,
             "{closes:?}"
         );
+    }
+
+    /// gunicorn's gthread loop: an exact idle threshold checked at passes
+    /// that follow the load (their phase moves between rounds).
+    fn load_following(round: u32, t: f64, phase: f64, starts: &[f64]) -> Vec<CloseSample> {
+        periodic(round, t, 1000.0, phase, starts)
+    }
+
+    #[test]
+    fn passes_that_follow_the_load_over_an_exact_threshold_keep_close_to_it() {
+        for (a, b) in [(37.0, 611.0), (415.0, 880.0), (990.0, 452.0)] {
+            let mut samples = load_following(1, 2000.0, a, &spread_starts(100.0, 8, 1000.0));
+            samples.extend(load_following(
+                2,
+                2000.0,
+                b,
+                &spread_starts(4290.0, 8, 1000.0),
+            ));
+            let closes = analyse(&samples).unwrap();
+            assert!(
+                matches!(
+                    closes.pattern,
+                    Pattern::Passes {
+                        phase: PassPhase::Moved { .. },
+                        ..
+                    }
+                ),
+                "{closes:?}"
+            );
+            let earliest = closes.earliest_ms.unwrap();
+            // Never above the threshold; no more than a phase gap below it
+            // (8 starts over 1 s: 143 ms), not a whole period.
+            assert!(
+                (2000.0 - 150.0..=2000.0).contains(&earliest),
+                "{a}/{b}: {closes:?}"
+            );
+            assert!(closes.phase_gap_ms.unwrap() < 150.0, "{closes:?}");
+        }
+    }
+
+    #[test]
+    fn passes_too_far_apart_for_the_phases_sampled_leave_the_earliest_unknown() {
+        // waitress with cleanup_interval 30 s (5 s idle), probed with 8
+        // connections over 40 s: phases 5.7 s apart, a quarter of a pass.
+        let mut samples = load_following(1, 5000.0, 0.0, &[]);
+        for (round, phase) in [(1, 1200.0), (2, 16_000.0)] {
+            let from = if round == 1 { 100.0 } else { 80_000.0 };
+            samples.extend(closed(round, &spread_starts(from, 8, 40_000.0), |s| {
+                phase + ((s + 5000.0 - phase) / 30_000.0).ceil() * 30_000.0
+            }));
+        }
+        let closes = analyse(&samples).unwrap();
+        assert!(
+            matches!(closes.pattern, Pattern::Passes { .. }),
+            "{closes:?}"
+        );
+        assert_eq!(closes.earliest_ms, None, "{closes:?}");
+        assert!(closes.phase_gap_ms.unwrap() > 2500.0, "{closes:?}");
     }
 }

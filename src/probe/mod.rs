@@ -137,7 +137,13 @@ pub fn probe(args: &ProbeArgs) -> Result<Report, Failure> {
         )?),
         _ => None,
     };
-    let mut advice = advice::advise(&idle, sweep.as_ref(), limit.round_trip_ms, args.max_wait);
+    let mut advice = advice::advise(
+        &args.url,
+        &idle,
+        sweep.as_ref(),
+        limit.round_trip_ms,
+        args.max_wait,
+    );
     if let Some(close) = idle.tls_close().filter(|_| target.tls.is_some()) {
         advice.paragraph.push(' ');
         advice.paragraph.push_str(close.advice());

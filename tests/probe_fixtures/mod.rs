@@ -293,17 +293,34 @@ const OK: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n";
 /// `t + timeout`, so its idle time is anywhere from `timeout` to
 /// `timeout + period`, by when it went idle.
 pub fn periodic_closer(timeout: Duration, period: Duration) -> SocketAddr {
+    closing_in_passes(timeout, period, false)
+}
+
+/// As [`periodic_closer`], but its passes follow its load, as gunicorn's
+/// gthread loop and waitress's cleanup do: a pass runs whenever a
+/// connection is accepted or a request answered, and `period` after the
+/// last pass when nothing happens. The close still needs `timeout` idle.
+pub fn load_following_closer(timeout: Duration, period: Duration) -> SocketAddr {
+    closing_in_passes(timeout, period, true)
+}
+
+fn closing_in_passes(timeout: Duration, period: Duration, follows_load: bool) -> SocketAddr {
     /// Each connection: a handle to shut it, and since when it is idle.
     type Idle = Arc<Mutex<Vec<(u64, TcpStream, Option<Instant>)>>>;
     let conns: Idle = Arc::default();
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind port 0");
     let addr = listener.local_addr().expect("local_addr");
     let passes = conns.clone();
+    let (activity, woken) = std::sync::mpsc::channel::<()>();
     std::thread::spawn(move || {
         let epoch = Instant::now();
         for k in 1u32.. {
-            let at = epoch + period * k;
-            std::thread::sleep(at.saturating_duration_since(Instant::now()));
+            if follows_load {
+                let _ = woken.recv_timeout(period);
+            } else {
+                let at = epoch + period * k;
+                std::thread::sleep(at.saturating_duration_since(Instant::now()));
+            }
             let now = Instant::now();
             passes.lock().unwrap().retain(|(_, stream, since)| {
                 let due = since.is_some_and(|since| since + timeout <= now);
@@ -324,9 +341,12 @@ pub fn periodic_closer(timeout: Duration, period: Duration) -> SocketAddr {
             conns.lock().unwrap().push((id, handle, None));
             let forget = conns.clone();
             let conns = conns.clone();
+            let activity = activity.clone();
+            let _ = activity.send(());
             // Marks the connection idle (Some) or busy (None); false once
             // a pass has closed it.
             let mark = move |since: Option<Instant>| {
+                let _ = activity.send(());
                 let mut conns = conns.lock().unwrap();
                 match conns.iter_mut().find(|(i, ..)| *i == id) {
                     Some(entry) => {
