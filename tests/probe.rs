@@ -205,6 +205,13 @@ fn passes_that_follow_the_load_are_advised_close_to_what_is_kept() {
         .expect("a safe timeout");
     // 0.9 of 2000 is 1800, a value two digits can hold.
     assert!((1800..TIMEOUT_MS).contains(&safe), "{report:#}");
+    // Why, in figures: passes, the earliest close assumed below every
+    // close seen.
+    let basis = &report["advice_basis"];
+    assert!(basis["pass_period_ms"].as_f64().is_some(), "{report:#}");
+    assert!(basis["phase_gap_ms"].as_f64().is_some(), "{report:#}");
+    let earliest = basis["earliest_close_ms"].as_f64().unwrap();
+    assert!(earliest <= min && earliest > safe as f64, "{report:#}");
     assert_safe_to_reuse(addr, safe, 20);
 }
 
@@ -391,6 +398,18 @@ fn reuse_after(addr: SocketAddr, idle: Duration, n: u32, spread: Duration) -> Re
     reuses
 }
 
+/// The keys of a JSON object, sorted.
+fn sorted_keys(object: &Value) -> Vec<&str> {
+    let mut keys: Vec<&str> = object
+        .as_object()
+        .expect("an object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    keys
+}
+
 #[test]
 fn json_has_exactly_the_documented_keys() {
     let server = start(|config| {
@@ -398,19 +417,13 @@ fn json_has_exactly_the_documented_keys() {
         config.keep_alive_buffer = Duration::ZERO;
     });
     let report = probe_json(server.addr, &["--connections", "2"]);
-    let mut keys: Vec<&str> = report
-        .as_object()
-        .expect("an object")
-        .keys()
-        .map(String::as_str)
-        .collect();
-    keys.sort_unstable();
     assert_eq!(
-        keys,
+        sorted_keys(&report),
         [
             "advertised_max",
             "advertised_timeout_s",
             "advice",
+            "advice_basis",
             "close_period_ms",
             "close_style",
             "http_version",
@@ -425,6 +438,28 @@ fn json_has_exactly_the_documented_keys() {
     for key in ["delta_ms", "answered", "eof", "reset"] {
         assert!(report["sweep"][0].get(key).is_some(), "{key}: {report:#}");
     }
+    // The figures behind the advice: a timer per connection, no passes.
+    let basis = &report["advice_basis"];
+    assert_eq!(
+        sorted_keys(basis),
+        [
+            "earliest_close_ms",
+            "lowered_by_period",
+            "pass_moved_ms",
+            "pass_period_ms",
+            "pass_phase",
+            "phase_gap_ms",
+            "round_trip_ms",
+            "stalled_closes_left",
+            "stalled_closes_redone",
+            "worst_stall_ms",
+        ]
+    );
+    let earliest = basis["earliest_close_ms"].as_f64().unwrap();
+    let min = report["idle_timeout_ms"]["min"].as_f64().unwrap();
+    assert!(earliest <= min && earliest > min - 20.0, "{report:#}");
+    assert!(basis["round_trip_ms"].as_f64().unwrap() > 0.0, "{report:#}");
+    assert_eq!(basis["pass_period_ms"], Value::Null, "{report:#}");
 }
 
 #[test]

@@ -55,6 +55,33 @@ struct Json<'a> {
     advice: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     tls: Option<TlsJson>,
+    advice_basis: Basis,
+}
+
+/// The JSON's `advice_basis`: the figures the advice was made from, so a
+/// consumer can see why it is what it is.
+#[derive(Serialize)]
+struct Basis {
+    /// The earliest idle close assumed possible, ms (`null`: not known).
+    earliest_close_ms: Option<f64>,
+    /// The round trip allowed for, ms (`null`: not measured, 100 assumed).
+    round_trip_ms: Option<f64>,
+    /// Closes in passes: their period, ms, and whether their phase held
+    /// between rounds ("fixed"), moved (and by how much), or was seen in
+    /// one round ("unchecked").
+    pass_period_ms: Option<f64>,
+    pass_phase: Option<&'static str>,
+    pass_moved_ms: Option<f64>,
+    /// The widest gap between the phases the connections went idle at, ms.
+    phase_gap_ms: Option<f64>,
+    /// The earliest was lowered by a whole period (passes whose phase
+    /// decides the close).
+    lowered_by_period: bool,
+    /// Closes seen during a stall of the probe: measured again, and left.
+    stalled_closes_redone: usize,
+    stalled_closes_left: usize,
+    /// The longest such stall, ms.
+    worst_stall_ms: f64,
 }
 
 impl Report {
@@ -110,8 +137,37 @@ impl Report {
             safe_pool_idle_timeout_ms: self.advice.safe_pool_idle_timeout_ms,
             advice: self.advice_text(),
             tls: self.tls.then(|| self.idle.tls_json()),
+            advice_basis: self.basis(),
         };
         serde_json::to_string_pretty(&json).unwrap_or_default()
+    }
+
+    /// The figures behind the advice, for the JSON.
+    fn basis(&self) -> Basis {
+        let hundredths = |v: f64| (v * 100.0).round() / 100.0;
+        let closes = self.idle.closes;
+        let (period, phase, moved) = match closes.map(|c| c.pattern) {
+            Some(Pattern::Passes {
+                period_ms, phase, ..
+            }) => match phase {
+                PassPhase::Unchecked => (Some(period_ms), Some("unchecked"), None),
+                PassPhase::Fixed => (Some(period_ms), Some("fixed"), None),
+                PassPhase::Moved { by_ms } => (Some(period_ms), Some("moved"), Some(by_ms)),
+            },
+            _ => (None, None, None),
+        };
+        Basis {
+            earliest_close_ms: closes.and_then(|c| c.earliest_ms).map(hundredths),
+            round_trip_ms: self.round_trip_ms.map(|ms| (ms * 1e3).round() / 1e3),
+            pass_period_ms: period.map(hundredths),
+            pass_phase: phase,
+            pass_moved_ms: moved.map(hundredths),
+            phase_gap_ms: closes.and_then(|c| c.phase_gap_ms).map(hundredths),
+            lowered_by_period: closes.is_some_and(|c| c.lowered_by_period),
+            stalled_closes_redone: self.idle.redone,
+            stalled_closes_left: closes.map_or(0, |c| c.stalled),
+            worst_stall_ms: hundredths(closes.map_or(0.0, |c| c.worst_stall_ms)),
+        }
     }
 
     pub fn text(&self) -> String {
