@@ -285,6 +285,49 @@ fn closes_seen_during_a_stall_of_the_probe_are_measured_again() {
     );
 }
 
+/// A probe whose loop is late on every wake-up (the test hook sleeps
+/// 30 ms after each poll, as a CPU shared with a busy process would make
+/// it) sees every close late, again after measuring them anew: it says the
+/// run is not reliable and gives no number, and does not blame the server.
+#[test]
+fn a_probe_late_on_every_wake_up_says_its_run_is_not_reliable() {
+    let server = start(|config| {
+        config.keep_alive_timeout = Duration::from_secs(1);
+        config.keep_alive_buffer = Duration::ZERO;
+    });
+    let url = format!("http://{}/", server.addr);
+    let mut late = command(&[
+        "probe",
+        "--json",
+        "--connections",
+        "4",
+        "--max-requests",
+        "0",
+        &url,
+    ]);
+    late.env(keepalive_server::probe::STALL_HOOK, "30");
+    let (status, stdout, stderr) = run_to_exit(late, WITHIN);
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        report["safe_pool_idle_timeout_ms"],
+        Value::Null,
+        "{report:#}"
+    );
+    let basis = &report["advice_basis"];
+    assert_eq!(basis["reliable"], false, "{report:#}");
+    assert!(
+        basis["probe_late_wakeups"].as_u64().unwrap() > 0,
+        "{report:#}"
+    );
+    let advice = report["advice"].as_str().unwrap();
+    assert!(advice.contains("The probe itself was stalled"), "{advice}");
+    assert!(
+        !advice.contains("Warning"),
+        "the server is not blamed: {advice}"
+    );
+}
+
 /// When even the sweep's lowest point fails, it widens (earlier points)
 /// until one is answered every time, or gives no number: here, a server
 /// that answers only a connection's first request, nothing is found.
@@ -449,6 +492,9 @@ fn json_has_exactly_the_documented_keys() {
             "pass_period_ms",
             "pass_phase",
             "phase_gap_ms",
+            "probe_late_wakeups",
+            "probe_worst_late_ms",
+            "reliable",
             "round_trip_ms",
             "stalled_closes_left",
             "stalled_closes_redone",
@@ -460,6 +506,7 @@ fn json_has_exactly_the_documented_keys() {
     assert!(earliest <= min && earliest > min - 20.0, "{report:#}");
     assert!(basis["round_trip_ms"].as_f64().unwrap() > 0.0, "{report:#}");
     assert_eq!(basis["pass_period_ms"], Value::Null, "{report:#}");
+    assert_eq!(basis["reliable"], true, "{report:#}");
 }
 
 #[test]

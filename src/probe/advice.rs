@@ -59,6 +59,26 @@ fn too_far_apart(idle: &Idle, closes: &Closes, url: &str) -> String {
     }
 }
 
+/// Why a run taken mostly during the probe's own stalls gives no number.
+fn unreliable(idle: &Idle, closes: &Closes) -> String {
+    let late = match idle.late_wakeups {
+        0 => String::new(),
+        n => format!(
+            "; its loop woke up to {:.0} ms later than it asked, {n} times",
+            idle.worst_late_ms
+        ),
+    };
+    format!(
+        "The probe itself was stalled while it measured (starved of CPU?): {} of {} closes \
+         were seen up to {:.0} ms late, even after measuring them again{late}. The figures are \
+         the probe's, not the server's: run it again on a less busy machine, or with fewer \
+         --connections; until then",
+        closes.stalled,
+        closes.stalled + closes.on_time,
+        closes.worst_stall_ms
+    )
+}
+
 /// The facts the probe measured.
 pub fn facts(
     url: &str,
@@ -70,6 +90,9 @@ pub fn facts(
     let close = match &idle.closes {
         None => Close::NotWithin {
             watched_ms: max_wait.as_secs_f64() * 1e3,
+        },
+        Some(closes) if !closes.reliable => Close::Unknown {
+            why: unreliable(idle, closes),
         },
         Some(closes) => match closes.earliest_ms {
             Some(earliest_ms) => Close::At {
@@ -132,7 +155,7 @@ pub fn advise(
             (sweep.deadline_ms + sweep.points.first().map_or(0, |p| p.delta_ms) as f64).max(0.0)
         );
     }
-    if let Some(closes) = idle.closes.filter(|c| c.stalled > 0) {
+    if let Some(closes) = idle.closes.filter(|c| c.stalled > 0 && c.reliable) {
         let _ = write!(
             paragraph,
             " {} of the closes arrived while the probe itself was stalled (seen up to {:.0} ms \
@@ -211,6 +234,8 @@ mod tests {
             stagger: Duration::from_secs(1),
             rounds: 1,
             redone: 0,
+            late_wakeups: 0,
+            worst_late_ms: 0.0,
         }
     }
 
@@ -223,6 +248,7 @@ mod tests {
                     idle_from_ms: from,
                     closed_ms: from + ms + 0.3,
                     closed_lo_ms: from + ms - 1.0,
+                    response_window_ms: 0.0,
                 }
             })
             .collect()
@@ -304,6 +330,7 @@ mod tests {
             idle_from_ms: 10.0,
             closed_ms: 1200.0,
             closed_lo_ms: 1000.0,
+            response_window_ms: 0.0,
         });
         let advice = advise(
             "http://t/",

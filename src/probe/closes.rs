@@ -52,6 +52,10 @@
 //!   were spread, and how early one can close is not known.
 //! - **Irregular**: the idle times vary, not in passes found: the earliest
 //!   is taken a whole spread below the lowest seen.
+//!
+//! When most samples were taken during stalls of the probe (more stalled
+//! than on time, after measuring them again), the closes are the probe's,
+//! not the server's: the run is not reliable, and says so.
 
 use crate::measure::stats::Spread;
 
@@ -75,6 +79,10 @@ pub struct CloseSample {
     pub closed_ms: f64,
     /// The close had not arrived yet.
     pub closed_lo_ms: f64,
+    /// How much earlier than `idle_from_ms` the response may have
+    /// arrived: 0 when the kernel stamped it, else the wake-up's own
+    /// window (a late wake-up makes the idle time look shorter).
+    pub response_window_ms: f64,
 }
 
 impl CloseSample {
@@ -88,9 +96,10 @@ impl CloseSample {
         self.closed_lo_ms - self.idle_from_ms
     }
 
-    /// How late the probe may have seen the close.
+    /// How far the idle time seen may be from the true one: how late the
+    /// probe may have seen the close, and its response.
     pub fn window_ms(&self) -> f64 {
-        self.closed_ms - self.closed_lo_ms
+        self.closed_ms - self.closed_lo_ms + self.response_window_ms
     }
 
     /// The probe was stalled when the close arrived.
@@ -150,6 +159,9 @@ pub struct Closes {
     pub stalled: usize,
     /// The widest window of a stalled sample, ms.
     pub worst_stall_ms: f64,
+    /// Most samples were taken on time: the figures are the server's, not
+    /// the probe's own stalls.
+    pub reliable: bool,
 }
 
 /// Reduces `samples` (any order); `None` when there are none.
@@ -189,6 +201,7 @@ pub fn analyse(samples: &[CloseSample]) -> Option<Closes> {
         on_time: on_time.len(),
         stalled,
         worst_stall_ms,
+        reliable: on_time.len() >= 2.min(samples.len()) && stalled <= on_time.len(),
     })
 }
 
@@ -465,6 +478,7 @@ pub mod samples {
                 idle_from_ms: s,
                 closed_ms: close(s) + 0.3,
                 closed_lo_ms: close(s) - 2.7,
+                response_window_ms: 0.0,
             })
             .collect()
     }
@@ -506,6 +520,7 @@ mod tests {
                 idle_from_ms: s,
                 closed_ms: s + 2000.2 + i as f64 * 0.1,
                 closed_lo_ms: s + 1998.0,
+                response_window_ms: 0.0,
             })
             .collect();
         let closes = analyse(&samples).unwrap();
@@ -616,6 +631,7 @@ mod tests {
                     idle_from_ms: s,
                     closed_ms: s + 1000.5,
                     closed_lo_ms: s + 998.0,
+                    response_window_ms: 0.0,
                 }
             })
             .collect();
@@ -625,6 +641,7 @@ mod tests {
             idle_from_ms: 50.0,
             closed_ms: 1235.0,
             closed_lo_ms: 1030.0,
+            response_window_ms: 0.0,
         });
         let closes = analyse(&samples).unwrap();
         assert_eq!((closes.on_time, closes.stalled), (4, 1));
@@ -647,6 +664,7 @@ mod tests {
                     idle_from_ms: s,
                     closed_ms: s + 1000.0 + j,
                     closed_lo_ms: s + 1000.0 + j - 1.0,
+                    response_window_ms: 0.0,
                 }
             })
             .collect();
@@ -714,5 +732,38 @@ mod tests {
         );
         assert_eq!(closes.earliest_ms, None, "{closes:?}");
         assert!(closes.phase_gap_ms.unwrap() > 2500.0, "{closes:?}");
+    }
+
+    #[test]
+    fn a_run_mostly_stalled_is_not_reliable() {
+        // A probe starved of CPU: every close seen 100-300 ms late, the
+        // responses read late without a stamp.
+        let samples: Vec<CloseSample> = (0..6)
+            .map(|i| {
+                let s = i as f64 * 200.0;
+                CloseSample {
+                    round: 1,
+                    idle_from_ms: s + 150.0,
+                    closed_ms: s + 2000.0 + 100.0 * (i % 3) as f64,
+                    closed_lo_ms: s + 1995.0,
+                    response_window_ms: 150.0,
+                }
+            })
+            .collect();
+        let closes = analyse(&samples).unwrap();
+        assert!(!closes.reliable, "{closes:?}");
+        assert_eq!(closes.stalled, 6);
+        // An unstamped response read on time is no stall.
+        let on_time: Vec<CloseSample> = samples
+            .iter()
+            .map(|s| CloseSample {
+                idle_from_ms: s.idle_from_ms - 148.0,
+                closed_ms: s.closed_lo_ms + 1.0,
+                response_window_ms: 2.0,
+                ..*s
+            })
+            .collect();
+        let closes = analyse(&on_time).unwrap();
+        assert!(closes.reliable && closes.stalled == 0, "{closes:?}");
     }
 }

@@ -78,6 +78,10 @@ pub struct Idle {
     pub rounds: usize,
     /// Closes seen during a stall of the probe and measured again.
     pub redone: usize,
+    /// The probe's own wake-ups later than asked (beyond the stall
+    /// threshold), and the latest, ms: its loop was starved.
+    pub late_wakeups: usize,
+    pub worst_late_ms: f64,
 }
 
 impl Idle {
@@ -108,6 +112,8 @@ pub fn measure(target: &Target, plan: Plan, epoch: Instant) -> Result<Idle, Fail
         stagger: plan.stagger,
         rounds: 0,
         redone: 0,
+        late_wakeups: 0,
+        worst_late_ms: 0.0,
     };
     let mut span = plan.stagger;
     round(target, &plan, plan.connections, span, epoch, &mut idle)?;
@@ -238,8 +244,11 @@ fn summarise(set: &ConnSet, epoch: Instant, idle: &mut Idle) {
         }
     }
     idle.connections += set.conns.len();
+    idle.late_wakeups += set.late_wakeups;
+    idle.worst_late_ms = idle.worst_late_ms.max(set.worst_late_ms);
     let ms = |at: Instant| at.saturating_duration_since(epoch).as_secs_f64() * 1e3;
-    for (conn, closed_after) in set.conns.iter().zip(&set.closed_after) {
+    let timed = set.conns.iter().zip(&set.closed_after);
+    for ((conn, closed_after), responded_after) in timed.zip(&set.responded_after) {
         idle.stray_bytes += conn.stray_bytes;
         idle.tls_version = idle.tls_version.or(conn.tls_version);
         idle.kernel_stamps &= conn.stamped && conn.rx_at.is_some();
@@ -253,6 +262,12 @@ fn summarise(set: &ConnSet, epoch: Instant, idle: &mut Idle) {
                     idle_from_ms: ms(responded),
                     closed_ms: ms(closed),
                     closed_lo_ms: ms(*after),
+                    // No kernel stamp: the wake-up that read the response
+                    // may have come late.
+                    response_window_ms: match (conn.rx_at, responded_after) {
+                        (None, Some(after)) => ms(responded) - ms(*after),
+                        _ => 0.0,
+                    },
                 });
                 match style {
                     Closed::Fin => idle.fins += 1,

@@ -43,6 +43,7 @@ use std::time::Instant;
 use clap::Parser;
 
 pub use cli::ProbeArgs;
+pub use conn_set::STALL_HOOK;
 pub use failure::Failure;
 pub use report::Report;
 

@@ -82,6 +82,11 @@ struct Basis {
     stalled_closes_left: usize,
     /// The longest such stall, ms.
     worst_stall_ms: f64,
+    /// The probe's own wake-ups later than it asked, and the latest, ms.
+    probe_late_wakeups: usize,
+    probe_worst_late_ms: f64,
+    /// Most closes were seen on time: the figures are the server's.
+    reliable: bool,
 }
 
 impl Report {
@@ -167,6 +172,9 @@ impl Report {
             stalled_closes_redone: self.idle.redone,
             stalled_closes_left: closes.map_or(0, |c| c.stalled),
             worst_stall_ms: hundredths(closes.map_or(0.0, |c| c.worst_stall_ms)),
+            probe_late_wakeups: self.idle.late_wakeups,
+            probe_worst_late_ms: hundredths(self.idle.worst_late_ms),
+            reliable: closes.is_none_or(|c| c.reliable),
         }
     }
 
@@ -301,11 +309,21 @@ impl Report {
             if let Some(line) = line {
                 s.push_str(&labelled("passes:", &line));
             }
-            if idle.redone > 0 || closes.stalled > 0 {
+            if idle.redone > 0 || closes.stalled > 0 || idle.late_wakeups > 0 {
                 let line = format!(
                     "{} closes seen during a stall of the probe were measured again; {} left \
-                     (up to {:.0} ms late), counted from before the stall",
-                    idle.redone, closes.stalled, closes.worst_stall_ms
+                     (up to {:.0} ms late), counted from before the stall; the probe woke up \
+                     late {} times (by up to {:.0} ms){}",
+                    idle.redone,
+                    closes.stalled,
+                    closes.worst_stall_ms,
+                    idle.late_wakeups,
+                    idle.worst_late_ms,
+                    if closes.reliable {
+                        ""
+                    } else {
+                        ": this run is not reliable"
+                    }
                 );
                 s.push_str(&labelled("stalls:", &line));
             }
