@@ -123,7 +123,6 @@ impl Report {
     }
 
     pub fn json(&self) -> String {
-        let hundredths = |v: f64| (v * 100.0).round() / 100.0;
         let promise = &self.idle.promise;
         let json = Json {
             url: &self.url,
@@ -149,7 +148,6 @@ impl Report {
 
     /// The figures behind the advice, for the JSON.
     fn basis(&self) -> Basis {
-        let hundredths = |v: f64| (v * 100.0).round() / 100.0;
         let closes = self.idle.closes;
         let (period, phase, moved) = match closes.map(|c| c.pattern) {
             Some(Pattern::Passes {
@@ -180,6 +178,17 @@ impl Report {
 
     pub fn text(&self) -> String {
         let mut s = String::new();
+        self.text_promise(&mut s);
+        self.text_idle(&mut s);
+        self.text_passes(&mut s);
+        self.text_requests(&mut s);
+        self.text_sweep(&mut s);
+        self.text_advice(&mut s);
+        s
+    }
+
+    /// The first lines: what was probed, and what the server promises.
+    fn text_promise(&self, s: &mut String) {
         let idle = &self.idle;
         let promise = &idle.promise;
         let _ = writeln!(
@@ -213,6 +222,12 @@ impl Report {
             promise.status,
             promise.server.as_deref().unwrap_or("(none)")
         );
+    }
+
+    /// When idle connections close, over TLS how, and how they were timed.
+    fn text_idle(&self, s: &mut String) {
+        let idle = &self.idle;
+        let promise = &idle.promise;
         let closes = format!(
             "{} of {} closed ({} by FIN, {} by reset); started over {}",
             idle.fins + idle.resets,
@@ -270,6 +285,12 @@ impl Report {
                 "           (timed from poll wake-ups: no kernel receive stamps)"
             );
         }
+    }
+
+    /// Closes in passes, and the probe's own stalls.
+    fn text_passes(&self, s: &mut String) {
+        let idle = &self.idle;
+        let promise = &idle.promise;
         if let Some(closes) = idle.closes.filter(|_| promise.persistent()) {
             let earliest = closes
                 .earliest_ms
@@ -309,16 +330,24 @@ impl Report {
             if let Some(line) = line {
                 s.push_str(&labelled("passes:", &line));
             }
-            if idle.redone > 0 || closes.stalled > 0 || idle.late_wakeups > 0 {
+            if idle.redone > 0 || closes.stalled > 0 {
+                let late = match idle.late_wakeups {
+                    0 => String::new(),
+                    1 => format!(
+                        "; the probe woke up late once, by {:.0} ms",
+                        idle.worst_late_ms
+                    ),
+                    n => format!(
+                        "; the probe woke up late {n} times, by up to {:.0} ms",
+                        idle.worst_late_ms
+                    ),
+                };
                 let line = format!(
                     "{} closes seen during a stall of the probe were measured again; {} left \
-                     (up to {:.0} ms late), counted from before the stall; the probe woke up \
-                     late {} times (by up to {:.0} ms){}",
+                     (up to {:.0} ms late), counted from before the stall{late}{}",
                     idle.redone,
                     closes.stalled,
                     closes.worst_stall_ms,
-                    idle.late_wakeups,
-                    idle.worst_late_ms,
                     if closes.reliable {
                         ""
                     } else {
@@ -328,6 +357,10 @@ impl Report {
                 s.push_str(&labelled("stalls:", &line));
             }
         }
+    }
+
+    /// The round trip and the request limit.
+    fn text_requests(&self, s: &mut String) {
         let _ = match self.round_trip_ms {
             Some(ms) => writeln!(
                 s,
@@ -347,6 +380,10 @@ impl Report {
             ),
             (_, Some(n)) => writeln!(s, "requests:  closes a connection after {n} requests"),
         };
+    }
+
+    /// The race sweep's table.
+    fn text_sweep(&self, s: &mut String) {
         if let Some(sweep) = &self.sweep {
             let _ = writeln!(
                 s,
@@ -378,6 +415,11 @@ impl Report {
                 );
             }
         }
+    }
+
+    /// Stray bytes, the advice, the warning and the pools' settings.
+    fn text_advice(&self, s: &mut String) {
+        let idle = &self.idle;
         if idle.stray_bytes > 0 {
             let _ = writeln!(
                 s,
@@ -394,8 +436,12 @@ impl Report {
             s.push_str(&clients::table(safe));
             s.push('\n');
         }
-        s
     }
+}
+
+/// `v` to two decimals, as the JSON gives times in ms.
+fn hundredths(v: f64) -> f64 {
+    (v * 100.0).round() / 100.0
 }
 
 /// `text` after `label`, wrapped at 80 columns under an indent.
