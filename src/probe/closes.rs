@@ -26,7 +26,9 @@
 //!   different times. A connection still open at a pass had not reached
 //!   the timeout then, so the timeout is more than `pass − idle_from` for
 //!   the pass before the one that closed it (and, on a grid, more than its
-//!   own idle time − P). The earliest close is the largest such bound.
+//!   own idle time − P). The earliest close is the largest such bound, or
+//!   the lowest close less the widest gap between the phases sampled when
+//!   higher (see below).
 //!   When the passes' phase moved between rounds, the server's passes
 //!   follow its load (gunicorn's gthread loop, waitress's cleanup), and
 //!   its close may depend on where a pass falls (a pass each second over
@@ -261,11 +263,19 @@ fn passes_pattern(samples: &[CloseSample], varies: f64, lowest: f64) -> (Pattern
         .reduce(f64::max);
     let phase = pass_phase(&by_round, period_ms);
     // Each round alone when the phase moved; all together when it held.
-    let rounds: Vec<(f64, f64)> = match phase {
-        PassPhase::Moved { .. } => by_round
+    // (A round of a few connections, measuring stalled closes again,
+    // samples too few phases to judge alone; its closes still count in
+    // `lowest`.)
+    let judged = |least: usize| -> Vec<(f64, f64)> {
+        by_round
             .iter()
+            .filter(|(own, _)| own.len() >= least)
             .map(|(own, _)| (lowest_of(own), phase_gap(own, period_ms)))
-            .collect(),
+            .collect()
+    };
+    let rounds = match phase {
+        PassPhase::Moved { .. } if judged(MIN_ROUND).is_empty() => judged(1),
+        PassPhase::Moved { .. } => judged(MIN_ROUND),
         _ => vec![(lowest_of(samples), phase_gap(samples, period_ms))],
     };
     let gap = rounds.iter().map(|&(_, gap)| gap).fold(0.0, f64::max);
@@ -282,8 +292,12 @@ fn passes_pattern(samples: &[CloseSample], varies: f64, lowest: f64) -> (Pattern
             (from_phases.max(bound).min(lowest), false)
         }
         Some(bound) if moved => ((bound - period_ms).min(lowest), true),
-        None => (from_phases.min(lowest), false),
-        Some(bound) => (bound.min(lowest), false),
+        // One phase throughout: the phases sampled bound the close, and so
+        // do the passes a connection outlived.
+        bound => {
+            let bound = bound.unwrap_or(f64::NEG_INFINITY);
+            (from_phases.max(bound).min(lowest), false)
+        }
     };
     let pattern = Pattern::Passes {
         period_ms,
@@ -312,6 +326,9 @@ fn by_idle_time(rounds: &[(f64, f64)]) -> bool {
     let gap = rounds.iter().map(|&(_, gap)| gap).fold(0.0, f64::max);
     most - least <= gap + PASS_GAP_MS
 }
+
+/// Samples a round needs to be judged by its own phases.
+const MIN_ROUND: usize = 3;
 
 /// A phase gap wider than this share of the lowest close leaves the
 /// earliest close unknown.
@@ -765,5 +782,22 @@ mod tests {
             .collect();
         let closes = analyse(&on_time).unwrap();
         assert!(closes.reliable && closes.stalled == 0, "{closes:?}");
+    }
+
+    #[test]
+    fn a_round_of_one_redone_close_does_not_make_the_phases_coarse() {
+        // waitress at 2 s: two rounds of 8, and a round measuring one
+        // stalled close again (one phase: a gap of a whole period).
+        let mut samples = load_following(1, 2000.0, 210.0, &spread_starts(100.0, 8, 1000.0));
+        samples.extend(load_following(
+            2,
+            2000.0,
+            770.0,
+            &spread_starts(4290.0, 8, 1000.0),
+        ));
+        samples.extend(load_following(3, 2000.0, 430.0, &[9000.0]));
+        let closes = analyse(&samples).unwrap();
+        let earliest = closes.earliest_ms.expect("known");
+        assert!((1850.0..=2000.0).contains(&earliest), "{closes:?}");
     }
 }
