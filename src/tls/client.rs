@@ -1,9 +1,10 @@
 //! The probe's TLS client configuration: which certificates it trusts
 //! (the system's roots, or one `--cacert` file, whose certificates are
 //! also trusted as is when the server presents one of them, or none at
-//! all with `--insecure`: the verifiers are [`verify`]'s), ALPN `http/1.1`, and the server name it sends (SNI from
-//! the URL's host; an IP address is verified but sends no SNI, as RFC 6066
-//! forbids one). What a failed exchange means, in words, is [`errors`].
+//! all with `--insecure`: the verifier is the `verify` module's), ALPN
+//! `http/1.1`, and the server name it sends (SNI from the URL's host; an
+//! IP address is verified but sends no SNI, as RFC 6066 forbids one).
+//! What a failed exchange means, in words, is the `errors` module's.
 
 mod errors;
 mod verify;
@@ -147,7 +148,7 @@ impl TlsTarget {
     }
 }
 
-/// The words for a TLS hello answered in plain text (see [`errors`]).
+/// The words for a TLS hello answered in plain text.
 pub use errors::plain_http;
 
 /// Whether the server at `addr` answers a TLS hello with TLS (a handshake
