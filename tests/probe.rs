@@ -209,7 +209,7 @@ fn passes_that_follow_the_load_are_advised_close_to_what_is_kept() {
     // close seen.
     let basis = &report["advice_basis"];
     assert!(basis["pass_period_ms"].as_f64().is_some(), "{report:#}");
-    assert!(basis["phase_gap_ms"].as_f64().is_some(), "{report:#}");
+    assert!(basis["start_gap_ms"].as_f64().is_some(), "{report:#}");
     let earliest = basis["earliest_close_ms"].as_f64().unwrap();
     assert!(earliest <= min && earliest > safe as f64, "{report:#}");
     assert_safe_to_reuse(addr, safe, 20);
@@ -491,13 +491,13 @@ fn json_has_exactly_the_documented_keys() {
             "pass_moved_ms",
             "pass_period_ms",
             "pass_phase",
-            "phase_gap_ms",
             "probe_late_wakeups",
             "probe_worst_late_ms",
             "reliable",
             "round_trip_ms",
             "stalled_closes_left",
             "stalled_closes_redone",
+            "start_gap_ms",
             "worst_stall_ms",
         ]
     );

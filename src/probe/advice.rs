@@ -27,7 +27,7 @@ pub struct Advice {
 /// for the run, and the command that would measure it.
 fn too_far_apart(idle: &Idle, closes: &Closes, url: &str) -> String {
     let seconds = |ms: f64| (ms / 1000.0).round().max(1.0) as u64;
-    match (closes.pattern, closes.phase_gap_ms) {
+    match (closes.pattern, closes.start_gap_ms) {
         (Pattern::Passes { period_ms, .. }, Some(gap)) => {
             // Phases 5% of the lowest close apart over one period.
             let step = 0.05 * closes.spread.min.max(1.0);
@@ -186,7 +186,7 @@ fn passes_words(closes: &Closes, paragraph: &mut String) {
         " Its passes moved {by_ms:.0} ms between rounds of the probe: they follow the server's \
          load."
     );
-    let _ = match (closes.lowered_by_period, closes.phase_gap_ms) {
+    let _ = match (closes.lowered_by_period, closes.start_gap_ms) {
         (true, _) => write!(
             paragraph,
             " The rounds' earliest closes disagree, so where a pass falls decides the close (as \
@@ -197,9 +197,8 @@ fn passes_words(closes: &Closes, paragraph: &mut String) {
         (false, Some(gap)) => write!(
             paragraph,
             " Each round's earliest close agreed with the others: the close depends on the idle \
-             time alone, so the earliest possible is what the passes a connection outlived \
-             allow, and never more than the widest gap between the phases sampled ({gap:.0} ms) \
-             below the earliest seen."
+             time alone, so none comes more than the widest gap between the moments sampled \
+             ({gap:.0} ms) before the earliest seen."
         ),
         (false, None) => Ok(()),
     };

@@ -10,7 +10,9 @@
 //! - closes the probe saw during a stall of its own (a close window wider
 //!   than [`super::closes::STALL_MS`]) are measured again, twice at most;
 //! - when every close came in one pass, the passes are further apart than
-//!   the starts were spread: the starts are spread four times wider, once;
+//!   the starts were spread: the starts are spread four times wider, once
+//!   (a wider round opens proportionally more connections, up to 256, so
+//!   its starts are as close together as the first round's);
 //! - when passes are found further apart than the spread, the starts are
 //!   spread over one period, once;
 //! - when passes are found, one more round, started half a period out of
@@ -127,7 +129,7 @@ pub fn measure(target: &Target, plan: Plan, epoch: Instant) -> Result<Idle, Fail
             round(target, &plan, stalled, span, epoch, &mut idle)?;
             continue;
         }
-        let Some(closes) = closes::analyse(&idle.samples) else {
+        let Some(closes) = closes::analyse_with(&idle.samples, whole_seconds(&idle.promise)) else {
             break;
         };
         span = match closes.pattern {
@@ -156,11 +158,32 @@ pub fn measure(target: &Target, plan: Plan, epoch: Instant) -> Result<Idle, Fail
             _ => break,
         };
         idle.stagger = idle.stagger.max(span);
-        round(target, &plan, plan.connections, span, epoch, &mut idle)?;
+        round(target, &plan, spaced(&plan, span), span, epoch, &mut idle)?;
     }
-    idle.closes = closes::analyse(&idle.samples);
+    idle.closes = closes::analyse_with(&idle.samples, whole_seconds(&idle.promise));
     Ok(idle)
 }
+
+/// The server is one known to compare whole-second stamps in its idle
+/// passes (lighttpd, by its `Server` field).
+fn whole_seconds(promise: &ResponseHead) -> bool {
+    promise
+        .server
+        .as_deref()
+        .is_some_and(|server| server.to_ascii_lowercase().starts_with("lighttpd"))
+}
+
+/// Connections for a round over `span`: as many more than
+/// `--connections` as `span` is longer than `--stagger`, so a wider round
+/// starts its connections as close together as the first (the gap between
+/// starts bounds how far below the lowest close the earliest may be).
+fn spaced(plan: &Plan, span: Duration) -> usize {
+    let wider = span.as_secs_f64() / plan.stagger.as_secs_f64();
+    ((plan.connections as f64 * wider).round() as usize).clamp(plan.connections, MAX_ROUND)
+}
+
+/// The most connections a widened round opens.
+const MAX_ROUND: usize = 256;
 
 /// One round: `n` connections over `span`, their closes added to `idle`.
 fn round(

@@ -72,8 +72,10 @@ struct Basis {
     pass_period_ms: Option<f64>,
     pass_phase: Option<&'static str>,
     pass_moved_ms: Option<f64>,
-    /// The widest gap between the phases the connections went idle at, ms.
-    phase_gap_ms: Option<f64>,
+    /// The widest gap between the moments a round's connections went idle
+    /// at (or their phases on a fixed grid), ms: how far below the lowest
+    /// close the earliest may be.
+    start_gap_ms: Option<f64>,
     /// The earliest was lowered by a whole period (passes whose phase
     /// decides the close).
     lowered_by_period: bool,
@@ -165,7 +167,7 @@ impl Report {
             pass_period_ms: period.map(hundredths),
             pass_phase: phase,
             pass_moved_ms: moved.map(hundredths),
-            phase_gap_ms: closes.and_then(|c| c.phase_gap_ms).map(hundredths),
+            start_gap_ms: closes.and_then(|c| c.start_gap_ms).map(hundredths),
             lowered_by_period: closes.is_some_and(|c| c.lowered_by_period),
             stalled_closes_redone: self.idle.redone,
             stalled_closes_left: closes.map_or(0, |c| c.stalled),
