@@ -280,12 +280,6 @@ impl Client {
         }
     }
 
-    /// Whether the client has an idle-timeout setting at all (it may still
-    /// be too coarse for a value: see [`Client::can_be_set_to`]).
-    pub fn has_setting(&self) -> bool {
-        !matches!(self.setting, Setting::Missing(_))
-    }
-
     /// Whether the client can be told to keep idle connections at most
     /// `safe_ms` (it has such a setting, fine enough for the value).
     pub fn can_be_set_to(&self, safe_ms: u64) -> bool {
@@ -303,12 +297,6 @@ pub fn every() -> impl Iterator<Item = &'static Client> {
         .chain(KNOWN.iter().map(|(_, client)| client))
         .chain(UNNAMED.iter().filter(|client| **client != UNDICI))
         .chain(PROXIES)
-}
-
-/// The whole table, one line per client and proxy: [`super::fix::table`],
-/// kept here for callers written against this module.
-pub fn table(safe_ms: u64) -> String {
-    super::fix::table(safe_ms)
 }
 
 #[cfg(test)]
@@ -352,7 +340,7 @@ mod tests {
             java.advice(1900)
         );
         let requests = recognise("python-requests/2.32").unwrap();
-        assert!(!requests.can_be_set_to(1900) && !requests.has_setting());
+        assert!(!requests.can_be_set_to(1900) && !requests.can_be_set_to(60_000));
         assert!(requests.advice(1900).contains("retry"));
     }
 

@@ -141,9 +141,9 @@ pub fn safe_pool_idle_timeout(facts: &IdleCloseFacts) -> Advice {
     }
     let mut words = String::new();
     let closes = limit_from_closes(facts, &mut words);
-    let limit = below_failures(facts, closes.limit, &mut words);
+    let limit = below_failures(facts, closes, &mut words);
     let safe = state_the_value(limit, &mut words);
-    let warning = judge_the_promise(facts, safe, closes.margin_ms, &mut words);
+    let warning = judge_the_promise(facts, safe, &mut words);
     Advice {
         safe_pool_idle_timeout_ms: safe,
         explanation: words.trim().to_owned(),
@@ -170,18 +170,10 @@ fn round_trip(facts: &IdleCloseFacts) -> (f64, String) {
     }
 }
 
-/// What the closes alone allow.
-struct FromCloses {
-    /// The highest idle time, ms, a reuse may leave at, or why there is
-    /// none.
-    limit: Result<f64, String>,
-    /// The margin a reuse must leave before the close (or the promise).
-    margin_ms: Option<f64>,
-}
-
 /// Step 1: the limit the closes set (`E − round trip − guard`, within the
-/// promise), with the sentences that say so added to `words`.
-fn limit_from_closes(facts: &IdleCloseFacts, words: &mut String) -> FromCloses {
+/// promise): the highest idle time, ms, a reuse may leave at, or why there
+/// is none, with the sentences that say so added to `words`.
+fn limit_from_closes(facts: &IdleCloseFacts, words: &mut String) -> Result<f64, String> {
     let (earliest, seen, period) = match &facts.close {
         Close::At {
             earliest_ms,
@@ -189,21 +181,14 @@ fn limit_from_closes(facts: &IdleCloseFacts, words: &mut String) -> FromCloses {
             period_ms,
         } => (*earliest_ms, *seen_ms, *period_ms),
         Close::Unknown { why } => {
-            return FromCloses {
-                limit: Err(format!("{why}: no idle timeout is known to be safe.")),
-                margin_ms: None,
-            };
+            return Err(format!("{why}: no idle timeout is known to be safe."));
         }
         Close::NotWithin { watched_ms } => {
-            let limit = Err(format!(
+            return Err(format!(
                 "The server kept idle connections more than {} s: its idle timeout does not \
                  limit a pool in front of it (use the pool's own).",
                 trim(watched_ms / 1000.0)
             ));
-            return FromCloses {
-                limit,
-                margin_ms: None,
-            };
         }
     };
     words.push_str(&close_words(facts.source, earliest, seen, period));
@@ -230,10 +215,7 @@ fn limit_from_closes(facts: &IdleCloseFacts, words: &mut String) -> FromCloses {
          client's own timer.",
         guard(basis)
     );
-    FromCloses {
-        limit: Ok(basis - margin),
-        margin_ms: Some(margin),
-    }
+    Ok(basis - margin)
 }
 
 /// Step 2: a reuse that failed below where the closes put the limit
@@ -300,7 +282,6 @@ fn state_the_value(limit: Result<f64, String>, words: &mut String) -> Option<u64
 fn judge_the_promise(
     facts: &IdleCloseFacts,
     safe: Option<u64>,
-    margin_ms: Option<f64>,
     words: &mut String,
 ) -> Option<String> {
     let earliest = match facts.close {
@@ -325,13 +306,17 @@ fn judge_the_promise(
         }
         _ if safe.is_none() => {}
         (Some(advertised), Some(earliest))
-            if advertised as f64 + margin_ms.unwrap_or(0.0) > earliest =>
+            if advertised as f64 + trust_margin(round_trip(facts).0) > earliest =>
         {
             let _ = write!(
                 words,
-                " Its Keep-Alive: timeout={} leaves less than that margin: a client that waits \
-                 the whole advertised time may still race.",
-                advertised / 1000
+                " Its Keep-Alive: timeout={} leaves {:.0} ms before the close, less than a reuse \
+                 sent at that time needs ({:.0} ms: the round trip and {GUARD_MIN_MS:.0} ms for \
+                 the client's timer): a client that waits the whole advertised time may still \
+                 race.",
+                advertised / 1000,
+                (earliest - advertised as f64).max(0.0),
+                trust_margin(round_trip(facts).0)
             );
         }
         (Some(advertised), _) => {
@@ -344,6 +329,17 @@ fn judge_the_promise(
         (None, _) => words.push_str(" It advertises no Keep-Alive timeout: configure the pool's."),
     }
     None
+}
+
+/// What the advertised timeout must leave before the earliest close for a
+/// client that trusts it: its last reuse, sent when its own timer says the
+/// advertised time is up, reaches the server a round trip later, the timer
+/// firing late by up to [`GUARD_MIN_MS`]. (The pool advice's guard, a share
+/// of the close time, is a margin on a value the probe chose; applied to
+/// the header it would call a 65 s promise kept 66 s a race, which is what
+/// Node's and this server's 1 s buffer is made to prevent.)
+fn trust_margin(round_trip: f64) -> f64 {
+    round_trip + GUARD_MIN_MS
 }
 
 /// The sentence on when the server closes.

@@ -14,6 +14,7 @@
 use serde::Serialize;
 
 use crate::advice::clients;
+use crate::advice::fix::{self, Keeper};
 use crate::lab::report::{PeerView, PeersReport, Verdict};
 
 use super::cli::FailOn;
@@ -101,22 +102,15 @@ fn kept_advice(view: &PeerView) -> String {
         if n == 1 { "" } else { "s" },
         if n == 1 { "it" } else { "them" },
     );
-    let recognised = view.user_agent.as_deref().and_then(clients::recognise);
-    let fix = match (view.safe_pool_idle_timeout_ms, recognised) {
-        (None, _) => "No pool idle timeout is known to be safe: have the client retry a request \
-                      that meets a closed connection."
-            .to_owned(),
-        (Some(safe), Some(client)) if client.has_setting() => format!(
-            "Set {}'s {} ({safe} ms or less).",
-            client.name,
-            client.advice(safe)
-        ),
-        (Some(safe), Some(client)) => format!("{}: {}.", client.name, client.advice(safe)),
-        (Some(safe), None) => format!(
-            "Set this client's pool idle timeout (the time an idle connection is kept for reuse) \
-             to {safe} ms or less."
-        ),
+    let keeper = match (
+        view.user_agent.as_deref(),
+        view.user_agent.as_deref().and_then(clients::recognise),
+    ) {
+        (_, Some(client)) => Keeper::Client(client),
+        (None, None) => Keeper::Unnamed,
+        (Some(_), None) => Keeper::Unknown,
     };
+    let fix = fix::fix(view.safe_pool_idle_timeout_ms, keeper);
     format!("{happened} {fix}")
 }
 

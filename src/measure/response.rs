@@ -3,8 +3,11 @@
 //! `Connection`, `Keep-Alive: timeout, max`, `Server`), then the body skipped
 //! by its framing (`Content-Length`, chunked, or until the close), so the
 //! caller learns exactly where the response ends. Interim 1xx responses
-//! are skipped. Memory is bounded: the head is kept up to [`MAX_HEAD`], a
-//! body is counted, never stored.
+//! are skipped, up to [`MAX_INTERIM`] of them (a server that sends
+//! `100 Continue` without end is an error, not a wait without end). Memory
+//! is bounded: the head is kept up to [`MAX_HEAD`], a body is counted,
+//! never stored. [`ResponseReader::unfinished`] says, in words, how far an
+//! incomplete response got, for the caller whose deadline ran out.
 
 use std::fmt;
 
@@ -12,6 +15,8 @@ use std::fmt;
 pub const MAX_HEAD: usize = 64 * 1024;
 /// The longest chunk-size or trailer line accepted.
 const MAX_LINE: usize = 4096;
+/// Interim (1xx) responses accepted before the final one.
+pub const MAX_INTERIM: u32 = 10;
 
 /// What a response head says about the connection and the server.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -85,6 +90,11 @@ pub struct ResponseReader {
     head_request: bool,
     stage: Stage,
     head: Option<ResponseHead>,
+    /// Interim responses read, and the status of the last.
+    interim: u32,
+    last_interim: u16,
+    /// Bytes of the final response's body fed so far.
+    body_bytes: u64,
 }
 
 /// The outcome of feeding bytes.
@@ -102,6 +112,9 @@ impl ResponseReader {
             head_request,
             stage: Stage::Head(Vec::new()),
             head: None,
+            interim: 0,
+            last_interim: 0,
+            body_bytes: 0,
         }
     }
 
@@ -118,8 +131,33 @@ impl ResponseReader {
 
     /// Ready for the next response on the same connection.
     pub fn reset(&mut self) {
-        self.stage = Stage::Head(Vec::new());
-        self.head = None;
+        *self = ResponseReader::new(self.head_request);
+    }
+
+    /// How far an unfinished response got, as the end of a sentence that
+    /// begins "the server": what it sent before the caller stopped waiting;
+    /// `None` when nothing of a response came.
+    pub fn unfinished(&self) -> Option<String> {
+        let interim = match self.interim {
+            0 => String::new(),
+            n => format!("{n} interim {} response(s), then ", self.last_interim),
+        };
+        Some(match (&self.stage, &self.head) {
+            (Stage::Head(bytes), _) if bytes.is_empty() && self.interim == 0 => return None,
+            (Stage::Head(bytes), _) if bytes.is_empty() => {
+                format!("sent {interim}no final response")
+            }
+            (Stage::Head(bytes), _) => format!(
+                "sent {interim}{} bytes of a response head without finishing it (trickling it)",
+                bytes.len()
+            ),
+            (_, Some(head)) => format!(
+                "sent {interim}a {} head and {} bytes of body without finishing the body \
+                 (trickling it)",
+                head.status, self.body_bytes
+            ),
+            _ => "sent an incomplete response".to_owned(),
+        })
     }
 
     /// Consumes `bytes`; stops at the end of the response.
@@ -131,7 +169,11 @@ impl ResponseReader {
             if bytes.is_empty() {
                 return Ok(Fed::Partial);
             }
+            let in_body = self.head.is_some();
             let used = self.step(bytes)?;
+            if in_body {
+                self.body_bytes += used as u64;
+            }
             bytes = &bytes[used..];
         }
     }
@@ -167,6 +209,15 @@ impl ResponseReader {
                     Some((len, head, framing)) => {
                         let used = len - before;
                         self.stage = if (100..200).contains(&head.status) && head.status != 101 {
+                            self.interim += 1;
+                            self.last_interim = head.status;
+                            if self.interim > MAX_INTERIM {
+                                return Err(NotHttp(format!(
+                                    "the server sent {} interim {} responses and no final one \
+                                     (at most {MAX_INTERIM} are accepted)",
+                                    self.interim, head.status
+                                )));
+                            }
                             Stage::Head(Vec::new())
                         } else {
                             self.head = Some(head);
@@ -254,6 +305,15 @@ fn parse_head(buf: &[u8]) -> Result<Option<(usize, ResponseHead, Stage)>, NotHtt
     let len = match response.parse(buf) {
         Ok(httparse::Status::Complete(len)) => len,
         Ok(httparse::Status::Partial) => return Ok(None),
+        // A TLS record (handshake 22 or alert 21, version 3.x): the
+        // server speaks TLS and refused a plain request.
+        Err(_) if matches!(buf, [21 | 22, 3, ..]) => {
+            return Err(NotHttp(
+                "the server answered in TLS, not plain HTTP: it speaks HTTPS on this port; use \
+                 https:// in place of http://"
+                    .into(),
+            ));
+        }
         Err(e) => return Err(NotHttp(format!("not an HTTP/1.x response ({e})"))),
     };
     let mut head = ResponseHead {
@@ -395,5 +455,29 @@ mod tests {
         let mut reader = ResponseReader::new(false);
         let bad = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n";
         assert!(reader.feed(bad).is_err());
+    }
+
+    #[test]
+    fn interim_responses_are_capped_and_an_unfinished_response_is_described() {
+        let mut reader = ResponseReader::new(false);
+        assert_eq!(reader.unfinished(), None);
+        let interim = b"HTTP/1.1 100 Continue\r\n\r\n";
+        for _ in 0..MAX_INTERIM {
+            assert_eq!(reader.feed(interim).unwrap(), Fed::Partial);
+        }
+        let said = reader.unfinished().unwrap();
+        assert!(said.contains("10 interim 100"), "{said}");
+        let error = reader.feed(interim).unwrap_err();
+        assert!(error.0.contains("11 interim 100 responses"), "{error}");
+
+        let mut head = ResponseReader::new(false);
+        head.feed(b"HTTP/1.1 200").unwrap();
+        let said = head.unfinished().unwrap();
+        assert!(said.contains("12 bytes of a response head"), "{said}");
+        let mut body = ResponseReader::new(false);
+        body.feed(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nabc")
+            .unwrap();
+        let said = body.unfinished().unwrap();
+        assert!(said.contains("a 200 head and 3 bytes of body"), "{said}");
     }
 }

@@ -71,6 +71,8 @@ pub struct TimedConn {
     pub(super) reader: ResponseReader,
     /// The TLS client, for an https server.
     pub(super) tls: Option<Box<rustls::ClientConnection>>,
+    /// The https server spoken to (for the words of a TLS error).
+    pub(super) tls_target: Option<TlsTarget>,
     /// The TLS version the handshake settled on.
     pub tls_version: Option<TlsVersion>,
     /// The server's close came as `close_notify` (then, or with, its FIN).
@@ -104,6 +106,7 @@ impl TimedConn {
         registry: &Registry,
         token: Token,
     ) -> io::Result<TimedConn> {
+        let tls_target = tls;
         let tls = tls.map(TlsTarget::connection).transpose()?.map(Box::new);
         let mut stream = TcpStream::connect(addr)?;
         let stamped = rx_stamps::enable(&stream).is_ok();
@@ -115,6 +118,7 @@ impl TimedConn {
             sent: 0,
             reader: ResponseReader::new(head_request),
             tls,
+            tls_target: tls_target.cloned(),
             tls_version: None,
             close_notify: false,
             phase: Phase::Sending,
@@ -166,6 +170,12 @@ impl TimedConn {
             true => self.write_tls(Seen::now()),
             false => self.write(Seen::now()),
         }
+    }
+
+    /// How far the response awaited got, for a message that begins "the
+    /// server" (see [`ResponseReader::unfinished`]).
+    pub fn unfinished(&self) -> Option<String> {
+        self.reader.unfinished()
     }
 
     /// Gives up on a connection that is still waiting for something.

@@ -14,6 +14,7 @@ use super::rx_stamps::{Scratch, Seen};
 use super::timed_conn::{Closed, Phase, TimedConn, connect_failed, is_reset};
 use crate::readiness::would_block;
 use crate::tls::TlsVersion;
+use crate::tls::client::plain_http;
 
 impl TimedConn {
     /// [`TimedConn::on_ready`] over TLS: send what rustls holds, then read
@@ -81,6 +82,7 @@ impl TimedConn {
         seen: Seen,
     ) -> bool {
         let mut plain = [0u8; 4096];
+        let segment = data;
         while !data.is_empty() {
             let Some(tls) = self.tls.as_deref_mut() else {
                 return false;
@@ -89,11 +91,17 @@ impl TimedConn {
                 self.phase = Phase::Failed(format!("TLS: {e}"));
                 return false;
             }
+            let handshaking = tls.is_handshaking();
             let state = match tls.process_new_packets() {
                 Ok(state) => state,
                 Err(e) => {
                     let _ = self.stream.as_mut().map(|s| tls.write_tls(s));
-                    self.phase = Phase::Failed(format!("TLS: {e}"));
+                    let why = match &self.tls_target {
+                        _ if handshaking && segment.starts_with(b"HTTP/") => plain_http().into(),
+                        Some(target) => target.explain(&e),
+                        None => format!("TLS: {e}"),
+                    };
+                    self.phase = Phase::Failed(why);
                     return false;
                 }
             };

@@ -9,8 +9,10 @@ use crate::tls::client::Trust;
 
 const AFTER_HELP: &str = "\
 Only the URL's server is contacted, with nothing but the request described (GET or HEAD of \
-the URL's path). Exit status: 0 measured, 1 the server could not be reached or misbehaved \
-(refused, not HTTP, no response within --timeout), 2 a usage error (bad URL or port, https).";
+the URL's path). https:// URLs are spoken to over TLS, trusting the system's roots, \
+--cacert FILE or (--insecure) anyone. Exit status: 0 measured, 1 the server could not be \
+reached or misbehaved (refused, not HTTP, a TLS failure, no complete response within \
+--timeout), 2 a usage error (a bad URL, scheme or port; --cacert or --insecure with http://).";
 
 /// The request method the probe sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -35,7 +37,7 @@ impl Method {
 #[derive(Parser, Debug, Clone)]
 #[command(name = "keepalive-server probe", version, long_about = None, after_help = AFTER_HELP)]
 pub struct ProbeArgs {
-    /// The server to measure: `http://HOST[:PORT][/PATH]`.
+    /// The server to measure: `http://HOST[:PORT][/PATH]` or `https://HOST[:PORT][/PATH]`.
     #[arg(value_name = "URL")]
     pub url: String,
 
@@ -47,7 +49,8 @@ pub struct ProbeArgs {
     #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = positive_duration)]
     pub max_wait: Duration,
 
-    /// How long a connect or a response may take before the server counts as not answering.
+    /// How long a connect, or a whole response (head and body, interim 1xx ones included), may
+    /// take before the server counts as not answering.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = positive_duration)]
     pub timeout: Duration,
 
@@ -91,7 +94,8 @@ pub struct ProbeArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// For https: trust the certificates in this PEM file instead of the system's roots.
+    /// For https: trust the certificates in this PEM file instead of the system's roots; a server
+    /// certificate equal to one of them is trusted as is (a self-signed one, CA-marked or not).
     #[arg(long, value_name = "PATH", conflicts_with = "insecure")]
     pub cacert: Option<std::path::PathBuf>,
 

@@ -10,7 +10,9 @@
 //! event reported now came after that poll collected its events), or older
 //! when that poll returned a full buffer (events may have waited). With a
 //! tick the loop wakes at least every [`TICK`], so the window is a few ms
-//! when the probe runs on time, and wide when it was stalled.
+//! when the probe runs on time, and wide when it was stalled. A response
+//! read without a kernel stamp keeps the same kind of window, and a
+//! wake-up later than asked counts as the probe's own lateness.
 
 use std::io;
 use std::net::SocketAddr;
@@ -19,7 +21,8 @@ use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Token};
 
-use super::failure::Failure;
+use super::closes::STALL_MS;
+use super::failure::{self, Failure};
 use super::target::Target;
 use crate::measure::rx_stamps::{Scratch, Seen};
 use crate::measure::timed_conn::{Phase, TimedConn};
@@ -30,6 +33,10 @@ use crate::tls::client::TlsTarget;
 const EVENTS_PER_POLL: usize = 16;
 /// The longest the loop sleeps while it times closes.
 pub const TICK: Duration = Duration::from_millis(2);
+/// For tests: this environment variable, a number of ms, makes the loop
+/// sleep that long after every poll, as a probe starved of CPU would be
+/// late (a stalled probe must say so, not blame the server).
+pub const STALL_HOOK: &str = "KAS_PROBE_TEST_STALL_MS";
 
 pub struct ConnSet {
     poll: Poll,
@@ -48,6 +55,15 @@ pub struct ConnSet {
     asked_at: Vec<Instant>,
     /// For each finished connection: its close had not arrived by then.
     pub closed_after: Vec<Option<Instant>>,
+    /// For each answered connection: its response had not arrived by then
+    /// (matters when the kernel gave no receive stamp).
+    pub responded_after: Vec<Option<Instant>>,
+    /// Wake-ups later than asked by more than [`STALL_MS`]: how many,
+    /// and the latest, ms.
+    pub late_wakeups: usize,
+    pub worst_late_ms: f64,
+    /// [`STALL_HOOK`]'s delay.
+    stall_hook: Option<Duration>,
     /// Events the next poll reports arrived after this.
     quiet_since: Instant,
     timeout: Duration,
@@ -84,6 +100,13 @@ impl ConnSet {
             starts,
             asked_at: Vec::with_capacity(n),
             closed_after: Vec::with_capacity(n),
+            responded_after: Vec::with_capacity(n),
+            late_wakeups: 0,
+            worst_late_ms: 0.0,
+            stall_hook: std::env::var(STALL_HOOK)
+                .ok()
+                .and_then(|ms| ms.parse().ok())
+                .map(Duration::from_millis),
             quiet_since: now,
             timeout,
             tick,
@@ -110,6 +133,7 @@ impl ConnSet {
             self.conns.push(conn);
             self.asked_at.push(Instant::now());
             self.closed_after.push(None);
+            self.responded_after.push(None);
         }
         Ok(())
     }
@@ -149,14 +173,24 @@ impl ConnSet {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(()),
             Err(e) => return Err(Failure::Server(format!("poll: {e}"))),
         }
+        if let Some(stall) = self.stall_hook {
+            std::thread::sleep(stall);
+        }
         let seen = Seen::now();
+        if let Some(wake) = wake.filter(|_| self.events.is_empty()) {
+            self.count_lateness(seen.at.saturating_duration_since(wake));
+        }
         let quiet_since = self.quiet_since;
         let mut reported = 0;
         for event in self.events.iter() {
             reported += 1;
             let i = event.token().0;
             let conn = &mut self.conns[i];
+            let awaited = conn.phase.awaits_response();
             conn.on_ready(seen, &mut self.scratch);
+            if awaited && !conn.phase.awaits_response() {
+                self.responded_after[i] = Some(quiet_since);
+            }
             if conn.phase.finished() {
                 self.closed_after[i] = Some(quiet_since);
                 conn.close(self.poll.registry());
@@ -169,21 +203,22 @@ impl ConnSet {
         Ok(())
     }
 
+    /// Counts a wake-up `late` past the moment asked for.
+    fn count_lateness(&mut self, late: Duration) {
+        let ms = late.as_secs_f64() * 1e3;
+        if ms > STALL_MS {
+            self.late_wakeups += 1;
+            self.worst_late_ms = self.worst_late_ms.max(ms);
+        }
+    }
+
     /// Fails every connection that has waited longer than the timeout for
     /// its response; returns how many.
     pub fn expire(&mut self, now: Instant) -> usize {
         let mut expired = 0;
         for (conn, asked_at) in self.conns.iter_mut().zip(&self.asked_at) {
             if conn.phase.awaits_response() && now >= *asked_at + self.timeout {
-                let what = if conn.written_at.is_some() {
-                    "no response"
-                } else {
-                    "no connection"
-                };
-                conn.fail(format!(
-                    "{what} within {}",
-                    humantime::format_duration(self.timeout)
-                ));
+                conn.fail(overdue(conn, self.timeout));
                 conn.close(self.poll.registry());
                 expired += 1;
             }
@@ -208,4 +243,15 @@ impl ConnSet {
             .map(|(_, asked_at)| *asked_at + self.timeout)
             .min()
     }
+}
+
+/// Why a connection that waited `timeout` for its response is given up.
+fn overdue(conn: &TimedConn, timeout: Duration) -> String {
+    if conn.written_at.is_none() {
+        return format!(
+            "no connection within {}",
+            humantime::format_duration(timeout)
+        );
+    }
+    failure::overdue(timeout, conn.unfinished())
 }

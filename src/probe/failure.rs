@@ -3,6 +3,7 @@
 //! unreachable or misbehaves (refused, not HTTP, no response in time).
 
 use std::fmt;
+use std::time::Duration;
 
 /// A probe that could not run or finish.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,5 +28,20 @@ impl fmt::Display for Failure {
         match self {
             Failure::Usage(message) | Failure::Server(message) => f.write_str(message),
         }
+    }
+}
+
+/// Why an exchange that waited `timeout` is given up: nothing came, or
+/// what the server sent of a response it did not finish in time (the end
+/// of a sentence beginning "the server", from
+/// [`crate::measure::response::ResponseReader::unfinished`]).
+pub fn overdue(timeout: Duration, unfinished: Option<String>) -> String {
+    let within = humantime::format_duration(timeout);
+    match unfinished {
+        None => format!("no response within {within}"),
+        Some(what) => format!(
+            "no complete response within {within} (--timeout bounds the whole response, \
+             interim ones included): the server {what}"
+        ),
     }
 }

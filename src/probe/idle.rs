@@ -10,7 +10,9 @@
 //! - closes the probe saw during a stall of its own (a close window wider
 //!   than [`super::closes::STALL_MS`]) are measured again, twice at most;
 //! - when every close came in one pass, the passes are further apart than
-//!   the starts were spread: the starts are spread four times wider, once;
+//!   the starts were spread: the starts are spread four times wider, once
+//!   (a wider round opens proportionally more connections, up to 256, so
+//!   its starts are as close together as the first round's);
 //! - when passes are found further apart than the spread, the starts are
 //!   spread over one period, once;
 //! - when passes are found, one more round, started half a period out of
@@ -78,6 +80,10 @@ pub struct Idle {
     pub rounds: usize,
     /// Closes seen during a stall of the probe and measured again.
     pub redone: usize,
+    /// The probe's own wake-ups later than asked (beyond the stall
+    /// threshold), and the latest, ms: its loop was starved.
+    pub late_wakeups: usize,
+    pub worst_late_ms: f64,
 }
 
 impl Idle {
@@ -108,6 +114,8 @@ pub fn measure(target: &Target, plan: Plan, epoch: Instant) -> Result<Idle, Fail
         stagger: plan.stagger,
         rounds: 0,
         redone: 0,
+        late_wakeups: 0,
+        worst_late_ms: 0.0,
     };
     let mut span = plan.stagger;
     round(target, &plan, plan.connections, span, epoch, &mut idle)?;
@@ -121,7 +129,7 @@ pub fn measure(target: &Target, plan: Plan, epoch: Instant) -> Result<Idle, Fail
             round(target, &plan, stalled, span, epoch, &mut idle)?;
             continue;
         }
-        let Some(closes) = closes::analyse(&idle.samples) else {
+        let Some(closes) = closes::analyse_with(&idle.samples, whole_seconds(&idle.promise)) else {
             break;
         };
         span = match closes.pattern {
@@ -150,11 +158,32 @@ pub fn measure(target: &Target, plan: Plan, epoch: Instant) -> Result<Idle, Fail
             _ => break,
         };
         idle.stagger = idle.stagger.max(span);
-        round(target, &plan, plan.connections, span, epoch, &mut idle)?;
+        round(target, &plan, spaced(&plan, span), span, epoch, &mut idle)?;
     }
-    idle.closes = closes::analyse(&idle.samples);
+    idle.closes = closes::analyse_with(&idle.samples, whole_seconds(&idle.promise));
     Ok(idle)
 }
+
+/// The server is one known to compare whole-second stamps in its idle
+/// passes (lighttpd, by its `Server` field).
+fn whole_seconds(promise: &ResponseHead) -> bool {
+    promise
+        .server
+        .as_deref()
+        .is_some_and(|server| server.to_ascii_lowercase().starts_with("lighttpd"))
+}
+
+/// Connections for a round over `span`: as many more than
+/// `--connections` as `span` is longer than `--stagger`, so a wider round
+/// starts its connections as close together as the first (the gap between
+/// starts bounds how far below the lowest close the earliest may be).
+fn spaced(plan: &Plan, span: Duration) -> usize {
+    let wider = span.as_secs_f64() / plan.stagger.as_secs_f64();
+    ((plan.connections as f64 * wider).round() as usize).clamp(plan.connections, MAX_ROUND)
+}
+
+/// The most connections a widened round opens.
+const MAX_ROUND: usize = 256;
 
 /// One round: `n` connections over `span`, their closes added to `idle`.
 fn round(
@@ -167,7 +196,7 @@ fn round(
 ) -> Result<(), Failure> {
     idle.rounds += 1;
     let mut set = ConnSet::staggered(target, n, span, plan.timeout, Some(TICK))?;
-    let mut progress = Progress::on_terminal();
+    let mut progress = Progress::on_stderr();
     let started = Instant::now();
     let mut last_response: Option<Instant> = None;
     let label = match idle.rounds {
@@ -193,17 +222,31 @@ fn round(
         if end.is_some_and(|end| now >= end) {
             break;
         }
-        let what = if answered {
-            format!("{label}waiting for {open} idle connections to close")
+        let (phase, detail, bound) = if answered {
+            (
+                format!("{label}waiting for {} to close", connections(n, "idle ")),
+                format!("{open} open"),
+                plan.max_wait,
+            )
         } else {
-            format!("{label}opening connections over {}", seconds(span))
+            (
+                format!(
+                    "{label}opening {} over {}",
+                    connections(n, ""),
+                    seconds(span)
+                ),
+                format!(
+                    "{} answered",
+                    set.conns
+                        .iter()
+                        .filter(|c| !c.phase.awaits_response())
+                        .count()
+                ),
+                plan.timeout + span,
+            )
         };
-        let bound = if answered {
-            plan.max_wait
-        } else {
-            plan.timeout + span
-        };
-        progress.show(&what, now - last_response.unwrap_or(started), bound);
+        let elapsed = now - last_response.unwrap_or(started);
+        progress.show(&phase, &detail, elapsed, bound);
         let wake = [end, progress.next_redraw(now)].into_iter().flatten().min();
         set.turn(wake)?;
     }
@@ -224,8 +267,11 @@ fn summarise(set: &ConnSet, epoch: Instant, idle: &mut Idle) {
         }
     }
     idle.connections += set.conns.len();
+    idle.late_wakeups += set.late_wakeups;
+    idle.worst_late_ms = idle.worst_late_ms.max(set.worst_late_ms);
     let ms = |at: Instant| at.saturating_duration_since(epoch).as_secs_f64() * 1e3;
-    for (conn, closed_after) in set.conns.iter().zip(&set.closed_after) {
+    let timed = set.conns.iter().zip(&set.closed_after);
+    for ((conn, closed_after), responded_after) in timed.zip(&set.responded_after) {
         idle.stray_bytes += conn.stray_bytes;
         idle.tls_version = idle.tls_version.or(conn.tls_version);
         idle.kernel_stamps &= conn.stamped && conn.rx_at.is_some();
@@ -239,6 +285,12 @@ fn summarise(set: &ConnSet, epoch: Instant, idle: &mut Idle) {
                     idle_from_ms: ms(responded),
                     closed_ms: ms(closed),
                     closed_lo_ms: ms(*after),
+                    // No kernel stamp: the wake-up that read the response
+                    // may have come late.
+                    response_window_ms: match (conn.rx_at, responded_after) {
+                        (None, Some(after)) => ms(responded) - ms(*after),
+                        _ => 0.0,
+                    },
                 });
                 match style {
                     Closed::Fin => idle.fins += 1,
@@ -248,6 +300,14 @@ fn summarise(set: &ConnSet, epoch: Instant, idle: &mut Idle) {
             }
             _ => idle.still_open += 1,
         }
+    }
+}
+
+/// "1 idle connection", "8 idle connections".
+pub fn connections(n: usize, kind: &str) -> String {
+    match n {
+        1 => format!("1 {kind}connection"),
+        n => format!("{n} {kind}connections"),
     }
 }
 

@@ -3,8 +3,10 @@
 //! silently) or the count is reached, each timed from its write to the end
 //! of its response. The fastest request after the first (on a warm
 //! keep-alive connection: no handshake, no worker to start) is the round
-//! trip the advice allows for. Blocking I/O with `--timeout` on every
-//! connect, read and write, on its own thread beside the idle measurement;
+//! trip the advice allows for. Blocking I/O on its own thread beside the
+//! idle measurement, `--timeout` bounding the connect and each request's
+//! whole exchange (the socket's read timeout is set to what is left before
+//! every read, so a server that trickles its response cannot stretch it);
 //! over TLS through a rustls stream (its handshake is the first request's
 //! cost, not the round trip's).
 
@@ -12,7 +14,7 @@ use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use super::failure::Failure;
+use super::failure::{self, Failure};
 use super::target::Target;
 use crate::measure::response::{Fed, ResponseReader};
 
@@ -33,13 +35,19 @@ pub struct Limit {
 
 /// Sends up to `max` requests on one connection.
 pub fn measure(target: &Target, max: u32, timeout: Duration) -> Result<Limit, Failure> {
-    let fail = |what: &str, e: io::Error| Failure::Server(format!("{} ({what}): {e}", target.url));
+    let fail = |what: &str, e: io::Error| {
+        let why = (target.tls.as_ref())
+            .and_then(|tls| tls.explain_io(&e))
+            .unwrap_or_else(|| e.to_string());
+        Failure::Server(format!("{} ({what}): {why}", target.url))
+    };
     let tcp = TcpStream::connect_timeout(&target.addr, timeout)
         .map_err(|e| fail("request limit, connect", e))?;
     let _ = tcp.set_nodelay(true);
-    tcp.set_read_timeout(Some(timeout))
-        .and_then(|()| tcp.set_write_timeout(Some(timeout)))
+    tcp.set_write_timeout(Some(timeout))
         .map_err(|e| fail("request limit", e))?;
+    // The same socket, to set its read timeout under the TLS stream.
+    let control = tcp.try_clone().map_err(|e| fail("request limit", e))?;
     let mut stream: Box<dyn Stream> = match &target.tls {
         None => Box::new(tcp),
         Some(tls) => {
@@ -58,13 +66,29 @@ pub fn measure(target: &Target, max: u32, timeout: Duration) -> Result<Limit, Fa
     };
     for answered in 0..max {
         let asked = Instant::now();
+        let deadline = asked + timeout;
+        let overdue = |reader: &ResponseReader| {
+            let why = failure::overdue(timeout, reader.unfinished());
+            Failure::Server(format!("{} (request limit): {why}", target.url))
+        };
+        if let Err(e) = control.set_read_timeout(Some(timeout)) {
+            return Err(fail("request limit", e));
+        }
         if let Err(e) = stream.write_all(&target.request) {
             return closed_or(limit, answered, e, |e| fail("request limit, write", e));
         }
         reader.reset();
         loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(overdue(&reader));
+            }
+            if let Err(e) = control.set_read_timeout(Some(left)) {
+                return Err(fail("request limit", e));
+            }
             let n = match stream.read(&mut chunk) {
                 Ok(n) => n,
+                Err(e) if timed_out(&e) => return Err(overdue(&reader)),
                 // TLS: the server closed without close_notify.
                 Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => 0,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -100,6 +124,14 @@ pub fn measure(target: &Target, max: u32, timeout: Duration) -> Result<Limit, Fa
         }
     }
     Ok(limit)
+}
+
+/// A blocking read that ran into the socket's read timeout.
+fn timed_out(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
 }
 
 /// A connection to the server, plain or TLS.

@@ -43,10 +43,12 @@ use std::time::Instant;
 use clap::Parser;
 
 pub use cli::ProbeArgs;
+pub use conn_set::STALL_HOOK;
 pub use failure::Failure;
 pub use report::Report;
 
 use crate::measure::rx_stamps;
+use crate::tls::client::speaks_tls;
 use target::Target;
 
 /// Runs the subcommand: `args` are what follows `probe` on the command
@@ -103,6 +105,13 @@ pub fn probe(args: &ProbeArgs) -> Result<Report, Failure> {
         (idle, limit)
     });
     let idle = idle?;
+    if target.tls.is_none() && idle.promise.status == 400 && speaks_tls(target.addr, args.timeout) {
+        return Err(Failure::Server(format!(
+            "{}: the server answered 400 to a plain-HTTP request and speaks TLS on this port: \
+             use https:// in place of http://",
+            args.url
+        )));
+    }
     // Only the round trip was asked for: a server that fails the later
     // requests leaves it unmeasured, and the probe goes on.
     let limit = match limit {
@@ -129,7 +138,13 @@ pub fn probe(args: &ProbeArgs) -> Result<Report, Failure> {
         )?),
         _ => None,
     };
-    let mut advice = advice::advise(&idle, sweep.as_ref(), limit.round_trip_ms, args.max_wait);
+    let mut advice = advice::advise(
+        &args.url,
+        &idle,
+        sweep.as_ref(),
+        limit.round_trip_ms,
+        args.max_wait,
+    );
     if let Some(close) = idle.tls_close().filter(|_| target.tls.is_some()) {
         advice.paragraph.push(' ');
         advice.paragraph.push_str(close.advice());

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::advice::Advice;
 use super::closes::{PassPhase, Pattern};
-use super::idle::Idle;
+use super::idle::{Idle, connections};
 use super::sweep::{Sweep, SweepPoint};
 use super::tls::{TlsClose, TlsJson};
 use crate::advice::fix::{self, Keeper};
@@ -55,6 +55,40 @@ struct Json<'a> {
     advice: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     tls: Option<TlsJson>,
+    advice_basis: Basis,
+}
+
+/// The JSON's `advice_basis`: the figures the advice was made from, so a
+/// consumer can see why it is what it is.
+#[derive(Serialize)]
+struct Basis {
+    /// The earliest idle close assumed possible, ms (`null`: not known).
+    earliest_close_ms: Option<f64>,
+    /// The round trip allowed for, ms (`null`: not measured, 100 assumed).
+    round_trip_ms: Option<f64>,
+    /// Closes in passes: their period, ms, and whether their phase held
+    /// between rounds ("fixed"), moved (and by how much), or was seen in
+    /// one round ("unchecked").
+    pass_period_ms: Option<f64>,
+    pass_phase: Option<&'static str>,
+    pass_moved_ms: Option<f64>,
+    /// The widest gap between the moments a round's connections went idle
+    /// at (or their phases on a fixed grid), ms: how far below the lowest
+    /// close the earliest may be.
+    start_gap_ms: Option<f64>,
+    /// The earliest was lowered by a whole period (passes whose phase
+    /// decides the close).
+    lowered_by_period: bool,
+    /// Closes seen during a stall of the probe: measured again, and left.
+    stalled_closes_redone: usize,
+    stalled_closes_left: usize,
+    /// The longest such stall, ms.
+    worst_stall_ms: f64,
+    /// The probe's own wake-ups later than it asked, and the latest, ms.
+    probe_late_wakeups: usize,
+    probe_worst_late_ms: f64,
+    /// Most closes were seen on time: the figures are the server's.
+    reliable: bool,
 }
 
 impl Report {
@@ -88,7 +122,6 @@ impl Report {
     }
 
     pub fn json(&self) -> String {
-        let hundredths = |v: f64| (v * 100.0).round() / 100.0;
         let promise = &self.idle.promise;
         let json = Json {
             url: &self.url,
@@ -107,19 +140,61 @@ impl Report {
             safe_pool_idle_timeout_ms: self.advice.safe_pool_idle_timeout_ms,
             advice: self.advice_text(),
             tls: self.tls.then(|| self.idle.tls_json()),
+            advice_basis: self.basis(),
         };
         serde_json::to_string_pretty(&json).unwrap_or_default()
     }
 
+    /// The figures behind the advice, for the JSON.
+    fn basis(&self) -> Basis {
+        let closes = self.idle.closes;
+        let (period, phase, moved) = match closes.map(|c| c.pattern) {
+            Some(Pattern::Passes {
+                period_ms, phase, ..
+            }) => match phase {
+                PassPhase::Unchecked => (Some(period_ms), Some("unchecked"), None),
+                PassPhase::Fixed => (Some(period_ms), Some("fixed"), None),
+                PassPhase::Moved { by_ms } => (Some(period_ms), Some("moved"), Some(by_ms)),
+            },
+            _ => (None, None, None),
+        };
+        Basis {
+            earliest_close_ms: closes.and_then(|c| c.earliest_ms).map(hundredths),
+            round_trip_ms: self.round_trip_ms.map(|ms| (ms * 1e3).round() / 1e3),
+            pass_period_ms: period.map(hundredths),
+            pass_phase: phase,
+            pass_moved_ms: moved.map(hundredths),
+            start_gap_ms: closes.and_then(|c| c.start_gap_ms).map(hundredths),
+            lowered_by_period: closes.is_some_and(|c| c.lowered_by_period),
+            stalled_closes_redone: self.idle.redone,
+            stalled_closes_left: closes.map_or(0, |c| c.stalled),
+            worst_stall_ms: hundredths(closes.map_or(0.0, |c| c.worst_stall_ms)),
+            probe_late_wakeups: self.idle.late_wakeups,
+            probe_worst_late_ms: hundredths(self.idle.worst_late_ms),
+            reliable: closes.is_none_or(|c| c.reliable),
+        }
+    }
+
     pub fn text(&self) -> String {
         let mut s = String::new();
+        self.text_promise(&mut s);
+        self.text_idle(&mut s);
+        self.text_passes(&mut s);
+        self.text_requests(&mut s);
+        self.text_sweep(&mut s);
+        self.text_advice(&mut s);
+        s
+    }
+
+    /// The first lines: what was probed, and what the server promises.
+    fn text_promise(&self, s: &mut String) {
         let idle = &self.idle;
         let promise = &idle.promise;
         let _ = writeln!(
             s,
-            "keepalive-server probe: {} ({} idle connections, {}), {:.1} s",
+            "keepalive-server probe: {} ({}, {}), {:.1} s",
             self.url,
-            idle.connections,
+            connections(idle.connections, "idle "),
             self.method,
             self.elapsed.as_secs_f64()
         );
@@ -146,6 +221,12 @@ impl Report {
             promise.status,
             promise.server.as_deref().unwrap_or("(none)")
         );
+    }
+
+    /// When idle connections close, over TLS how, and how they were timed.
+    fn text_idle(&self, s: &mut String) {
+        let idle = &self.idle;
+        let promise = &idle.promise;
         let closes = format!(
             "{} of {} closed ({} by FIN, {} by reset); started over {}",
             idle.fins + idle.resets,
@@ -203,6 +284,12 @@ impl Report {
                 "           (timed from poll wake-ups: no kernel receive stamps)"
             );
         }
+    }
+
+    /// Closes in passes, and the probe's own stalls.
+    fn text_passes(&self, s: &mut String) {
+        let idle = &self.idle;
+        let promise = &idle.promise;
         if let Some(closes) = idle.closes.filter(|_| promise.persistent()) {
             let earliest = closes
                 .earliest_ms
@@ -243,14 +330,36 @@ impl Report {
                 s.push_str(&labelled("passes:", &line));
             }
             if idle.redone > 0 || closes.stalled > 0 {
+                let late = match idle.late_wakeups {
+                    0 => String::new(),
+                    1 => format!(
+                        "; the probe woke up late once, by {:.0} ms",
+                        idle.worst_late_ms
+                    ),
+                    n => format!(
+                        "; the probe woke up late {n} times, by up to {:.0} ms",
+                        idle.worst_late_ms
+                    ),
+                };
                 let line = format!(
                     "{} closes seen during a stall of the probe were measured again; {} left \
-                     (up to {:.0} ms late), counted from before the stall",
-                    idle.redone, closes.stalled, closes.worst_stall_ms
+                     (up to {:.0} ms late), counted from before the stall{late}{}",
+                    idle.redone,
+                    closes.stalled,
+                    closes.worst_stall_ms,
+                    if closes.reliable {
+                        ""
+                    } else {
+                        ": this run is not reliable"
+                    }
                 );
                 s.push_str(&labelled("stalls:", &line));
             }
         }
+    }
+
+    /// The round trip and the request limit.
+    fn text_requests(&self, s: &mut String) {
         let _ = match self.round_trip_ms {
             Some(ms) => writeln!(
                 s,
@@ -270,6 +379,10 @@ impl Report {
             ),
             (_, Some(n)) => writeln!(s, "requests:  closes a connection after {n} requests"),
         };
+    }
+
+    /// The race sweep's table.
+    fn text_sweep(&self, s: &mut String) {
         if let Some(sweep) = &self.sweep {
             let _ = writeln!(
                 s,
@@ -301,6 +414,11 @@ impl Report {
                 );
             }
         }
+    }
+
+    /// Stray bytes, the advice, the warning and the pools' settings.
+    fn text_advice(&self, s: &mut String) {
+        let idle = &self.idle;
         if idle.stray_bytes > 0 {
             let _ = writeln!(
                 s,
@@ -317,8 +435,12 @@ impl Report {
             s.push_str(&fix::table(safe));
             s.push('\n');
         }
-        s
     }
+}
+
+/// `v` to two decimals, as the JSON gives times in ms.
+fn hundredths(v: f64) -> f64 {
+    (v * 100.0).round() / 100.0
 }
 
 /// `text` after `label`, wrapped at 80 columns under an indent.

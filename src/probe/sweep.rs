@@ -153,7 +153,7 @@ fn batch(
     let mut set = ConnSet::staggered(target, n, stagger, timeout, None)?;
     let mut sent: Vec<Option<f64>> = vec![None; n];
     let mut outcomes: Vec<Option<Outcome>> = vec![None; n];
-    let mut progress = Progress::on_terminal();
+    let mut progress = Progress::on_stderr();
     let started = Instant::now();
     let longest = Duration::from_secs_f64(
         ((deadline_ms + points.iter().copied().max().unwrap_or(0) as f64) / 1e3).max(0.0),
@@ -208,7 +208,8 @@ fn batch(
             break;
         }
         progress.show(
-            &format!("sweep: {left} of {n} tries to go"),
+            &format!("sweep: {n} tries at {} δ", points.len()),
+            &format!("{left} to go"),
             now - started,
             longest + stagger + timeout,
         );

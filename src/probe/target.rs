@@ -43,6 +43,12 @@ pub struct Url {
 /// usage error.
 pub fn parse_url(text: &str) -> Result<Url, Failure> {
     let bad = |why: &str| Failure::Usage(format!("invalid URL '{text}': {why}"));
+    if let Some(http) = with_scheme(text) {
+        return Err(bad(&format!(
+            "no scheme: did you mean {http} (or https{} for TLS)?",
+            &http["http".len()..]
+        )));
+    }
     let uri: Uri = text
         .parse()
         .map_err(|e: http::uri::InvalidUri| bad(&e.to_string()))?;
@@ -54,7 +60,7 @@ pub fn parse_url(text: &str) -> Result<Url, Failure> {
                 "scheme {scheme}: only http:// and https:// are supported"
             )));
         }
-        None => return Err(bad("give the scheme, e.g. http://127.0.0.1:8080/")),
+        None => return Err(bad("no scheme: give http:// or https://")),
     };
     let authority = uri.authority().ok_or_else(|| bad("no host"))?;
     if authority.as_str().contains('@') {
@@ -89,6 +95,20 @@ pub fn parse_url(text: &str) -> Result<Url, Failure> {
         path: if path.is_empty() { "/".into() } else { path },
         tls,
     })
+}
+
+/// `text` with `http://` put before it (and a `/` after a bare
+/// host:port), when it has no scheme and so makes a URL; `None` when it
+/// has one, or is not a host even so.
+fn with_scheme(text: &str) -> Option<String> {
+    if text.contains("://") || text.chars().any(char::is_whitespace) {
+        return None;
+    }
+    let slash = if text.contains('/') { "" } else { "/" };
+    let http = format!("http://{text}{slash}");
+    let uri: Uri = http.parse().ok()?;
+    uri.host().filter(|host| !host.is_empty())?;
+    Some(http)
 }
 
 impl Target {
@@ -175,6 +195,22 @@ mod tests {
                 Err(Failure::Usage(message)) => assert!(message.contains(text), "{message}"),
                 other => panic!("{text}: {other:?}"),
             }
+        }
+        for (text, says) in [
+            (
+                "localhost:8443/",
+                "did you mean http://localhost:8443/ (or https://localhost:8443/",
+            ),
+            (
+                "10.1.2.3:9000",
+                "did you mean http://10.1.2.3:9000/ (or https://10.1.2.3:9000/",
+            ),
+            ("example.test/a?b", "did you mean http://example.test/a?b"),
+        ] {
+            let Err(Failure::Usage(message)) = parse_url(text) else {
+                panic!("{text} parsed")
+            };
+            assert!(message.contains(says), "{message}");
         }
         let Err(Failure::Usage(message)) = parse_url("http://127.0.0.1:99999/") else {
             unreachable!()

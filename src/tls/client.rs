@@ -1,17 +1,26 @@
 //! The probe's TLS client configuration: which certificates it trusts
-//! (the system's roots, or one `--cacert` file, or none at all with
-//! `--insecure`), ALPN `http/1.1`, and the server name it sends (SNI from
-//! the URL's host; an IP address is verified but sends no SNI, as RFC 6066
-//! forbids one).
+//! (the system's roots, or one `--cacert` file, whose certificates are
+//! also trusted as is when the server presents one of them, or none at
+//! all with `--insecure`: the verifier is the `verify` module's), ALPN
+//! `http/1.1`, and the server name it sends (SNI from the URL's host; an
+//! IP address is verified but sends no SNI, as RFC 6066 forbids one).
+//! What a failed exchange means, in words, is the `errors` module's.
 
+mod errors;
+mod verify;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
+use rustls::client::WebPkiServerVerifier;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::{ClientConfig, RootCertStore};
+
+use verify::Verifier;
 
 /// Whom the probe trusts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,14 +44,29 @@ pub fn config(trust: &Trust) -> Result<Arc<ClientConfig>, String> {
     let mut config = match trust {
         Trust::Insecure => builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
+            .with_custom_certificate_verifier(Arc::new(Verifier::any_certificate(provider)))
             .with_no_client_auth(),
         Trust::System => builder
             .with_root_certificates(system_roots()?)
             .with_no_client_auth(),
-        Trust::File(path) => builder
-            .with_root_certificates(file_roots(path)?)
-            .with_no_client_auth(),
+        Trust::File(path) => {
+            let certs = file_certs(path)?;
+            let mut roots = RootCertStore::empty();
+            for cert in &certs {
+                roots
+                    .add(cert.clone())
+                    .map_err(|e| format!("--cacert {}: {e}", path.display()))?;
+            }
+            let chain =
+                WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+                    .build()
+                    .map_err(|e| format!("--cacert {}: {e}", path.display()))?;
+            let verifier = Verifier::pinned_or_chain(certs, chain, provider);
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(verifier))
+                .with_no_client_auth()
+        }
     };
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     // Every connection of the probe starts cold, as a pool's first does:
@@ -71,70 +95,17 @@ fn system_roots() -> Result<RootCertStore, String> {
     Ok(roots)
 }
 
-fn file_roots(path: &Path) -> Result<RootCertStore, String> {
+/// The certificates in the `--cacert` file, at least one.
+fn file_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
     let pem =
         std::fs::read(path).map_err(|e| format!("cannot read --cacert {}: {e}", path.display()))?;
-    let mut roots = RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(&pem) {
-        let cert = cert.map_err(|e| format!("--cacert {}: not PEM: {e}", path.display()))?;
-        roots
-            .add(cert)
-            .map_err(|e| format!("--cacert {}: {e}", path.display()))?;
-    }
-    if roots.is_empty() {
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("--cacert {}: not PEM: {e}", path.display()))?;
+    if certs.is_empty() {
         return Err(format!("--cacert {}: no certificate in it", path.display()));
     }
-    Ok(roots)
-}
-
-/// `--insecure`: accepts any certificate, but still checks the
-/// handshake's signatures (so the connection is a real TLS one).
-#[derive(Debug)]
-struct AnyCertificate(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for AnyCertificate {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
+    Ok(certs)
 }
 
 /// What a measuring connection needs to speak TLS to one server: the
@@ -143,6 +114,9 @@ impl ServerCertVerifier for AnyCertificate {
 pub struct TlsTarget {
     pub config: Arc<ClientConfig>,
     pub name: ServerName<'static>,
+    /// Whom the certificate must be vouched for by (for the words of an
+    /// error).
+    pub trust: Arc<Trust>,
 }
 
 impl TlsTarget {
@@ -151,7 +125,20 @@ impl TlsTarget {
         Ok(TlsTarget {
             config: config(trust)?,
             name: server_name(host)?,
+            trust: Arc::new(trust.clone()),
         })
+    }
+
+    /// `error`, met speaking to this server, as a sentence saying what
+    /// happened and what to do.
+    pub fn explain(&self, error: &rustls::Error) -> String {
+        errors::explain(error, &self.trust)
+    }
+
+    /// An I/O error from a rustls stream, in words when TLS caused it.
+    pub fn explain_io(&self, error: &std::io::Error) -> Option<String> {
+        let tls = error.get_ref()?.downcast_ref::<rustls::Error>()?;
+        Some(self.explain(tls))
     }
 
     /// A new client connection, its handshake not begun.
@@ -159,4 +146,30 @@ impl TlsTarget {
         rustls::ClientConnection::new(Arc::clone(&self.config), self.name.clone())
             .map_err(std::io::Error::other)
     }
+}
+
+/// The words for a TLS hello answered in plain text.
+pub use errors::plain_http;
+
+/// Whether the server at `addr` answers a TLS hello with TLS (a handshake
+/// or an alert record), within `timeout`: asked when a plain-HTTP request
+/// was refused, to tell the user to use https://.
+pub fn speaks_tls(addr: SocketAddr, timeout: Duration) -> bool {
+    let answer = || -> std::io::Result<[u8; 2]> {
+        let mut tcp = TcpStream::connect_timeout(&addr, timeout)?;
+        tcp.set_read_timeout(Some(timeout))?;
+        tcp.set_write_timeout(Some(timeout))?;
+        let config = config(&Trust::Insecure).map_err(std::io::Error::other)?;
+        let name = ServerName::IpAddress(addr.ip().into());
+        let mut hello =
+            rustls::ClientConnection::new(config, name).map_err(std::io::Error::other)?;
+        let mut out = Vec::new();
+        hello.write_tls(&mut out)?;
+        tcp.write_all(&out)?;
+        let mut first = [0u8; 2];
+        tcp.read_exact(&mut first)?;
+        Ok(first)
+    };
+    // A TLS record: handshake (22) or alert (21), version 3.x.
+    matches!(answer(), Ok([21 | 22, 3]))
 }

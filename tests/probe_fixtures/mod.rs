@@ -4,7 +4,9 @@
 //! and small fixtures written here: a server that closes idle connections
 //! with a reset, one that closes them in periodic passes (as lighttpd and
 //! coarse timer wheels do), one that answers only a connection's first
-//! request, one that is not HTTP, one that never answers.
+//! request, one that is not HTTP, one that never answers, and three that
+//! answer without end: `100 Continue` again and again, a response head or
+//! a body trickled a byte at a time.
 //!
 //! An external tool that is missing FAILS the test under `CI=true`, and
 //! outside CI the test says it skipped (tests/support/skip.rs).
@@ -17,6 +19,84 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// PEM files for a TLS server and a probe's `--cacert`, in a directory of
+/// their own (removed when dropped).
+pub struct Pems {
+    pub dir: super::support::files::TempDir,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    /// The file to give the probe as `--cacert`.
+    pub cacert: PathBuf,
+}
+
+impl Pems {
+    /// Paths as flag values.
+    pub fn cacert_arg(&self) -> &str {
+        self.cacert.to_str().unwrap()
+    }
+}
+
+/// CA parameters for `rcgen`: a CA named `name`.
+fn ca_params(name: &str) -> rcgen::CertificateParams {
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params.distinguished_name = rcgen::DistinguishedName::new();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, name);
+    params
+}
+
+/// A server certificate for `localhost` signed by a CA (P-256), and as
+/// `--cacert` another CA of the same name with an Ed25519 key: the probe
+/// finds the issuer by name, and its key cannot have made the signature.
+pub fn certificate_from_an_impostor_ca() -> Pems {
+    let p256 = || rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    let real = rcgen::CertifiedIssuer::self_signed(ca_params("Probe Test CA"), p256()).unwrap();
+    let impostor_key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).unwrap();
+    let impostor = ca_params("Probe Test CA")
+        .self_signed(&impostor_key)
+        .unwrap();
+    let leaf_key = p256();
+    let leaf = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+        .unwrap()
+        .signed_by(&leaf_key, &real)
+        .unwrap();
+    let dir = super::support::files::TempDir::new();
+    Pems {
+        cert: dir.file("cert.pem", leaf.pem().as_bytes()),
+        key: dir.file("key.pem", leaf_key.serialize_pem().as_bytes()),
+        cacert: dir.file("impostor.pem", impostor.pem().as_bytes()),
+        dir,
+    }
+}
+
+/// A self-signed certificate for `localhost` marked as a CA (as `openssl
+/// req -x509` makes by default), which is its own `--cacert`.
+pub fn self_signed_ca_certificate() -> Pems {
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    let mut params = ca_params("localhost");
+    params.subject_alt_names = vec![rcgen::SanType::DnsName("localhost".try_into().unwrap())];
+    let cert = params.self_signed(&key).unwrap();
+    let dir = super::support::files::TempDir::new();
+    let cert_path = dir.file("cert.pem", cert.pem().as_bytes());
+    Pems {
+        cacert: cert_path.clone(),
+        cert: cert_path,
+        key: dir.file("key.pem", key.serialize_pem().as_bytes()),
+        dir,
+    }
+}
+
+/// This server over TLS with the certificate and key in `cert`, `key`.
+pub fn tls_server(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> super::support::server::TestServer {
+    let tls = keepalive_server::tls::ServerTls::load(cert, key).expect("the certificate loads");
+    super::support::server::start(|config| config.tls = Some(tls))
+}
 
 /// How long an external server may take to start listening.
 const STARTUP: Duration = Duration::from_secs(20);
@@ -213,17 +293,34 @@ const OK: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n";
 /// `t + timeout`, so its idle time is anywhere from `timeout` to
 /// `timeout + period`, by when it went idle.
 pub fn periodic_closer(timeout: Duration, period: Duration) -> SocketAddr {
+    closing_in_passes(timeout, period, false)
+}
+
+/// As [`periodic_closer`], but its passes follow its load, as gunicorn's
+/// gthread loop and waitress's cleanup do: a pass runs whenever a
+/// connection is accepted or a request answered, and `period` after the
+/// last pass when nothing happens. The close still needs `timeout` idle.
+pub fn load_following_closer(timeout: Duration, period: Duration) -> SocketAddr {
+    closing_in_passes(timeout, period, true)
+}
+
+fn closing_in_passes(timeout: Duration, period: Duration, follows_load: bool) -> SocketAddr {
     /// Each connection: a handle to shut it, and since when it is idle.
     type Idle = Arc<Mutex<Vec<(u64, TcpStream, Option<Instant>)>>>;
     let conns: Idle = Arc::default();
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind port 0");
     let addr = listener.local_addr().expect("local_addr");
     let passes = conns.clone();
+    let (activity, woken) = std::sync::mpsc::channel::<()>();
     std::thread::spawn(move || {
         let epoch = Instant::now();
         for k in 1u32.. {
-            let at = epoch + period * k;
-            std::thread::sleep(at.saturating_duration_since(Instant::now()));
+            if follows_load {
+                let _ = woken.recv_timeout(period);
+            } else {
+                let at = epoch + period * k;
+                std::thread::sleep(at.saturating_duration_since(Instant::now()));
+            }
             let now = Instant::now();
             passes.lock().unwrap().retain(|(_, stream, since)| {
                 let due = since.is_some_and(|since| since + timeout <= now);
@@ -244,9 +341,12 @@ pub fn periodic_closer(timeout: Duration, period: Duration) -> SocketAddr {
             conns.lock().unwrap().push((id, handle, None));
             let forget = conns.clone();
             let conns = conns.clone();
+            let activity = activity.clone();
+            let _ = activity.send(());
             // Marks the connection idle (Some) or busy (None); false once
             // a pass has closed it.
             let mark = move |since: Option<Instant>| {
+                let _ = activity.send(());
                 let mut conns = conns.lock().unwrap();
                 match conns.iter_mut().find(|(i, ..)| *i == id) {
                     Some(entry) => {
@@ -329,6 +429,91 @@ pub fn silent_server() -> SocketAddr {
             if n == 0 {
                 return;
             }
+        }
+    })
+}
+
+/// Reads a connection's first request head; false if it closed first.
+fn read_head(stream: &mut TcpStream) -> bool {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+    true
+}
+
+/// Writes `bytes` in pieces of `piece` bytes every `every`, then `then`
+/// again and again, until the client goes away.
+fn trickle(stream: &mut TcpStream, bytes: &[u8], piece: usize, every: Duration, then: &[u8]) {
+    let _ = stream.set_nodelay(true);
+    for piece in bytes.chunks(piece).chain(std::iter::repeat(then)) {
+        if stream.write_all(piece).is_err() {
+            return;
+        }
+        std::thread::sleep(every);
+    }
+}
+
+/// Answers every request with `100 Continue`, again every 100 ms, and
+/// never with a final response.
+pub fn endless_continue_server() -> SocketAddr {
+    serve(|stream| {
+        if read_head(stream) {
+            let interim = b"HTTP/1.1 100 Continue\r\n\r\n";
+            trickle(
+                stream,
+                interim,
+                interim.len(),
+                Duration::from_millis(100),
+                interim,
+            );
+        }
+    })
+}
+
+/// Sends its response head a byte every 400 ms (each byte well within any
+/// read timeout), the head never finished.
+pub fn trickling_head_server() -> SocketAddr {
+    serve(|stream| {
+        if read_head(stream) {
+            let head = b"HTTP/1.1 200 OK\r\nServer: drip\r\nX-Padding: ";
+            trickle(stream, head, 1, Duration::from_millis(400), b"a");
+        }
+    })
+}
+
+/// Sends a whole head promising a 1 MB body, then the body a byte every
+/// 400 ms.
+pub fn trickling_body_server() -> SocketAddr {
+    serve(|stream| {
+        if read_head(stream) {
+            let head = b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n";
+            trickle(stream, head, head.len(), Duration::from_millis(400), b"b");
+        }
+    })
+}
+
+/// An https port as nginx keeps one: a plain request gets `400` (with
+/// `Connection: close`), a TLS hello an alert (handshake_failure).
+pub fn https_port_answering_plain_requests_400() -> SocketAddr {
+    serve(|stream| {
+        let mut first = [0u8; 1];
+        if stream.read_exact(&mut first).is_err() {
+            return;
+        }
+        if first[0] == 22 {
+            let _ = stream.write_all(&[21, 3, 3, 0, 2, 2, 40]);
+            return;
+        }
+        if read_head(stream) {
+            let _ = stream.write_all(
+                b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 48\r\n\r\n\
+                  The plain HTTP request was sent to HTTPS port.\r\n",
+            );
         }
     })
 }
