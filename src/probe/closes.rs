@@ -234,20 +234,7 @@ fn passes_pattern(
     lowest: f64,
     whole_seconds: bool,
 ) -> (Pattern, Earliest) {
-    let mut rounds: Vec<u32> = samples.iter().map(|s| s.round).collect();
-    rounds.sort_unstable();
-    rounds.dedup();
-    // Each round's samples and passes (rounds follow one another, so a
-    // pass of one round closed none of another's connections).
-    let by_round: Vec<(Vec<CloseSample>, Vec<Pass>)> = rounds
-        .iter()
-        .map(|&r| {
-            let own: Vec<CloseSample> = samples.iter().copied().filter(|s| s.round == r).collect();
-            let passes = passes(&own);
-            (own, passes)
-        })
-        .filter(|(_, passes)| !passes.is_empty())
-        .collect();
+    let by_round = passes_by_round(samples);
     let most = by_round.iter().map(|(_, p)| p.len()).max().unwrap_or(0);
     if most < 2 {
         let unknown = Earliest {
@@ -331,6 +318,24 @@ fn passes_pattern(
         lowered_by_period,
     };
     (pattern, earliest)
+}
+
+/// Each round's samples and passes, rounds without a pass left out
+/// (rounds follow one another, so a pass of one round closed none of
+/// another's connections).
+fn passes_by_round(samples: &[CloseSample]) -> Vec<(Vec<CloseSample>, Vec<Pass>)> {
+    let mut rounds: Vec<u32> = samples.iter().map(|s| s.round).collect();
+    rounds.sort_unstable();
+    rounds.dedup();
+    rounds
+        .iter()
+        .map(|&r| {
+            let own: Vec<CloseSample> = samples.iter().copied().filter(|s| s.round == r).collect();
+            let passes = passes(&own);
+            (own, passes)
+        })
+        .filter(|(_, passes)| !passes.is_empty())
+        .collect()
 }
 
 /// Whether rounds whose passes moved closed at the same lowest idle time
