@@ -1,17 +1,26 @@
 //! TLS for the server's main listener and for the probe, with rustls on
 //! the worker's own mio loop (no second runtime, no thread per handshake).
 //!
-//! rustls is sans-I/O: it takes TLS bytes in (`read_tls`)
-//! and hands TLS bytes out (`write_tls`), with plaintext on the other
-//! side. The connection drives it exactly as it drives a plain socket
-//! (read until `WouldBlock`, write until the socket is full), so
-//! everything above the socket (the session, the timer lists, the lab)
-//! does not know whether a connection is encrypted:
+//! rustls is sans-I/O, and its unbuffered API leaves every buffer to the
+//! caller: the connection reads TLS bytes from the socket into a buffer
+//! of its own, rustls processes them in place (handshake records to send
+//! are copied out, application data decrypted into the session's input
+//! buffer), and the session's output is encrypted straight into the
+//! connection's unsent records, written to the socket from there. The
+//! connection drives it exactly as it drives a plain socket (read until
+//! `WouldBlock`, write until the socket is full), so everything above the
+//! socket (the session, the timer lists, the lab) does not know whether a
+//! connection is encrypted:
 //!
 //! ```text
-//!   socket ──read_tls──▶ rustls ──reader()──▶ input buffer ──▶ session
-//!   socket ◀─write_tls── rustls ◀─writer()─── output buffer ◀── session
+//!   socket ──read──▶ received ──process──▶ input buffer ──▶ session
+//!   socket ◀─send─── unsent ◀──encrypt──── output buffer ◀── session
 //! ```
+//!
+//! The received and unsent bytes live in buffers the worker lends
+//! (`buffers`) only while there are some, as nginx does with
+//! `SSL_MODE_RELEASE_BUFFERS`: an idle TLS connection keeps rustls's keys
+//! and session state (~3.4 KiB, see BENCHMARKS.md), no buffer.
 //!
 //! - [`ServerTls`]: the certificate and key as loaded (`--tls-cert`,
 //!   `--tls-key`), checked to match, ALPN `http/1.1` and `http/1.0` (a
@@ -22,12 +31,15 @@
 //! - [`TlsConn`] (`stream`): one connection's rustls state, boxed so that
 //!   a plain connection pays one pointer for it, with the four things a
 //!   connection does to its socket: read, write, close (`close_notify`,
-//!   then FIN) and watch after the idle close.
+//!   then FIN) and watch after the idle close; `records` runs rustls's
+//!   state machine over the bytes.
 //! - [`TlsStats`]: handshakes by version, failures by reason.
 //! - `client`: the probe's side (roots, `--cacert`, `--insecure`).
 
+mod buffers;
 pub mod client;
 mod files;
+mod records;
 mod stream;
 
 use std::io;

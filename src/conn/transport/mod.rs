@@ -18,11 +18,13 @@
 //! generated body is encrypted from the filler block rather than sent with
 //! `sendfile`; a graceful close says `close_notify` before its FIN.
 //!
-//! Where the next TLS work goes: releasing rustls' buffers while idle
-//! (issue 33) is a call the connection makes as it goes idle, beside
-//! giving its pooled buffers back, answered here (plain: nothing to do);
-//! answering plain HTTP on the TLS port with a cleartext 400 (issue 31) is
-//! a look at the first bytes of the handshake, in [`tls`]'s read.
+//! An idle connection holds no TLS buffer either: the TLS bytes received
+//! and not yet processed, and the records not yet sent, sit in buffers
+//! borrowed from the worker only while there are some (`crate::tls`), so
+//! the connection has no call to make as it goes idle. Where the next TLS
+//! work goes: answering plain HTTP on the TLS port with a cleartext 400
+//! (issue 31) is a look at the first bytes of the handshake, in [`tls`]'s
+//! read.
 
 mod plain;
 mod tls;
