@@ -1,7 +1,8 @@
 //! TLS records as the network delivers them: a handshake and a request
 //! arriving a few bytes at a time, a body many records long echoed back
 //! (more than the server reads or sends in one go), a filler answer far
-//! over the server's TLS backlog, and the client's KeyUpdate. The server
+//! over the server's TLS backlog, the client's KeyUpdate, and a
+//! ClientHello larger than the buffer the worker lends. The server
 //! holds TLS buffers only while bytes are in flight (see
 //! `tests/tls_memory.rs`), so each of these crosses the moment it takes
 //! and gives them back.
@@ -117,4 +118,59 @@ fn the_clients_key_update_is_followed_and_answered_in_new_keys() {
         assert!(head.starts_with("HTTP/1.1 200"), "{head}");
         assert_eq!(body, "Hello, World!");
     }
+}
+
+/// A TLS 1.3 ClientHello padded to `padding` more bytes (the padding
+/// extension), cut into records of at most 16 KiB as a client must.
+fn padded_client_hello(padding: usize) -> Vec<u8> {
+    fn extension(kind: u16, body: &[u8]) -> Vec<u8> {
+        let mut e = kind.to_be_bytes().to_vec();
+        e.extend_from_slice(&(body.len() as u16).to_be_bytes());
+        e.extend_from_slice(body);
+        e
+    }
+    let mut extensions = Vec::new();
+    extensions.extend(extension(43, &[2, 0x03, 0x04])); // TLS 1.3
+    extensions.extend(extension(10, &[0, 2, 0x00, 0x1d])); // X25519
+    extensions.extend(extension(13, &[0, 4, 0x04, 0x03, 0x08, 0x04])); // ECDSA P-256, RSA-PSS
+    let mut share = vec![0, 36, 0x00, 0x1d, 0, 32];
+    share.extend_from_slice(&[9; 32]); // a public key (any 32 bytes)
+    extensions.extend(extension(51, &share));
+    extensions.extend(extension(21, &vec![0; padding]));
+    let mut hello = vec![0x03, 0x03];
+    hello.extend_from_slice(&[7; 32]); // random
+    hello.push(0); // no session id
+    hello.extend_from_slice(&[0, 4, 0x13, 0x02, 0x13, 0x01, 1, 0]);
+    hello.extend_from_slice(&(extensions.len() as u16).to_be_bytes());
+    hello.extend(extensions);
+    let mut message = vec![1];
+    message.extend_from_slice(&(hello.len() as u32).to_be_bytes()[1..]);
+    message.extend(hello);
+    let mut records = Vec::new();
+    for fragment in message.chunks(16 * 1024) {
+        records.extend_from_slice(&[0x16, 0x03, 0x01]);
+        records.extend_from_slice(&(fragment.len() as u16).to_be_bytes());
+        records.extend_from_slice(fragment);
+    }
+    records
+}
+
+#[test]
+fn a_client_hello_larger_than_a_tls_buffer_is_answered_with_a_server_hello() {
+    let cert = TestCert::new();
+    let server = cert.serve(|_| {});
+    // 40 KiB: over the 34 KiB buffer the worker lends, under rustls's
+    // 64 KiB bound on a handshake message.
+    let hello = padded_client_hello(40 * 1024);
+    let mut tcp = TcpStream::connect(server.addr).unwrap();
+    tcp.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+    tcp.write_all(&hello).unwrap();
+    let mut header = [0u8; 6];
+    tcp.read_exact(&mut header).unwrap();
+    // A handshake record holding a ServerHello (2), not an alert (21).
+    assert_eq!(
+        [header[0], header[5]],
+        [0x16, 2],
+        "record header {header:?}"
+    );
 }

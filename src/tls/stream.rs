@@ -385,3 +385,16 @@ fn encrypt_into(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_connection_adds_little_to_rustls_own_state() {
+        let rustls = std::mem::size_of::<UnbufferedServerConnection>();
+        let ours = std::mem::size_of::<TlsConn>() - rustls;
+        eprintln!("TlsConn: rustls {rustls} B + ours {ours} B");
+        assert!(ours <= 112, "TlsConn beyond rustls's connection: {ours} B");
+    }
+}
