@@ -113,11 +113,6 @@ pub struct Unsent {
 }
 
 impl Unsent {
-    /// How many bytes wait.
-    pub fn len(&self) -> usize {
-        self.end - self.start
-    }
-
     pub fn is_empty(&self) -> bool {
         self.start == self.end
     }

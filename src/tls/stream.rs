@@ -9,9 +9,9 @@
 //! aside; a read that produced no plaintext but a handshake message to
 //! send returns at once, so the connection flushes it before reading on.
 //!
-//! Output is bounded as a plain connection's is: plaintext is encrypted
-//! only while the records not yet sent are under [`BACKLOG_LIMIT`], and
-//! those count as pending output (a response is not done, and the
+//! Output is bounded as a plain connection's is: plaintext is encrypted,
+//! [`BACKLOG_LIMIT`] at a time, only once the records before it are sent,
+//! and those count as pending output (a response is not done, and the
 //! connection is writing, until they have left), so a begun response is
 //! sent whole and a slow reader holds at most the output buffer plus this.
 
@@ -28,7 +28,7 @@ use super::buffers::{Received, Unsent};
 use super::records::{Encrypt, EncryptResult, Leftover, PlainSink, Records};
 use crate::readiness::{interrupted, would_block};
 
-/// Most TLS bytes held unsent before no more plaintext is encrypted:
+/// Most plaintext encrypted at a time, its records then sent before more:
 /// the session's own output high-water mark, so one pass can encrypt what
 /// the output buffer holds and send it in one write.
 pub const BACKLOG_LIMIT: usize = 32 * 1024;
@@ -218,6 +218,13 @@ impl TlsConn {
     /// processed or encrypted, and the alert rustls made is sent, best
     /// effort.
     fn fail(&mut self, tcp: &TcpStream) {
+        self.give_up();
+        let _ = self.send(tcp, false);
+    }
+
+    /// After rustls failed: nothing more is processed or encrypted, and
+    /// only its alert joins the unsent records.
+    fn give_up(&mut self) {
         self.failed = true;
         self.closed = true;
         self.leftover.clear();
@@ -229,17 +236,23 @@ impl TlsConn {
         }
         .encode_alerts();
         self.received.clear();
-        let _ = self.send(tcp, false);
     }
 
     /// Encrypts as much of `slices`, in order, as the backlog limit
     /// allows, once the connection may send application data; returns
-    /// how much it took.
+    /// how much it took. Once nothing more can be sent (the connection
+    /// failed, or is closing or being reset), it takes everything and
+    /// drops it, so no flush waits on output that cannot leave.
     pub fn take_slices(&mut self, slices: &[IoSlice<'_>]) -> usize {
-        let room = BACKLOG_LIMIT.saturating_sub(self.unsent.len());
-        if self.closed || room == 0 || slices.iter().all(|s| s.is_empty()) {
+        if self.closed {
+            return slices.iter().map(|s| s.len()).sum();
+        }
+        // Only once the last records are out: they never move, and the
+        // next are encrypted whole behind nothing.
+        if !self.unsent.is_empty() || slices.iter().all(|s| s.is_empty()) {
             return 0;
         }
+        let room = BACKLOG_LIMIT;
         let mut taken = 0;
         let mut encrypt = |write: &mut WriteTraffic<'_, ServerConnectionData>,
                            unsent: &mut Unsent|
@@ -257,8 +270,13 @@ impl TlsConn {
         // Requests that arrived meanwhile wait aside for the next read.
         let (_, processed) = self.process(&mut [], Some(&mut encrypt));
         if processed.is_err() {
-            self.failed = true;
+            // What arrived failed: its alert is sent with this flush.
+            self.give_up();
+        }
+        if taken == 0 {
+            // rustls would not encrypt: nothing more can be sent.
             self.closed = true;
+            return slices.iter().map(|s| s.len()).sum();
         }
         taken
     }
