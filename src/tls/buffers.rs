@@ -63,8 +63,9 @@ impl Received {
 
     /// Drops the first `n` bytes (processed).
     pub fn discard(&mut self, n: usize) {
-        if n > 0 {
-            let buf = self.buf.as_mut().expect("discarding from a held buffer");
+        if let Some(buf) = self.buf.as_mut()
+            && n > 0
+        {
             buf.copy_within(n..self.used, 0);
             self.used -= n;
         }
