@@ -1,8 +1,12 @@
 //! TLS for the server's main listener and for the probe, with rustls on
 //! the worker's own mio loop (no second runtime, no thread per handshake).
 //!
-//! rustls is sans-I/O: it takes TLS bytes in (`read_tls`) and hands TLS
-//! bytes out (`write_tls`), with plaintext on the other side. A TLS
+//! rustls is sans-I/O, and its unbuffered API leaves every buffer to the
+//! caller: the connection reads TLS bytes from the socket into a buffer
+//! of its own, rustls processes them in place (handshake records to send
+//! are copied out, application data decrypted into the session's input
+//! buffer), and the session's output is encrypted straight into the
+//! connection's unsent records, written to the socket from there. The
 //! connection's transport (`conn::transport`, chosen at accept) drives it
 //! exactly as the plain transport drives a socket (read until
 //! `WouldBlock`, write until the socket is full), so everything above the
@@ -10,10 +14,15 @@
 //! the lab) does not know whether a connection is encrypted:
 //!
 //! ```text
-//!   ┌─────── the TLS transport, driving a TlsConn ───────┐
-//!   socket ──read_tls──▶ rustls ──reader()──▶ input buffer ──▶ session
-//!   socket ◀─write_tls── rustls ◀─writer()─── output buffer ◀── session
+//!   ┌──────────── the TLS transport, driving a TlsConn ────────────┐
+//!   socket ──read──▶ received ──process──▶ input buffer ──▶ session
+//!   socket ◀─send─── unsent ◀──encrypt──── output buffer ◀── session
 //! ```
+//!
+//! The received and unsent bytes live in buffers the worker lends
+//! (`buffers`) only while there are some, as nginx does with
+//! `SSL_MODE_RELEASE_BUFFERS`: an idle TLS connection keeps rustls's keys
+//! and session state (~3.4 KiB, see BENCHMARKS.md), no buffer.
 //!
 //! - [`ServerTls`]: the certificate and key as loaded (`--tls-cert`,
 //!   `--tls-key`), checked to match, ALPN `http/1.1` and `http/1.0` (a
@@ -25,7 +34,8 @@
 //!   a plain connection pays one pointer for it, and the rustls side of
 //!   what the transport asks of it, on the socket the transport lends:
 //!   read through rustls, take plaintext and send its records, queue
-//!   `close_notify`, and read during the watch after the idle close. The
+//!   `close_notify`, and read during the watch after the idle close
+//!   (`records` runs rustls's state machine over the bytes). The
 //!   transport decides when (and sends the FIN), and counts the
 //!   handshake's outcome.
 //! - [`plain_http`]: plain HTTP sent to the TLS port, told by its first
@@ -33,9 +43,11 @@
 //! - [`TlsStats`]: handshakes by version, failures by reason.
 //! - `client`: the probe's side (roots, `--cacert`, `--insecure`).
 
+mod buffers;
 pub mod client;
 mod files;
 pub mod plain_http;
+mod records;
 mod stream;
 
 use std::io;

@@ -20,9 +20,10 @@
 //! HTTP sent to the TLS port is told by its first byte and answered with a
 //! cleartext 400 (in [`tls`]'s first read).
 //!
-//! Where the next TLS work goes: releasing rustls' buffers while idle
-//! (issue 33) is a call the connection makes as it goes idle, beside
-//! giving its pooled buffers back, answered here (plain: nothing to do).
+//! An idle connection holds no TLS buffer either: the TLS bytes received
+//! and not yet processed, and the records not yet sent, sit in buffers
+//! borrowed from the worker only while there are some (`crate::tls`), so
+//! the connection has no call to make as it goes idle.
 
 mod plain;
 mod tls;
