@@ -50,11 +50,14 @@ impl Observer for Ignore {
 pub enum Event<'a> {
     /// The connection was accepted.
     Accepted,
-    /// Its first request's head: the client's `User-Agent` (as sent), and
-    /// whether a proxy forwarded the request.
+    /// Its first request's head, or a later one's that named another
+    /// `User-Agent` than the request before it (`again`: requests from
+    /// several clients on one connection, as a proxy's are): the client's
+    /// `User-Agent` (as sent), and whether a proxy forwarded the request.
     ClientNamed {
         user_agent: Option<&'a [u8]>,
         forwarded: bool,
+        again: bool,
     },
     /// A request began on it after it had been idle since a response.
     Reused(Reuse),
