@@ -369,8 +369,10 @@ impl Conn {
                 Flow::Close(CloseCause::KeepAliveTimeout)
             }
             IdleClose::Fin => {
+                // The FIN right behind the read that found nothing: a
+                // request arriving in between is lost, so the observer
+                // hears of the close after it.
                 self.transport.stamp_arrivals();
-                self.enter(State::Watching(FinWatch::from(ctx.now)), ctx);
                 if !self.transport.shut_write() {
                     return Flow::Close(CloseCause::KeepAliveTimeout);
                 }
