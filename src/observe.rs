@@ -17,7 +17,8 @@
 //! Times are loop-clock microseconds ([`Micros`]): `now` is the reading
 //! taken after the poll that delivered what the event reports, so a gap
 //! runs from when a response left to when the next request arrived, not
-//! from the loop's next turn.
+//! from the loop's next turn (but it holds the loop's wake-up: only the
+//! delay after an idle FIN is taken on the kernel's stamps).
 
 use std::net::IpAddr;
 
@@ -131,6 +132,9 @@ pub enum AfterFin {
     /// Sent a request (the first bytes after the FIN), this long after it:
     /// a request that lost the race. It crossed the FIN in flight (the
     /// client could not have known) when the delay is under the round trip.
+    /// The delay runs from the FIN's `shutdown` to the request's kernel
+    /// receive stamp (0: it was in before the FIN left), or between loop
+    /// readings where there is no stamp (TLS).
     Request {
         delay_us: Micros,
         /// The connection's idle timeout, ms: the request came this plus
