@@ -17,7 +17,8 @@
 //! Times are loop-clock microseconds ([`Micros`]): `now` is the reading
 //! taken after the poll that delivered what the event reports, so a gap
 //! runs from when a response left to when the next request arrived, not
-//! from the loop's next turn.
+//! from the loop's next turn (but it holds the loop's wake-up: only the
+//! delay after an idle FIN is taken on the kernel's stamps).
 
 use std::net::IpAddr;
 
@@ -50,11 +51,14 @@ impl Observer for Ignore {
 pub enum Event<'a> {
     /// The connection was accepted.
     Accepted,
-    /// Its first request's head: the client's `User-Agent` (as sent), and
-    /// whether a proxy forwarded the request.
+    /// Its first request's head, or a later one's that named another
+    /// `User-Agent` than the request before it (`again`: requests from
+    /// several clients on one connection, as a proxy's are): the client's
+    /// `User-Agent` (as sent), and whether a proxy forwarded the request.
     ClientNamed {
         user_agent: Option<&'a [u8]>,
         forwarded: bool,
+        again: bool,
     },
     /// A request began on it after it had been idle since a response.
     Reused(Reuse),
@@ -128,6 +132,9 @@ pub enum AfterFin {
     /// Sent a request (the first bytes after the FIN), this long after it:
     /// a request that lost the race. It crossed the FIN in flight (the
     /// client could not have known) when the delay is under the round trip.
+    /// The delay runs from the FIN's `shutdown` to the request's kernel
+    /// receive stamp (0: it was in before the FIN left), or between loop
+    /// readings where there is no stamp (TLS).
     Request {
         delay_us: Micros,
         /// The connection's idle timeout, ms: the request came this plus

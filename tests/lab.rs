@@ -3,7 +3,8 @@
 //! `/metrics` learn from clients told apart by their loopback source
 //! address (127.0.0.2, 127.0.0.3, …): a client's own idle timeout, a client
 //! that races the server's deadline, one that reuses just before it, a
-//! proxy that adds no forwarding header, a table that stays bounded
+//! proxy that adds no forwarding header (its clients' User-Agents taking
+//! turns over its connections, or on one), a table that stays bounded
 //! however many addresses connect, and the advised nginx setting checked
 //! by `nginx -t`.
 
@@ -307,6 +308,36 @@ fn a_proxy_without_forwarding_headers_is_told_apart_by_user_agents_taking_turns(
     ] {
         assert!(advice.contains(words), "{words:?} not in {advice}");
     }
+}
+
+#[test]
+fn one_connection_carrying_two_user_agents_in_turn_is_likely_a_proxy() {
+    // A proxy multiplexing its clients' requests onto one pooled upstream
+    // connection: two User-Agents take turns on it, with no forwarding
+    // header. One client on its own connection is not.
+    let fixture = start_with_admin(|c| keep_alive(c, "30s", "0s"));
+    let (proxy, client) = (loopback(10), loopback(11));
+    let mut upstream = Client::connect_from(proxy, fixture.addr);
+    let mut alone = Client::connect_from(client, fixture.addr);
+    for agent in [
+        "python-requests/2.32.3",
+        "curl/8.5.0",
+        "python-requests/2.32.3",
+    ] {
+        let head = format!("GET / HTTP/1.1\r\nHost: t\r\nUser-Agent: {agent}\r\n\r\n");
+        upstream.send(head.as_bytes());
+        assert_eq!(upstream.read_response().status, 200);
+        let head = "GET / HTTP/1.1\r\nHost: t\r\nUser-Agent: curl/8.5.0\r\n\r\n";
+        alone.send(head.as_bytes());
+        assert_eq!(alone.read_response().status, 200);
+    }
+    let entry = peer_when(&fixture, proxy, |p| p["requests"].as_u64() >= Some(3));
+    assert_eq!(entry["connections"], 1, "{entry}");
+    assert_eq!(entry["likely_proxy"], true, "{entry}");
+    assert_eq!(entry["forwarded"], false, "{entry}");
+    assert_eq!(entry["user_agent"], "python-requests/2.32.3", "{entry}");
+    let entry = peer_when(&fixture, client, |p| p["requests"].as_u64() >= Some(3));
+    assert_eq!(entry["likely_proxy"], false, "{entry}");
 }
 
 #[test]

@@ -41,6 +41,7 @@
 //! timer refresh and nothing else.
 
 use std::net::{IpAddr, SocketAddr};
+use std::time::SystemTime;
 
 use crate::app::controls::IdleClose;
 use crate::config::Settings;
@@ -368,10 +369,18 @@ impl Conn {
                 Flow::Close(CloseCause::KeepAliveTimeout)
             }
             IdleClose::Fin => {
-                self.enter(State::Watching(FinWatch::from(ctx.now)), ctx);
+                // The FIN right behind the read that found nothing: a
+                // request arriving in between is lost, so the observer
+                // hears of the close after it.
+                self.transport.stamp_arrivals();
                 if !self.transport.shut_write() {
                     return Flow::Close(CloseCause::KeepAliveTimeout);
                 }
+                // The FIN's send time, on the kernel stamps' clock: the
+                // kernel sent it within the call (on loopback, delivered
+                // it too), so this is the latest it can have left.
+                let sent = SystemTime::now();
+                self.enter(State::Watching(FinWatch::sent(ctx.now, sent)), ctx);
                 Flow::Open
             }
         }

@@ -7,6 +7,17 @@
 //! observer hears what the peer did: the first bytes are a request that
 //! lost the race; the peer's own FIN or reset ends the watch, and how long
 //! it took says how quickly the client notices a closed connection.
+//!
+//! How long after the FIN a late request came is taken on the kernel's
+//! clock where it can be: the FIN's send time is a wall-clock reading at
+//! the `shutdown` call, and the request's arrival the kernel's receive
+//! stamp (SO_TIMESTAMPNS, CLOCK_REALTIME too, asked for on this socket
+//! only as the watch begins). Two loop readings would add the server's own
+//! wake-up, always longer than a loopback round trip, and no request would
+//! ever seem to have crossed the FIN in flight. Without a stamp (TLS, or
+//! the kernel's stamping not yet switched on) the loop readings serve.
+
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::transport::WatchEnd;
 use super::{Conn, Flow, READ_BUDGET, State};
@@ -19,21 +30,65 @@ use crate::timers::{Micros, ShortStamp};
 /// nor sent anything by then is not racing.
 pub const IDLE_WATCH_MS: u64 = 1000;
 
-/// A watch in progress: when the FIN went out (a short stamp: the watch
+/// A watch in progress: when the FIN went out (short stamps: the watch
 /// lasts a second), and whether anything has arrived since.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FinWatch {
+    /// On the loop clock.
     fin: ShortStamp,
+    /// On the wall clock, at the `shutdown` call: the low 32 bits of its
+    /// nanoseconds (exact for spans under 2.1 s either way).
+    fin_sent: WallNanos,
     late: bool,
 }
 
 impl From<Micros> for FinWatch {
-    /// A watch whose FIN went out at loop time `now`.
+    /// A watch whose FIN went out at loop time `now` (and now).
     fn from(now: Micros) -> Self {
+        FinWatch::sent(now, SystemTime::now())
+    }
+}
+
+impl FinWatch {
+    /// A watch whose FIN went out at loop time `now`, wall-clock time
+    /// `sent`.
+    pub fn sent(now: Micros, sent: SystemTime) -> Self {
         FinWatch {
             fin: ShortStamp::at(now),
+            fin_sent: WallNanos::of(sent),
             late: false,
         }
+    }
+
+    /// How long after the FIN a request arrived, µs: by the kernel's
+    /// receive stamp `arrived` if there is one (0 if the request was in
+    /// before the FIN left: it crossed it), else by loop time `now`.
+    pub fn delay_us(&self, arrived: Option<SystemTime>, now: Micros) -> Micros {
+        match arrived {
+            Some(arrived) => WallNanos::of(arrived).since(self.fin_sent).max(0) as Micros / 1000,
+            None => self.fin.elapsed(now),
+        }
+    }
+}
+
+/// A wall-clock time's nanoseconds since the epoch, low 32 bits: four
+/// bytes for a stamp that is only ever compared with one taken within the
+/// watch's second.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct WallNanos(u32);
+
+impl WallNanos {
+    fn of(time: SystemTime) -> Self {
+        let nanos = time
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        WallNanos(nanos as u32)
+    }
+
+    /// Nanoseconds from `earlier` to this, negative if it is in fact later.
+    fn since(self, earlier: WallNanos) -> i64 {
+        i64::from(self.0.wrapping_sub(earlier.0) as i32)
     }
 }
 
@@ -43,9 +98,9 @@ impl Conn {
     /// close.
     pub(super) fn watch_peer(&mut self, mut watch: FinWatch, ctx: &mut Ctx<'_>) -> Flow {
         self.wants_more = false;
-        let watched = self.transport.watch(READ_BUDGET);
+        let (watched, arrived) = self.transport.watch(READ_BUDGET);
         if watched.request && !watch.late {
-            self.late_request(&mut watch, ctx);
+            self.late_request(&mut watch, arrived, ctx);
         }
         match watched.end {
             WatchEnd::Drained => Flow::Open,
@@ -57,13 +112,20 @@ impl Conn {
         }
     }
 
-    /// The first bytes after the idle FIN: a request that lost the race.
-    fn late_request(&mut self, watch: &mut FinWatch, ctx: &mut Ctx<'_>) {
+    /// The first bytes after the idle FIN (`arrived`: when, by the
+    /// kernel's stamp): a request that lost the race.
+    fn late_request(
+        &mut self,
+        watch: &mut FinWatch,
+        arrived: Option<SystemTime>,
+        ctx: &mut Ctx<'_>,
+    ) {
         watch.late = true;
         self.enter(State::Watching(*watch), ctx);
-        let delay_us = watch.fin.elapsed(ctx.now);
+        let delay_us = watch.delay_us(arrived, ctx.now);
         let ConnLabel { id, peer, .. } = ctx.conn;
-        tracing::debug!(conn = id, %peer, delay_us, "late request after the idle FIN");
+        let stamped = arrived.is_some();
+        tracing::debug!(conn = id, %peer, delay_us, stamped, "late request after the idle FIN");
         let late = AfterFin::Request {
             delay_us,
             idle_timeout_ms: self.idle_timeout_ms(ctx.settings),
@@ -77,5 +139,26 @@ impl Conn {
         let delay_us = watch.fin.elapsed(ctx.now);
         ctx.observe(Event::AfterFin(AfterFin::Closed { delay_us }));
         Flow::Close(CloseCause::KeepAliveTimeout)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn the_delay_is_taken_on_the_kernel_stamp_when_there_is_one() {
+        let sent = UNIX_EPOCH + Duration::from_nanos(4_294_967_000); // near a wrap
+        let watch = FinWatch::sent(1_000_000, sent);
+        let stamp = |nanos: i64| Some(sent + Duration::from_nanos(nanos as u64));
+        assert_eq!(watch.delay_us(stamp(12_345), 1_900_000), 12);
+        assert_eq!(watch.delay_us(stamp(900_000_000), 1_000_050), 900_000);
+        // In before the FIN left (its `shutdown` still returning): crossed.
+        let before = sent - Duration::from_micros(3);
+        assert_eq!(watch.delay_us(Some(before), 1_900_000), 0);
+        // No stamp: the loop clock.
+        assert_eq!(watch.delay_us(None, 1_000_250), 250);
     }
 }

@@ -70,7 +70,12 @@ impl ClientTables {
     /// Records `event` on connection `conn` from `peer` in the table of
     /// the agent the connection named.
     pub fn record(&mut self, conn: u64, peer: IpAddr, now: Micros, event: &Event<'_>) {
-        if let Event::ClientNamed { user_agent, .. } = *event {
+        if let Event::ClientNamed {
+            user_agent,
+            again: false,
+            ..
+        } = *event
+        {
             let agent = user_agent.unwrap_or_default();
             let index = self.table_for(&agent[..agent.len().min(AGENT_BYTES)]);
             if self.conns.len() >= MAX_TRACKED {
@@ -137,6 +142,7 @@ mod tests {
         Event::ClientNamed {
             user_agent: Some(agent.as_bytes()),
             forwarded: false,
+            again: false,
         }
     }
 

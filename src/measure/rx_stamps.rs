@@ -2,7 +2,9 @@
 //! reached the socket, independent of when this loop got round to it.
 //! Enabling them, reading data with its stamp (`recvmsg` and its
 //! SCM_TIMESTAMPNS control message, through nix), and moving the stamp
-//! onto the `Instant` timeline.
+//! onto the `Instant` timeline. The probe reads every response this way;
+//! the server only the first bytes a peer sends after its idle FIN (the
+//! watch, `conn::watch`), to tell a request that crossed the FIN.
 //!
 //! What they buy shows in kas-soak's report (the closes a poll-time stamp
 //! would call early): a stamp taken when poll returns trails the true
@@ -36,6 +38,30 @@ pub fn hold_switched_on() -> Option<std::net::UdpSocket> {
     let socket = std::net::UdpSocket::bind("127.0.0.1:0").ok()?;
     enable(&socket).ok()?;
     Some(socket)
+}
+
+/// Room for the one control message a stamped read brings.
+pub fn control_buffer() -> Vec<u8> {
+    nix::cmsg_space!(TimeSpec)
+}
+
+/// One `recvmsg` into `data` (`control` from [`control_buffer`]): bytes
+/// read and the kernel receive time (wall clock, CLOCK_REALTIME), if the
+/// socket asked for stamps and the kernel had stamping on when the first
+/// of them arrived.
+pub fn recv_stamped(
+    socket: &impl AsFd,
+    data: &mut [u8],
+    control: &mut [u8],
+) -> io::Result<(usize, Option<SystemTime>)> {
+    let mut iov = [IoSliceMut::new(data)];
+    let fd = socket.as_fd().as_raw_fd();
+    let msg = recvmsg::<()>(fd, &mut iov, Some(control), MsgFlags::empty())?;
+    let stamp = msg.cmsgs()?.find_map(|cmsg| match cmsg {
+        ControlMessageOwned::ScmTimestampns(stamp) => wall_time(stamp),
+        _ => None,
+    });
+    Ok((msg.bytes, stamp))
 }
 
 /// A kernel receive stamp as wall-clock time.
@@ -108,20 +134,13 @@ impl Scratch {
     pub fn new() -> Scratch {
         Scratch {
             data: vec![0; 4096],
-            control: nix::cmsg_space!(TimeSpec),
+            control: control_buffer(),
         }
     }
 
     /// One `recvmsg`: bytes read and the kernel receive time, if stamped.
     pub fn recv(&mut self, stream: &impl AsFd) -> io::Result<(usize, Option<SystemTime>)> {
-        let mut iov = [IoSliceMut::new(&mut self.data)];
-        let fd = stream.as_fd().as_raw_fd();
-        let msg = recvmsg::<()>(fd, &mut iov, Some(&mut self.control), MsgFlags::empty())?;
-        let stamp = msg.cmsgs()?.find_map(|cmsg| match cmsg {
-            ControlMessageOwned::ScmTimestampns(stamp) => wall_time(stamp),
-            _ => None,
-        });
-        Ok((msg.bytes, stamp))
+        recv_stamped(stream, &mut self.data, &mut self.control)
     }
 
     /// The first `n` bytes of the last `recv`.

@@ -92,6 +92,9 @@ pub struct Session {
     served: u32,
     received_any: bool,
     served_any: bool,
+    /// Which User-Agent the latest request named ([`agent_key`]): a
+    /// later request that names another is told to the observer too.
+    agent: u8,
     /// The terms the application keeps the connection on (its idle
     /// timeout, what it advertises, how its idle close is made).
     kept_on: KeepTerms,
@@ -116,6 +119,7 @@ impl Session {
             served: 0,
             received_any: false,
             served_any: false,
+            agent: 0,
             kept_on: KeepTerms::default(),
         }
     }
@@ -333,10 +337,13 @@ impl Session {
                     }
                 };
                 self.kept_on = answer.kept_on;
-                if !self.received_any {
+                let agent = agent_key(head.user_agent);
+                if !self.received_any || agent != self.agent {
+                    self.agent = agent;
                     ctx.observe(Event::ClientNamed {
                         user_agent: head.user_agent,
                         forwarded: head.forwarded,
+                        again: self.received_any,
                     });
                 }
                 let body = (head.framing, head.expect_continue);
@@ -568,6 +575,19 @@ fn ends_a_head(bytes: &[u8]) -> bool {
         .enumerate()
         .filter(|&(_, &b)| b == b'\n')
         .any(|(at, _)| matches!(&bytes[at + 1..], [b'\n', ..] | [b'\r', b'\n', ..]))
+}
+
+/// A User-Agent (or none, 0) as one byte that tells one from another: a
+/// connection compares each request's with its previous one's, with no
+/// copy kept and no room added to it (the byte fits in the session's
+/// padding). Two clients' agents share a byte one time in 255; a proxy
+/// carries many clients, and one change seen is enough.
+fn agent_key(user_agent: Option<&[u8]>) -> u8 {
+    use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+    user_agent.map_or(0, |agent| {
+        let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(agent);
+        (hash % 255) as u8 + 1
+    })
 }
 
 #[cfg(test)]

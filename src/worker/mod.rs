@@ -40,6 +40,7 @@ use crate::config::Settings;
 use crate::conn::{Conn, Flow, Readiness};
 use crate::ctx::{Ctx, Lending, Resources, TimerEvent};
 use crate::introspect::WorkerObserver;
+use crate::measure::rx_stamps;
 use crate::memory::MemoryReturn;
 use crate::readiness::interrupted;
 use crate::shared::{Control, WorkerShared};
@@ -106,6 +107,11 @@ pub struct Worker {
     /// The observer that hears what happens at the idle boundary (the
     /// keep-alive lab, in a server), known only by its trait.
     observer: Box<dyn WorkerObserver>,
+    /// Holds the kernel's receive stamping switched on (see
+    /// `measure::rx_stamps::hold_switched_on`): a late request that
+    /// crosses an idle FIN arrives microseconds after the watch asks its
+    /// socket for stamps, before the kernel could switch them on for it.
+    _stamping: Option<std::net::UdpSocket>,
 }
 
 impl Worker {
@@ -151,6 +157,7 @@ impl Worker {
             drain_deadline: None,
             memory: MemoryReturn::default(),
             observer,
+            _stamping: rx_stamps::hold_switched_on(),
         })
     }
 

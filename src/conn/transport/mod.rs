@@ -31,13 +31,14 @@ mod tls;
 use std::io;
 use std::net::Shutdown;
 use std::os::fd::AsRawFd;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
 
 use crate::app::filler::FillerFile;
 use crate::ctx::Ctx;
+use crate::measure::rx_stamps;
 use crate::pool::Buffers;
 use crate::session::Session;
 use crate::stats::CloseCause;
@@ -179,11 +180,23 @@ impl Transport {
     }
 
     /// During the watch after an idle close: reads and drops what arrives,
-    /// at most `budget` times, telling a request from the peer's close.
-    pub(super) fn watch(&mut self, budget: u32) -> Watched {
+    /// at most `budget` times, telling a request from the peer's close;
+    /// and when a request's first bytes reached the socket, by the
+    /// kernel's stamp (plain only: over TLS rustls reads the socket).
+    pub(super) fn watch(&mut self, budget: u32) -> (Watched, Option<SystemTime>) {
         match self.tls.as_deref_mut() {
             None => plain::watch(&mut self.stream, budget),
-            Some(tls) => tls::watch(tls, &mut self.stream, budget),
+            Some(tls) => (tls::watch(tls, &mut self.stream, budget), None),
+        }
+    }
+
+    /// As the watch begins: asks the kernel to stamp what arrives from
+    /// now on (SO_TIMESTAMPNS, one `setsockopt` per idle close, never on
+    /// a connection still serving), so a late request's arrival is known
+    /// to the microsecond whenever the loop gets to it.
+    pub(super) fn stamp_arrivals(&self) {
+        if self.tls.is_none() {
+            let _ = rx_stamps::enable(&self.stream);
         }
     }
 

@@ -3,12 +3,14 @@
 //! and holds the last segment for the FIN when the close follows.
 
 use std::io::{IoSlice, Read, Write};
+use std::time::SystemTime;
 
 use mio::net::TcpStream;
 
 use super::{Flushed, Got, Outgoing, WatchEnd, Watched, disable_nagle};
 use crate::app::filler;
 use crate::conn::GENERATE_BUDGET;
+use crate::measure::rx_stamps;
 use crate::readiness::{interrupted, would_block};
 use std::io;
 
@@ -103,14 +105,24 @@ fn send_more(stream: &TcpStream, bytes: &[u8]) -> io::Result<usize> {
 }
 
 /// Reads and drops what arrives, at most `budget` times: a request's
-/// bytes, then maybe the peer's FIN (both are told, in that order).
-pub(super) fn watch(stream: &mut TcpStream, budget: u32) -> Watched {
+/// bytes, then maybe the peer's FIN (both are told, in that order), and
+/// when the first of those bytes reached the socket by the kernel's
+/// receive stamp (if the watch asked for stamps, see
+/// [`super::Transport::stamp_arrivals`]). Only that first read is a
+/// `recvmsg`.
+pub(super) fn watch(stream: &mut TcpStream, budget: u32) -> (Watched, Option<SystemTime>) {
     let mut sink = [0u8; WATCH_SINK];
     let mut request = false;
+    let mut arrived = None;
     for _ in 0..budget {
-        let end = match stream.read(&mut sink) {
-            Ok(0) => WatchEnd::Closed,
-            Ok(_) => {
+        let read = match request {
+            false => rx_stamps::recv_stamped(stream, &mut sink, &mut rx_stamps::control_buffer()),
+            true => stream.read(&mut sink).map(|n| (n, None)),
+        };
+        let end = match read {
+            Ok((0, _)) => WatchEnd::Closed,
+            Ok((_, stamp)) => {
+                arrived = arrived.or(stamp);
                 request = true;
                 continue;
             }
@@ -118,10 +130,11 @@ pub(super) fn watch(stream: &mut TcpStream, budget: u32) -> Watched {
             Err(e) if interrupted(&e) => continue,
             Err(_) => WatchEnd::Closed,
         };
-        return Watched { request, end };
+        return (Watched { request, end }, arrived);
     }
-    Watched {
+    let more = Watched {
         request,
         end: WatchEnd::More,
-    }
+    };
+    (more, arrived)
 }

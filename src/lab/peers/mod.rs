@@ -271,8 +271,9 @@ impl Entry {
             Event::ClientNamed {
                 user_agent,
                 forwarded,
+                again,
             } => {
-                stats.agents.note(user_agent);
+                stats.agents.note(user_agent, again);
                 stats.forwarded |= forwarded;
             }
             Event::ResponsesDone(n) => stats.requests += u64::from(n),

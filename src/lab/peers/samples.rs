@@ -41,6 +41,10 @@ pub struct Agents {
     /// connection before it (an upgrade makes one; clients taking turns,
     /// many).
     switches: u32,
+    /// Times a connection's request named another User-Agent (or none)
+    /// than the request before it on the same connection: requests from
+    /// several clients interleaved on one connection, as a proxy's are.
+    interleaved: u32,
     /// Some connection named none.
     unnamed_seen: bool,
     /// The latest connection named none.
@@ -77,9 +81,13 @@ impl Agent {
 }
 
 impl Agents {
-    /// A connection's first request named `value` (or none): remembered
-    /// as the most recent.
-    pub(super) fn note(&mut self, value: Option<&[u8]>) {
+    /// A connection's first request named `value` (or none), or a later
+    /// one (`again`) named it in place of another: remembered as the most
+    /// recent.
+    pub(super) fn note(&mut self, value: Option<&[u8]>, again: bool) {
+        if again {
+            self.interleaved = self.interleaved.saturating_add(1);
+        }
         let agent = Agent::of(value.unwrap_or_default());
         let seen_any = self.slots[0].len > 0 || self.unnamed_seen;
         let same = match agent.len {
@@ -116,10 +124,14 @@ impl Agents {
 
     /// Several clients shared this address's connections: some named a
     /// User-Agent and some none (one client library does one or the
-    /// other), or two User-Agents took turns (A, B, A: not one client
-    /// upgraded once).
+    /// other), two User-Agents took turns (A, B, A: not one client
+    /// upgraded once), or one connection carried requests of two (a
+    /// client's pool keeps its connections to itself).
     pub fn take_turns(&self) -> bool {
         let named = self.slots.iter().filter(|agent| agent.len > 0).count();
+        if self.interleaved > 0 {
+            return true;
+        }
         match self.unnamed_seen {
             true => named > 0,
             false => named > 1 && self.switches >= 2,
@@ -129,6 +141,7 @@ impl Agents {
     /// Adds another peer's (the older kept behind this one's).
     pub(super) fn merge(&mut self, other: &Agents) {
         self.switches = self.switches.saturating_add(other.switches);
+        self.interleaved = self.interleaved.saturating_add(other.interleaved);
         self.unnamed_seen |= other.unnamed_seen;
         for agent in other.slots.iter().rev().filter(|agent| agent.len > 0) {
             if !self.slots.contains(agent) {

@@ -133,6 +133,7 @@ fn user_agents_keep_the_latest_distinct_ones() {
         let named = Event::ClientNamed {
             user_agent: Some(agent),
             forwarded: false,
+            again: false,
         };
         table.record(ip(2), 1, &named);
     }
@@ -142,6 +143,7 @@ fn user_agents_keep_the_latest_distinct_ones() {
     let named = Event::ClientNamed {
         user_agent: Some(&long),
         forwarded: true,
+        again: false,
     };
     table.record(ip(2), 3, &named);
     let stats = &table.snapshot(4).peers[0].stats;
@@ -260,6 +262,7 @@ fn clients_taking_turns_on_one_address_are_told_from_an_upgrade() {
         let named = Event::ClientNamed {
             user_agent: Some(agent),
             forwarded: false,
+            again: false,
         };
         table.record(ip(n), 1, &named);
     };
@@ -280,6 +283,7 @@ fn clients_taking_turns_on_one_address_are_told_from_an_upgrade() {
     let unnamed = Event::ClientNamed {
         user_agent: None,
         forwarded: false,
+        again: false,
     };
     for _ in 0..3 {
         table.record(ip(4), 1, &unnamed);
@@ -294,4 +298,29 @@ fn clients_taking_turns_on_one_address_are_told_from_an_upgrade() {
     assert!(turns(3), "clients taking turns");
     assert!(turns(4), "one client that names itself, one that does not");
     assert!(!turns(5), "one client that never names itself");
+}
+
+#[test]
+fn two_user_agents_on_one_connection_are_several_clients() {
+    let mut table = table();
+    let name = |agent: &'static [u8], again: bool| Event::ClientNamed {
+        user_agent: Some(agent),
+        forwarded: false,
+        again,
+    };
+    // One connection: its first request from one client, a later one
+    // from another (once: no turns taken across connections).
+    table.record(ip(2), 1, &name(b"python-requests/2.32", false));
+    table.record(ip(2), 2, &name(b"curl/8.5.0", true));
+    // Another address: the same two, on two connections, one after the
+    // other (an upgrade, as far as it can tell).
+    table.record(ip(3), 1, &name(b"python-requests/2.32", false));
+    table.record(ip(3), 2, &name(b"curl/8.5.0", false));
+    let snapshot = table.snapshot(3);
+    let turns = |n: u32| {
+        let peer = snapshot.peers.iter().find(|p| p.addr == ip(n)).unwrap();
+        peer.stats.agents.take_turns()
+    };
+    assert!(turns(2), "two clients' requests on one connection");
+    assert!(!turns(3), "one after the other, on their own connections");
 }

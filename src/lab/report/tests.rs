@@ -73,6 +73,7 @@ fn named(agent: &'static str) -> Event<'static> {
     Event::ClientNamed {
         user_agent: Some(agent.as_bytes()),
         forwarded: false,
+        again: false,
     }
 }
 
@@ -222,6 +223,7 @@ fn advice_names_the_clients_own_setting() {
     let proxied = Event::ClientNamed {
         user_agent: Some(b"Mozilla/5.0"),
         forwarded: true,
+        again: false,
     };
     let view = view_of(&[proxied, late(5000, 2000)]);
     assert!(

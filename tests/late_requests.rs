@@ -1,0 +1,178 @@
+//! A request that loses the race with the server's idle close, as the lab
+//! judges it over real sockets: one sent as the client first sees the
+//! server's FIN, within the round trip of it by the kernel's clocks,
+//! crossed the FIN in flight (the client could not have known); one sent
+//! long after the client saw the FIN did not. The delay is taken between
+//! the FIN's `shutdown` and the request's kernel receive stamp, so the
+//! server's own wake-up is not in it.
+
+mod support;
+
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, Ipv4Addr};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::client::{Client, get};
+use support::eventually;
+use support::server::{AdminFixture, keep_alive, start_with_admin};
+
+const WITHIN: Duration = Duration::from_secs(10);
+/// A write that ends no later than this after the look that saw no FIN
+/// was not preempted on the way.
+const QUICK_WRITE_US: i64 = 30;
+/// Crossings sent that quickly: one of them at least is judged so.
+const QUICK_CROSSINGS: u32 = 2;
+const LATE: &[u8] = b"GET / HTTP/1.1\r\nHost: t\r\n\r\n";
+
+fn loopback(last: u8) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(127, 0, 0, last))
+}
+
+/// The `/peers` entry for `addr`, once it counts `late` late requests.
+fn peer_with_late(fixture: &AdminFixture, addr: IpAddr, late: u64) -> Value {
+    eventually(WITHIN, || {
+        let response = get(fixture.admin, "/peers");
+        let doc: Value = serde_json::from_slice(&response.body).expect("/peers is JSON");
+        let entry = doc["peers"]
+            .as_array()
+            .and_then(|all| all.iter().find(|p| p["addr"] == addr.to_string()).cloned());
+        match entry {
+            Some(entry) if entry["late_requests"].as_u64() >= Some(late) => Ok(entry),
+            other => Err(format!("{addr}: {other:?}")),
+        }
+    })
+}
+
+/// A connection from `from` idle past its 100 ms timeout: the client
+/// blocks on a read until the server's FIN is in, waits `after`, and
+/// sends a request on the closed connection (which is not answered).
+fn request_after_fin(fixture: &AdminFixture, from: IpAddr, after: Duration) {
+    let mut client = Client::connect_from(from, fixture.addr);
+    assert_eq!(client.request("/?ka=100ms").status, 200);
+    client.stream.set_read_timeout(Some(WITHIN)).unwrap();
+    let mut byte = [0u8; 1];
+    assert_eq!(
+        client.stream.read(&mut byte).unwrap(),
+        0,
+        "the server's FIN"
+    );
+    thread::sleep(after);
+    let _ = client.stream.write_all(LATE);
+    match client.stream.read(&mut byte) {
+        Ok(0) => {}
+        Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {}
+        other => panic!("the late request was answered: {other:?}"),
+    }
+}
+
+#[test]
+fn a_request_sent_long_after_the_fin_did_not_cross_it() {
+    let fixture = start_with_admin(|c| keep_alive(c, "30s", "0s"));
+    let from = loopback(22);
+    request_after_fin(&fixture, from, Duration::from_millis(100));
+    let entry = peer_with_late(&fixture, from, 1);
+    eprintln!("{entry}");
+    assert_eq!(entry["recent"]["late_requests_crossed_fin"], 0, "{entry}");
+    let delay = entry["late_request_delay_ms"]["max"].as_f64().unwrap();
+    assert!(delay >= 100.0, "sent 100 ms after the FIN: {entry}");
+}
+
+/// How one try at sending right as the server's FIN goes out ended.
+#[derive(Debug, PartialEq)]
+enum Try {
+    /// The request came before the server's idle close: it was served.
+    Served,
+    /// The FIN was in before the request was due: nothing was sent. At
+    /// this many µs after `timeout` from the response.
+    FinFirst(i64),
+    /// The request was sent with no FIN in yet, and not answered: it
+    /// crossed the FIN on the wire. The write took this many µs after the
+    /// peek that saw no FIN (the client may have been preempted there).
+    Crossed(i64),
+}
+
+/// One connection from `from`, idle for its `timeout` after a response:
+/// the client spins on a non-blocking peek and sends a request `send_at`
+/// µs after the timeout (counted from reading the response), unless the
+/// server's FIN is in first.
+fn try_crossing(fixture: &AdminFixture, from: IpAddr, timeout: Duration, send_at: i64) -> Try {
+    let mut client = Client::connect_from(from, fixture.addr);
+    let path = format!("/?ka={}ms", timeout.as_millis());
+    assert_eq!(client.request(&path).status, 200);
+    let start = Instant::now();
+    thread::sleep(timeout - Duration::from_millis(2));
+    client.stream.set_nonblocking(true).unwrap();
+    let mut byte = [0u8; 1];
+    let mut sent = None;
+    loop {
+        let now = start.elapsed().as_micros() as i64 - timeout.as_micros() as i64;
+        match client.stream.peek(&mut byte) {
+            Ok(0) if let Some(took) = sent => return Try::Crossed(took),
+            Ok(0) => return Try::FinFirst(now),
+            Ok(_) => return Try::Served,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset && sent.is_some() => {
+                return Try::Crossed(sent.unwrap_or_default());
+            }
+            Err(e) => panic!("{e}"),
+        }
+        if sent.is_none() && now >= send_at {
+            client.stream.write_all(LATE).unwrap();
+            let after = start.elapsed().as_micros() as i64 - timeout.as_micros() as i64;
+            sent = Some(after - now);
+        }
+        assert!(now < 10_000_000, "no close 10 s after the idle timeout");
+    }
+}
+
+#[test]
+fn requests_sent_as_the_fin_goes_out_crossed_it_in_flight() {
+    // The server's FIN comes a few hundred µs after the client's reading
+    // of the deadline, never at the same µs: each try sends at the moment
+    // the FINs of the tries before came (their median), nudged earlier
+    // after a FIN that came first and later after a request that was
+    // served, until a few
+    // requests left with no FIN in yet, quickly (the client was not
+    // preempted between the look and the write), and were not answered.
+    // By the loop's clock (the server's wake-up in the delay: 80 µs and
+    // more) none of them crossed; by the kernel's, most do. The round trip
+    // on loopback is 6-40 µs, about what a quick write takes, so the test
+    // asks for one of them.
+    let fixture = start_with_admin(|c| keep_alive(c, "30s", "0s"));
+    let from = loopback(23);
+    let timeout = Duration::from_millis(50);
+    // Sent at the median FIN seen so far, plus a bias nudged by each try.
+    let (mut fins, mut bias) = (vec![150], 0);
+    let mut tries = Vec::new();
+    let (mut sent, mut quick) = (0, 0);
+    while quick < QUICK_CROSSINGS {
+        fins.sort_unstable();
+        let send_at = fins[fins.len() / 2] + bias;
+        let tried = try_crossing(&fixture, from, timeout, send_at);
+        match tried {
+            Try::Served => bias += 10,
+            Try::FinFirst(fin) => {
+                fins.push(fin);
+                bias -= 5;
+            }
+            Try::Crossed(took) => {
+                sent += 1;
+                quick += u32::from(took <= QUICK_WRITE_US);
+            }
+        }
+        tries.push(tried);
+        assert!(tries.len() < 1000, "never crossed the FIN: {tries:?}");
+    }
+    let entry = peer_with_late(&fixture, from, sent);
+    eprintln!("{} tries: {tries:?}: {entry}", tries.len());
+    assert_eq!(entry["late_requests"], sent, "{entry}");
+    let crossed = &entry["recent"]["late_requests_crossed_fin"];
+    assert!(crossed.as_u64() >= Some(1), "{entry}");
+    let advice = entry["advice"].as_str().unwrap();
+    assert!(
+        advice.contains("crossed the server's FIN in flight"),
+        "{advice}"
+    );
+}
