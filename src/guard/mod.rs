@@ -94,15 +94,12 @@ fn guard(lab: LabArgs) -> Result<u8, String> {
     };
     let status = match run::wait(child, &mut signals) {
         Ok(Ended::Exited(status)) => run::shell_status(status),
-        Ok(Ended::Interrupted(signal)) => {
-            eprintln!("keepalive-server lab: interrupted (signal {signal}): COMMAND stopped");
-            return Ok(interrupted_status(signal));
-        }
+        Ok(Ended::Interrupted(signal)) => return Ok(interrupted(signal)),
         Err(e) => return Err(format!("cannot wait for COMMAND: {e}")),
     };
     let left_open = match settle::settle(&handle, &mut signals) {
         Ok(left_open) => left_open,
-        Err(signal) => return Ok(interrupted_status(signal)),
+        Err(signal) => return Ok(interrupted(signal)),
     };
     let report = judge_run(&handle, &lab, status, started, left_open)?;
     eprint!("{}", report.text());
@@ -178,6 +175,12 @@ fn exit_status(command_status: i32, clients_pass: bool) -> u8 {
         0 => 1,
         status => u8::try_from(status).ok().filter(|&s| s != 0).unwrap_or(1),
     }
+}
+
+/// Says the run was cut by `signal`: a shell's status for it.
+fn interrupted(signal: i32) -> u8 {
+    eprintln!("keepalive-server lab: interrupted (signal {signal}): COMMAND stopped");
+    interrupted_status(signal)
 }
 
 /// A shell's status for a run cut by `signal`: 128 + the signal.
