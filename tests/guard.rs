@@ -209,6 +209,28 @@ fn usage_errors_exit_2_and_help_names_the_variable() {
     assert!(stdout.contains("KAS_LAB_URL"), "{stdout}");
 }
 
+/// A --json FILE that cannot be written is a usage error, told before
+/// COMMAND runs, not after the whole suite.
+#[test]
+fn an_unwritable_json_file_is_refused_before_the_command_runs() {
+    let dir = TempDir::new();
+    let json = dir.path.join("no-such-dir").join("report.json");
+    let mut guard = command(&[
+        "lab",
+        "--json",
+        json.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "touch ran",
+    ]);
+    guard.current_dir(&dir.path);
+    let (status, _, stderr) = run_to_exit(guard, RUN_LIMIT);
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("cannot write --json"), "{stderr}");
+    assert!(!dir.path.join("ran").exists(), "COMMAND ran: {stderr}");
+}
+
 #[test]
 fn a_command_that_cannot_run_is_127_or_126() {
     let (status, _, stderr) =

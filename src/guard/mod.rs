@@ -29,7 +29,10 @@ pub mod table;
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
+use std::fs::File;
+use std::io::Write as _;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -42,6 +45,9 @@ use crate::{Server, ServerHandle, logging};
 use cli::{FailOn, LabArgs};
 use run::Ended;
 use table::RunReport;
+
+/// The exit status of a usage error, as clap gives it.
+const USAGE_ERROR: u8 = 2;
 
 /// The guard's diagnostics level when `RUST_LOG` is unset: the server's
 /// own startup and shutdown lines would only crowd COMMAND's output.
@@ -69,6 +75,16 @@ where
 
 /// Serves, runs COMMAND, judges: the exit status.
 fn guard(lab: LabArgs) -> Result<u8, String> {
+    // Made before COMMAND runs: a FILE that cannot be written is told at
+    // once (a usage error), not after the whole suite.
+    let json = match lab.json.as_deref().map(File::create).transpose() {
+        Ok(file) => file,
+        Err(e) => {
+            let path = lab.json.as_deref().unwrap_or(Path::new("")).display();
+            eprintln!("keepalive-server lab: cannot write --json {path}: {e}");
+            return Ok(USAGE_ERROR);
+        }
+    };
     // Before COMMAND starts: from then on a signal is the guard's to pass on.
     let mut signals = Signals::new([SIGINT, SIGTERM])
         .map_err(|e| format!("cannot install signal handlers: {e}"))?;
@@ -103,12 +119,15 @@ fn guard(lab: LabArgs) -> Result<u8, String> {
     };
     let report = judge_run(&handle, &lab, status, started, left_open)?;
     eprint!("{}", report.text());
-    if let Some(path) = &lab.json {
-        std::fs::write(path, report.json())
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    }
     handle.shutdown();
-    Ok(exit_status(status, report.clients_pass))
+    let exit = exit_status(status, report.clients_pass);
+    if let (Some(mut file), Some(path)) = (json, &lab.json) {
+        if let Err(e) = file.write_all(report.json().as_bytes()) {
+            eprintln!("keepalive-server lab: cannot write {}: {e}", path.display());
+            return Ok(exit.max(1));
+        }
+    }
+    Ok(exit)
 }
 
 /// The lab's peers, judged against the server's own idle timeouts, over
