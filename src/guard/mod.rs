@@ -34,7 +34,7 @@ use std::io::Write as _;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::Path;
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -153,8 +153,7 @@ fn judge_run(
     };
     // The window spans the whole run (see `cli`): the verdicts' words say
     // "in the last N s" of the run, not of the window's nominal length.
-    let duration = started.elapsed();
-    let window_us = duration.as_micros().div_ceil(100_000).max(1) as u64 * 100_000;
+    let window_us = run_window_us(started.elapsed());
     let mut by_agent: BTreeMap<String, Vec<PeersSnapshot>> = BTreeMap::new();
     for agent in snapshots.into_iter().flat_map(|s| s.clients) {
         by_agent.entry(agent.agent).or_default().push(agent.peers);
@@ -174,7 +173,8 @@ fn judge_run(
             .map(|arg| arg.to_string_lossy().into_owned())
             .collect(),
         command_status: status,
-        duration_s: (duration.as_secs_f64() * 10.0).round() / 10.0,
+        duration_s: window_us as f64 / 1e6,
+        keep_alive: settings.keep_alive,
         server,
         fail_on: match lab.fail_on {
             FailOn::Race => "race",
@@ -184,6 +184,14 @@ fn judge_run(
         clients,
         clients_pass,
     })
+}
+
+/// The window the verdicts are judged on, µs: the run's length rounded up
+/// to a tenth of a second (so it holds the whole run), the same figure
+/// the table's first line gives as the run's length.
+fn run_window_us(run: Duration) -> u64 {
+    let tenths = u64::try_from(run.as_micros().div_ceil(100_000)).unwrap_or(u64::MAX);
+    tenths.max(1).saturating_mul(100_000)
 }
 
 /// COMMAND's own status when it failed; else 1 when a client fails the
@@ -232,6 +240,13 @@ mod tests {
         assert_eq!(exit_status(3, false), 3);
         assert_eq!(exit_status(143, true), 143);
         assert_eq!(exit_status(256, true), 1);
+    }
+
+    #[test]
+    fn the_window_holds_the_whole_run_in_tenths() {
+        assert_eq!(run_window_us(Duration::ZERO), 100_000);
+        assert_eq!(run_window_us(Duration::from_millis(9_720)), 9_800_000);
+        assert_eq!(run_window_us(Duration::from_millis(9_800)), 9_800_000);
     }
 
     #[test]
