@@ -209,6 +209,19 @@ fn usage_errors_exit_2_and_help_names_the_variable() {
     assert!(stdout.contains("KAS_LAB_URL"), "{stdout}");
 }
 
+/// The guard picks its own port and turns the controls on whatever
+/// KAS_LISTEN and KAS_TEST_CONTROLS say, so a bad value of theirs, left
+/// in the environment for another server, does not refuse the run.
+#[test]
+fn variables_the_guard_overrides_do_not_refuse_the_run() {
+    let mut guard = command(&["lab", "--", "true"]);
+    guard
+        .env("KAS_LISTEN", "no-port")
+        .env("KAS_TEST_CONTROLS", "maybe");
+    let (status, _, stderr) = run_to_exit(guard, RUN_LIMIT);
+    assert_eq!(status.code(), Some(0), "{stderr}");
+}
+
 /// A --json FILE that cannot be written is a usage error, told before
 /// COMMAND runs, not after the whole suite.
 #[test]

@@ -28,10 +28,11 @@ idle boundary.";
 
 const AFTER_HELP: &str = "\
 The server starts with the lab's test controls on, listening on a free port on 127.0.0.1 unless \
---listen is given; every server flag, KAS_* variable and --config key applies. COMMAND runs with \
+--listen is given (KAS_LISTEN, KAS_TEST_CONTROLS and their --config keys do not apply); every \
+other server flag, KAS_* variable and --config key does. COMMAND runs with \
 KAS_LAB_URL set to the server's base URL (http://127.0.0.1:PORT/, or https:// with --tls-cert) \
 and its environment otherwise unchanged; its standard streams pass through. When it ends, the \
-guard waits for what the server can still learn (at most a few seconds), prints a table of the \
+guard waits for what the server can still learn (at most 2.5 s), prints a table of the \
 clients (address and User-Agent, verdict, requests, lost requests, near misses, advice) on \
 stderr, and with --json writes the same to FILE.
 
@@ -79,9 +80,19 @@ pub fn command() -> Command {
         .override_usage(USAGE)
         .after_help(AFTER_HELP)
         .disable_version_flag(true)
+        // Only their flags change these two: the guard's own defaults win
+        // over KAS_LISTEN, KAS_TEST_CONTROLS and the --config file (see
+        // `server_args`), so the help names no variable for them.
         .mut_arg("listen", |arg| {
             arg.default_value("127.0.0.1:0")
-                .help("Address to listen on [default: a free port on 127.0.0.1]")
+                .env(None)
+                .help("Address to listen on [default: a free port on 127.0.0.1; KAS_LISTEN and a --config file's listen do not apply]")
+        })
+        .mut_arg("test_controls", |arg| {
+            arg.env(None).help(
+                "Obey the keep-alive lab's query controls (ka=, advertise=, close=, after=, max=): on or off \
+                 [KAS_TEST_CONTROLS and a --config file's test_controls do not apply]",
+            )
         })
         .mut_arg("check", |arg| arg.hide(true))
         .mut_arg("peers_window", |arg| arg.hide(true))
@@ -287,6 +298,14 @@ mod tests {
             let error = parsed(bad).expect_err("a usage error");
             assert_eq!(error.exit_code(), 2, "{bad:?}: {error}");
         }
+    }
+
+    #[test]
+    fn help_names_no_variable_the_guard_overrides() {
+        let help = command().render_long_help().to_string();
+        assert!(!help.contains("[env: KAS_LISTEN"), "{help}");
+        assert!(!help.contains("[env: KAS_TEST_CONTROLS"), "{help}");
+        assert!(help.contains("[env: KAS_KEEP_ALIVE_TIMEOUT"), "{help}");
     }
 
     #[test]
