@@ -128,7 +128,10 @@ pub fn command() -> Command {
 /// usage error (exit status 2) names the flag, variable or file key.
 pub fn parse(args: Vec<OsString>) -> Result<LabArgs, clap::Error> {
     let cmd = command();
-    let matches = cmd.clone().try_get_matches_from(&args)?;
+    let matches = cmd
+        .clone()
+        .try_get_matches_from(&args)
+        .map_err(|error| with_dashes_tip(error, &args))?;
     for refused in ["check", "peers_window"] {
         if matches.value_source(refused) == Some(clap::parser::ValueSource::CommandLine) {
             let flag = refused.replace('_', "-");
@@ -153,6 +156,25 @@ pub fn parse(args: Vec<OsString>) -> Result<LabArgs, clap::Error> {
         fail_on,
         command,
     })
+}
+
+/// A usage error on a line with no `--`, such as `lab pytest`, tells
+/// where COMMAND goes (unless clap already has a tip of its own).
+fn with_dashes_tip(mut error: clap::Error, args: &[OsString]) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue};
+    let dashes = args.iter().any(|arg| arg == "--");
+    let about_the_line = matches!(
+        error.kind(),
+        ErrorKind::UnknownArgument | ErrorKind::MissingRequiredArgument
+    );
+    if !dashes && about_the_line && error.get(ContextKind::Suggested).is_none() {
+        let tip = "COMMAND goes after --: keepalive-server lab --keep-alive-timeout 5s -- npm test";
+        error.insert(
+            ContextKind::Suggested,
+            ContextValue::StyledStrs(vec![tip.into()]),
+        );
+    }
+    error
 }
 
 /// The server's command line: the flags before `--` less the guard's,
@@ -306,6 +328,19 @@ mod tests {
         assert!(!help.contains("[env: KAS_LISTEN"), "{help}");
         assert!(!help.contains("[env: KAS_TEST_CONTROLS"), "{help}");
         assert!(help.contains("[env: KAS_KEEP_ALIVE_TIMEOUT"), "{help}");
+    }
+
+    #[test]
+    fn a_line_without_dashes_is_told_where_command_goes() {
+        for bad in [&["pytest", "-q"][..], &[], &["--keep-alive-timeout", "1s"]] {
+            let error = parsed(bad).expect_err("a usage error");
+            assert_eq!(error.exit_code(), 2);
+            let text = error.render().to_string();
+            assert!(text.contains("COMMAND goes after --"), "{bad:?}: {text}");
+        }
+        let error = parsed(&["--bogus", "--", "true"]).expect_err("a usage error");
+        let text = error.render().to_string();
+        assert!(!text.contains("COMMAND goes after --"), "{text}");
     }
 
     #[test]
