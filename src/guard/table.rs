@@ -109,6 +109,13 @@ impl RunReport {
                 (n, false) => format!(": {n} client{} would race the server", plural(n)),
             }
         );
+        if self.command_status != 0 {
+            let _ = writeln!(
+                out,
+                "keepalive-server lab: COMMAND failed (status {}): the run's status is its own",
+                self.command_status
+            );
+        }
         out
     }
 
@@ -220,6 +227,15 @@ mod tests {
         let text = report.text();
         assert!(text.contains("keep-alive is off"), "{text}");
         assert!(!text.contains("2000 ms"), "{text}");
+    }
+
+    #[test]
+    fn a_failed_command_is_named_as_the_runs_status() {
+        let mut report = run(Vec::new(), true);
+        assert!(!report.text().contains("COMMAND failed"));
+        report.command_status = 3;
+        let text = report.text();
+        assert!(text.contains("COMMAND failed (status 3)"), "{text}");
     }
 
     #[test]
