@@ -285,7 +285,15 @@ fn interrupting_stops_the_command(signal: &str, number: i32, group: bool) -> Str
     use std::os::unix::process::CommandExt as _;
     let dir = TempDir::new();
     let stderr = std::fs::File::create(dir.path.join("stderr")).unwrap();
-    let mut guard = command(&["lab", "--", "sh", "-c", "echo $$ > pid; exec sleep 60"]);
+    let mut guard = command(&[
+        "lab",
+        "--json",
+        "report.json",
+        "--",
+        "sh",
+        "-c",
+        "echo $$ > pid; exec sleep 60",
+    ]);
     guard.current_dir(&dir.path).stderr(stderr).process_group(0);
     let mut guard = guard.spawn().unwrap();
     let pid_file = dir.path.join("pid");
@@ -312,6 +320,8 @@ fn interrupting_stops_the_command(signal: &str, number: i32, group: bool) -> Str
     let status = wait_timeout(&mut guard, RUN_LIMIT).expect("the guard exits");
     let stderr = std::fs::read_to_string(dir.path.join("stderr")).unwrap();
     assert_eq!(status.code(), Some(128 + number), "{stderr}");
+    // No report of a run that was not judged, not even an empty file.
+    assert!(!dir.path.join("report.json").exists(), "{stderr}");
     // The guard reaped COMMAND: it is gone, not a zombie.
     assert!(
         !Path::new(&format!("/proc/{pid}")).exists(),

@@ -29,8 +29,7 @@ pub mod table;
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::fs::File;
-use std::io::Write as _;
+use std::fs::OpenOptions;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::Path;
 use std::process::ExitCode;
@@ -75,16 +74,17 @@ where
 
 /// Serves, runs COMMAND, judges: the exit status.
 fn guard(lab: LabArgs) -> Result<u8, String> {
-    // Made before COMMAND runs: a FILE that cannot be written is told at
+    // Tried before COMMAND runs: a FILE that cannot be written is told at
     // once (a usage error), not after the whole suite.
-    let json = match lab.json.as_deref().map(File::create).transpose() {
-        Ok(file) => file,
-        Err(e) => {
-            let path = lab.json.as_deref().unwrap_or(Path::new("")).display();
-            eprintln!("keepalive-server lab: cannot write --json {path}: {e}");
+    if let Some(path) = &lab.json {
+        if let Err(e) = check_writable(path) {
+            eprintln!(
+                "keepalive-server lab: cannot write --json {}: {e}",
+                path.display()
+            );
             return Ok(USAGE_ERROR);
         }
-    };
+    }
     // Before COMMAND starts: from then on a signal is the guard's to pass on.
     let mut signals = Signals::new([SIGINT, SIGTERM])
         .map_err(|e| format!("cannot install signal handlers: {e}"))?;
@@ -121,13 +121,25 @@ fn guard(lab: LabArgs) -> Result<u8, String> {
     eprint!("{}", report.text());
     handle.shutdown();
     let exit = exit_status(status, report.clients_pass);
-    if let (Some(mut file), Some(path)) = (json, &lab.json) {
-        if let Err(e) = file.write_all(report.json().as_bytes()) {
+    if let Some(path) = &lab.json {
+        if let Err(e) = std::fs::write(path, report.json()) {
             eprintln!("keepalive-server lab: cannot write {}: {e}", path.display());
             return Ok(exit.max(1));
         }
     }
     Ok(exit)
+}
+
+/// Whether `path` can be written, leaving it as it was: opened to append
+/// (a report already there is kept until this run's replaces it), and
+/// removed again if this made it, so an interrupted run leaves none.
+fn check_writable(path: &Path) -> std::io::Result<()> {
+    let existed = path.exists();
+    OpenOptions::new().append(true).create(true).open(path)?;
+    if !existed {
+        std::fs::remove_file(path)?;
+    }
+    Ok(())
 }
 
 /// The lab's peers, judged against the server's own idle timeouts, over
