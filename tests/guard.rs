@@ -209,6 +209,41 @@ fn usage_errors_exit_2_and_help_names_the_variable() {
     assert!(stdout.contains("KAS_LAB_URL"), "{stdout}");
 }
 
+/// The guard picks its own port and turns the controls on whatever
+/// KAS_LISTEN and KAS_TEST_CONTROLS say, so a bad value of theirs, left
+/// in the environment for another server, does not refuse the run.
+#[test]
+fn variables_the_guard_overrides_do_not_refuse_the_run() {
+    let mut guard = command(&["lab", "--", "true"]);
+    guard
+        .env("KAS_LISTEN", "no-port")
+        .env("KAS_TEST_CONTROLS", "maybe");
+    let (status, _, stderr) = run_to_exit(guard, RUN_LIMIT);
+    assert_eq!(status.code(), Some(0), "{stderr}");
+}
+
+/// A --json FILE that cannot be written is a usage error, told before
+/// COMMAND runs, not after the whole suite.
+#[test]
+fn an_unwritable_json_file_is_refused_before_the_command_runs() {
+    let dir = TempDir::new();
+    let json = dir.path.join("no-such-dir").join("report.json");
+    let mut guard = command(&[
+        "lab",
+        "--json",
+        json.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "touch ran",
+    ]);
+    guard.current_dir(&dir.path);
+    let (status, _, stderr) = run_to_exit(guard, RUN_LIMIT);
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("cannot write --json"), "{stderr}");
+    assert!(!dir.path.join("ran").exists(), "COMMAND ran: {stderr}");
+}
+
 #[test]
 fn a_command_that_cannot_run_is_127_or_126() {
     let (status, _, stderr) =
@@ -243,10 +278,23 @@ fn with_a_certificate_the_url_is_https() {
 
 /// Sends `signal` to the guard while COMMAND sleeps: the guard exits
 /// 128 + `number`, and COMMAND is stopped and reaped.
-fn interrupting_stops_the_command(signal: &str, number: i32) {
+/// Sends `signal` to the guard, or (`group`) to its whole process group as
+/// a terminal's Ctrl-C does, while COMMAND sleeps: the guard's status and
+/// stderr, once it checked that COMMAND is gone.
+fn interrupting_stops_the_command(signal: &str, number: i32, group: bool) -> String {
+    use std::os::unix::process::CommandExt as _;
     let dir = TempDir::new();
-    let mut guard = command(&["lab", "--", "sh", "-c", "echo $$ > pid; exec sleep 60"]);
-    guard.current_dir(&dir.path);
+    let stderr = std::fs::File::create(dir.path.join("stderr")).unwrap();
+    let mut guard = command(&[
+        "lab",
+        "--json",
+        "report.json",
+        "--",
+        "sh",
+        "-c",
+        "echo $$ > pid; exec sleep 60",
+    ]);
+    guard.current_dir(&dir.path).stderr(stderr).process_group(0);
     let mut guard = guard.spawn().unwrap();
     let pid_file = dir.path.join("pid");
     let since = Instant::now();
@@ -260,30 +308,49 @@ fn interrupting_stops_the_command(signal: &str, number: i32) {
         assert!(since.elapsed() < RUN_LIMIT, "COMMAND never started");
         std::thread::sleep(Duration::from_millis(10));
     };
+    let target = match group {
+        true => format!("-{}", guard.id()),
+        false => guard.id().to_string(),
+    };
     let signalled = Command::new("kill")
-        .args([signal, &guard.id().to_string()])
+        .args([signal, "--", &target])
         .status()
         .unwrap();
     assert!(signalled.success());
     let status = wait_timeout(&mut guard, RUN_LIMIT).expect("the guard exits");
-    assert_eq!(status.code(), Some(128 + number));
+    let stderr = std::fs::read_to_string(dir.path.join("stderr")).unwrap();
+    assert_eq!(status.code(), Some(128 + number), "{stderr}");
+    // No report of a run that was not judged, not even an empty file.
+    assert!(!dir.path.join("report.json").exists(), "{stderr}");
     // The guard reaped COMMAND: it is gone, not a zombie.
     assert!(
         !Path::new(&format!("/proc/{pid}")).exists(),
         "COMMAND (pid {pid}) still runs"
     );
+    stderr
 }
 
 #[test]
 fn sigterm_stops_the_command_too() {
-    interrupting_stops_the_command("-TERM", 15);
+    let stderr = interrupting_stops_the_command("-TERM", 15, false);
+    assert!(stderr.contains("interrupted (signal 15)"), "{stderr}");
 }
 
 /// Sent to the guard alone (not by a terminal to the whole group), SIGINT
 /// reaches COMMAND a second later.
 #[test]
 fn sigint_stops_the_command_too() {
-    interrupting_stops_the_command("-INT", 2);
+    interrupting_stops_the_command("-INT", 2, false);
+}
+
+/// Ctrl-C at a terminal: COMMAND and the guard get SIGINT together, and
+/// COMMAND may be gone before the guard reads its signal. The run is
+/// still said to be interrupted, not judged.
+#[test]
+fn ctrl_c_to_the_whole_group_says_it_was_interrupted() {
+    let stderr = interrupting_stops_the_command("-INT", 2, true);
+    assert!(stderr.contains("interrupted (signal 2)"), "{stderr}");
+    assert!(!stderr.contains("VERDICT"), "{stderr}");
 }
 
 /// A Python with httpx and pytest, or `None` after saying why not.

@@ -28,10 +28,11 @@ idle boundary.";
 
 const AFTER_HELP: &str = "\
 The server starts with the lab's test controls on, listening on a free port on 127.0.0.1 unless \
---listen is given; every server flag, KAS_* variable and --config key applies. COMMAND runs with \
+--listen is given (KAS_LISTEN, KAS_TEST_CONTROLS and their --config keys do not apply); every \
+other server flag, KAS_* variable and --config key does. COMMAND runs with \
 KAS_LAB_URL set to the server's base URL (http://127.0.0.1:PORT/, or https:// with --tls-cert) \
 and its environment otherwise unchanged; its standard streams pass through. When it ends, the \
-guard waits for what the server can still learn (at most a few seconds), prints a table of the \
+guard waits for what the server can still learn (at most 2.5 s), prints a table of the \
 clients (address and User-Agent, verdict, requests, lost requests, near misses, advice) on \
 stderr, and with --json writes the same to FILE.
 
@@ -79,9 +80,19 @@ pub fn command() -> Command {
         .override_usage(USAGE)
         .after_help(AFTER_HELP)
         .disable_version_flag(true)
+        // Only their flags change these two: the guard's own defaults win
+        // over KAS_LISTEN, KAS_TEST_CONTROLS and the --config file (see
+        // `server_args`), so the help names no variable for them.
         .mut_arg("listen", |arg| {
             arg.default_value("127.0.0.1:0")
-                .help("Address to listen on [default: a free port on 127.0.0.1]")
+                .env(None)
+                .help("Address to listen on [default: a free port on 127.0.0.1; KAS_LISTEN and a --config file's listen do not apply]")
+        })
+        .mut_arg("test_controls", |arg| {
+            arg.env(None).help(
+                "Obey the keep-alive lab's query controls (ka=, advertise=, close=, after=, max=): on or off \
+                 [KAS_TEST_CONTROLS and a --config file's test_controls do not apply]",
+            )
         })
         .mut_arg("check", |arg| arg.hide(true))
         .mut_arg("peers_window", |arg| arg.hide(true))
@@ -117,7 +128,10 @@ pub fn command() -> Command {
 /// usage error (exit status 2) names the flag, variable or file key.
 pub fn parse(args: Vec<OsString>) -> Result<LabArgs, clap::Error> {
     let cmd = command();
-    let matches = cmd.clone().try_get_matches_from(&args)?;
+    let matches = cmd
+        .clone()
+        .try_get_matches_from(&args)
+        .map_err(|error| with_dashes_tip(error, &args))?;
     for refused in ["check", "peers_window"] {
         if matches.value_source(refused) == Some(clap::parser::ValueSource::CommandLine) {
             let flag = refused.replace('_', "-");
@@ -142,6 +156,25 @@ pub fn parse(args: Vec<OsString>) -> Result<LabArgs, clap::Error> {
         fail_on,
         command,
     })
+}
+
+/// A usage error on a line with no `--`, such as `lab pytest`, tells
+/// where COMMAND goes (unless clap already has a tip of its own).
+fn with_dashes_tip(mut error: clap::Error, args: &[OsString]) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue};
+    let dashes = args.iter().any(|arg| arg == "--");
+    let about_the_line = matches!(
+        error.kind(),
+        ErrorKind::UnknownArgument | ErrorKind::MissingRequiredArgument
+    );
+    if !dashes && about_the_line && error.get(ContextKind::Suggested).is_none() {
+        let tip = "COMMAND goes after --: keepalive-server lab --keep-alive-timeout 5s -- npm test";
+        error.insert(
+            ContextKind::Suggested,
+            ContextValue::StyledStrs(vec![tip.into()]),
+        );
+    }
+    error
 }
 
 /// The server's command line: the flags before `--` less the guard's,
@@ -287,6 +320,27 @@ mod tests {
             let error = parsed(bad).expect_err("a usage error");
             assert_eq!(error.exit_code(), 2, "{bad:?}: {error}");
         }
+    }
+
+    #[test]
+    fn help_names_no_variable_the_guard_overrides() {
+        let help = command().render_long_help().to_string();
+        assert!(!help.contains("[env: KAS_LISTEN"), "{help}");
+        assert!(!help.contains("[env: KAS_TEST_CONTROLS"), "{help}");
+        assert!(help.contains("[env: KAS_KEEP_ALIVE_TIMEOUT"), "{help}");
+    }
+
+    #[test]
+    fn a_line_without_dashes_is_told_where_command_goes() {
+        for bad in [&["pytest", "-q"][..], &[], &["--keep-alive-timeout", "1s"]] {
+            let error = parsed(bad).expect_err("a usage error");
+            assert_eq!(error.exit_code(), 2);
+            let text = error.render().to_string();
+            assert!(text.contains("COMMAND goes after --"), "{bad:?}: {text}");
+        }
+        let error = parsed(&["--bogus", "--", "true"]).expect_err("a usage error");
+        let text = error.render().to_string();
+        assert!(!text.contains("COMMAND goes after --"), "{text}");
     }
 
     #[test]

@@ -29,9 +29,11 @@ pub mod table;
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
+use std::fs::OpenOptions;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::Path;
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -42,6 +44,9 @@ use crate::{Server, ServerHandle, logging};
 use cli::{FailOn, LabArgs};
 use run::Ended;
 use table::RunReport;
+
+/// The exit status of a usage error, as clap gives it.
+const USAGE_ERROR: u8 = 2;
 
 /// The guard's diagnostics level when `RUST_LOG` is unset: the server's
 /// own startup and shutdown lines would only crowd COMMAND's output.
@@ -69,6 +74,17 @@ where
 
 /// Serves, runs COMMAND, judges: the exit status.
 fn guard(lab: LabArgs) -> Result<u8, String> {
+    // Tried before COMMAND runs: a FILE that cannot be written is told at
+    // once (a usage error), not after the whole suite.
+    if let Some(path) = &lab.json {
+        if let Err(e) = check_writable(path) {
+            eprintln!(
+                "keepalive-server lab: cannot write --json {}: {e}",
+                path.display()
+            );
+            return Ok(USAGE_ERROR);
+        }
+    }
     // Before COMMAND starts: from then on a signal is the guard's to pass on.
     let mut signals = Signals::new([SIGINT, SIGTERM])
         .map_err(|e| format!("cannot install signal handlers: {e}"))?;
@@ -94,24 +110,36 @@ fn guard(lab: LabArgs) -> Result<u8, String> {
     };
     let status = match run::wait(child, &mut signals) {
         Ok(Ended::Exited(status)) => run::shell_status(status),
-        Ok(Ended::Interrupted(signal)) => {
-            eprintln!("keepalive-server lab: interrupted (signal {signal}): COMMAND stopped");
-            return Ok(interrupted_status(signal));
-        }
+        Ok(Ended::Interrupted(signal)) => return Ok(interrupted(signal)),
         Err(e) => return Err(format!("cannot wait for COMMAND: {e}")),
     };
     let left_open = match settle::settle(&handle, &mut signals) {
         Ok(left_open) => left_open,
-        Err(signal) => return Ok(interrupted_status(signal)),
+        Err(signal) => return Ok(interrupted(signal)),
     };
     let report = judge_run(&handle, &lab, status, started, left_open)?;
     eprint!("{}", report.text());
-    if let Some(path) = &lab.json {
-        std::fs::write(path, report.json())
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    }
     handle.shutdown();
-    Ok(exit_status(status, report.clients_pass))
+    let exit = exit_status(status, report.clients_pass);
+    if let Some(path) = &lab.json {
+        if let Err(e) = std::fs::write(path, report.json()) {
+            eprintln!("keepalive-server lab: cannot write {}: {e}", path.display());
+            return Ok(exit.max(1));
+        }
+    }
+    Ok(exit)
+}
+
+/// Whether `path` can be written, leaving it as it was: opened to append
+/// (a report already there is kept until this run's replaces it), and
+/// removed again if this made it, so an interrupted run leaves none.
+fn check_writable(path: &Path) -> std::io::Result<()> {
+    let existed = path.exists();
+    OpenOptions::new().append(true).create(true).open(path)?;
+    if !existed {
+        std::fs::remove_file(path)?;
+    }
+    Ok(())
 }
 
 /// The lab's peers, judged against the server's own idle timeouts, over
@@ -137,8 +165,7 @@ fn judge_run(
     };
     // The window spans the whole run (see `cli`): the verdicts' words say
     // "in the last N s" of the run, not of the window's nominal length.
-    let duration = started.elapsed();
-    let window_us = duration.as_micros().div_ceil(100_000).max(1) as u64 * 100_000;
+    let window_us = run_window_us(started.elapsed());
     let mut by_agent: BTreeMap<String, Vec<PeersSnapshot>> = BTreeMap::new();
     for agent in snapshots.into_iter().flat_map(|s| s.clients) {
         by_agent.entry(agent.agent).or_default().push(agent.peers);
@@ -158,7 +185,8 @@ fn judge_run(
             .map(|arg| arg.to_string_lossy().into_owned())
             .collect(),
         command_status: status,
-        duration_s: (duration.as_secs_f64() * 10.0).round() / 10.0,
+        duration_s: window_us as f64 / 1e6,
+        keep_alive: settings.keep_alive,
         server,
         fail_on: match lab.fail_on {
             FailOn::Race => "race",
@@ -170,6 +198,14 @@ fn judge_run(
     })
 }
 
+/// The window the verdicts are judged on, µs: the run's length rounded up
+/// to a tenth of a second (so it holds the whole run), the same figure
+/// the table's first line gives as the run's length.
+fn run_window_us(run: Duration) -> u64 {
+    let tenths = u64::try_from(run.as_micros().div_ceil(100_000)).unwrap_or(u64::MAX);
+    tenths.max(1).saturating_mul(100_000)
+}
+
 /// COMMAND's own status when it failed; else 1 when a client fails the
 /// run; else 0.
 fn exit_status(command_status: i32, clients_pass: bool) -> u8 {
@@ -178,6 +214,12 @@ fn exit_status(command_status: i32, clients_pass: bool) -> u8 {
         0 => 1,
         status => u8::try_from(status).ok().filter(|&s| s != 0).unwrap_or(1),
     }
+}
+
+/// Says the run was cut by `signal`: a shell's status for it.
+fn interrupted(signal: i32) -> u8 {
+    eprintln!("keepalive-server lab: interrupted (signal {signal}): COMMAND stopped");
+    interrupted_status(signal)
 }
 
 /// A shell's status for a run cut by `signal`: 128 + the signal.
@@ -210,6 +252,13 @@ mod tests {
         assert_eq!(exit_status(3, false), 3);
         assert_eq!(exit_status(143, true), 143);
         assert_eq!(exit_status(256, true), 1);
+    }
+
+    #[test]
+    fn the_window_holds_the_whole_run_in_tenths() {
+        assert_eq!(run_window_us(Duration::ZERO), 100_000);
+        assert_eq!(run_window_us(Duration::from_millis(9_720)), 9_800_000);
+        assert_eq!(run_window_us(Duration::from_millis(9_800)), 9_800_000);
     }
 
     #[test]

@@ -74,8 +74,13 @@ pub fn wait(mut child: Child, signals: &mut Signals) -> io::Result<Ended> {
     let mut interrupted: Option<Interrupt> = None;
     loop {
         if let Some(status) = child.try_wait()? {
-            return Ok(match interrupted {
-                Some(interrupt) => Ended::Interrupted(interrupt.signal),
+            // Ctrl-C at a terminal reaches COMMAND and the guard together:
+            // COMMAND may be seen gone before the guard's signal is read.
+            let signal = interrupted
+                .map(|interrupt| interrupt.signal)
+                .or_else(|| signals.pending().next());
+            return Ok(match signal {
+                Some(signal) => Ended::Interrupted(signal),
                 None => Ended::Exited(status),
             });
         }

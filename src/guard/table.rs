@@ -17,8 +17,11 @@ pub struct RunReport {
     pub command: Vec<String>,
     /// COMMAND's exit status (128 + N when signal N ended it).
     pub command_status: i32,
-    /// From the server's start to the judgement, seconds.
+    /// From the server's start to the judgement, seconds, rounded up to a
+    /// tenth: the window the verdicts' words name.
     pub duration_s: f64,
+    /// Whether connections may persist (`--keep-alive-timeout` not zero).
+    pub keep_alive: bool,
     /// The server's idle timeouts the clients were judged against.
     pub server: ServerIdle,
     /// Which verdicts fail the run: `race` or `at-risk`.
@@ -45,17 +48,13 @@ impl RunReport {
     /// The table for stderr.
     pub fn text(&self) -> String {
         let mut out = String::new();
-        let server = &self.server;
-        let advertised = server
-            .advertised_timeout_s
-            .map_or_else(|| "nothing".to_owned(), |s| format!("{s} s"));
         let _ = writeln!(
             out,
-            "keepalive-server lab: {} client{} in {:.1} s; the server closes idle connections after {} ms and advertises {advertised}",
+            "keepalive-server lab: {} client{} in {:.1} s; {}",
             self.clients.len(),
-            if self.clients.len() == 1 { "" } else { "s" },
+            plural(self.clients.len()),
             self.duration_s,
-            server.idle_timeout_ms,
+            self.server_terms(),
         );
         if self.clients.is_empty() {
             out.push_str(
@@ -110,7 +109,29 @@ impl RunReport {
                 (n, false) => format!(": {n} client{} would race the server", plural(n)),
             }
         );
+        if self.command_status != 0 {
+            let _ = writeln!(
+                out,
+                "keepalive-server lab: COMMAND failed (status {}): the run's status is its own",
+                self.command_status
+            );
+        }
         out
+    }
+
+    /// The idle terms the clients met, for the table's first line.
+    fn server_terms(&self) -> String {
+        if !self.keep_alive {
+            return "keep-alive is off (--keep-alive-timeout 0): every connection closes after its response".into();
+        }
+        let advertised = self
+            .server
+            .advertised_timeout_s
+            .map_or_else(|| "nothing".to_owned(), |s| format!("{s} s"));
+        format!(
+            "the server closes idle connections after {} ms and advertises {advertised}",
+            self.server.idle_timeout_ms
+        )
     }
 
     /// The JSON document for `--json`.
@@ -159,6 +180,7 @@ mod tests {
             command: vec!["pytest".into()],
             command_status: 0,
             duration_s: 2.5,
+            keep_alive: true,
             server: ServerIdle {
                 advertised_timeout_s: Some(1),
                 idle_timeout_ms: 2000,
@@ -189,6 +211,31 @@ mod tests {
         let text = run(Vec::new(), true).text();
         assert!(text.contains("no client connected"), "{text}");
         assert!(text.contains("pass"), "{text}");
+    }
+
+    #[test]
+    fn the_first_line_gives_the_servers_terms_or_says_keep_alive_is_off() {
+        let mut report = run(Vec::new(), true);
+        let text = report.text();
+        assert!(
+            text.contains(
+                "in 2.5 s; the server closes idle connections after 2000 ms and advertises 1 s"
+            ),
+            "{text}"
+        );
+        report.keep_alive = false;
+        let text = report.text();
+        assert!(text.contains("keep-alive is off"), "{text}");
+        assert!(!text.contains("2000 ms"), "{text}");
+    }
+
+    #[test]
+    fn a_failed_command_is_named_as_the_runs_status() {
+        let mut report = run(Vec::new(), true);
+        assert!(!report.text().contains("COMMAND failed"));
+        report.command_status = 3;
+        let text = report.text();
+        assert!(text.contains("COMMAND failed (status 3)"), "{text}");
     }
 
     #[test]

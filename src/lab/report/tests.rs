@@ -194,6 +194,32 @@ fn resets_hide_lost_requests_and_the_verdict_says_so() {
     );
 }
 
+/// The headroom is counted from the timeout that binds (the promise, when
+/// the server keeps connections longer) and said against that one.
+#[test]
+fn a_client_closing_first_is_told_its_headroom_against_the_promise() {
+    let mut table = PeerTable::new(10 * MINUTE);
+    for (i, age) in [500u64, 500, 500].into_iter().enumerate() {
+        table.record(addr(), (i as u64 + 1) * 10_000_000, &client_close(age));
+    }
+    let buffered = ServerIdle {
+        advertised_timeout_s: Some(1),
+        idle_timeout_ms: 2000,
+    };
+    let report = PeersReport::new(&table.snapshot(40_000_000), buffered);
+    let advice = &report.peers[0].advice;
+    assert!(
+        advice.contains("500 ms before the server's advertised 1000 ms (it closes at 2000 ms)"),
+        "{advice}"
+    );
+    let report = PeersReport::new(&table.snapshot(40_000_000), SERVER);
+    let advice = &report.peers[0].advice;
+    assert!(
+        advice.contains("1500 ms before the server would (2000 ms)"),
+        "{advice}"
+    );
+}
+
 #[test]
 fn a_lazy_pool_estimate_is_an_upper_bound() {
     let mut table = PeerTable::new(10 * MINUTE);

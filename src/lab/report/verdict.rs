@@ -214,10 +214,13 @@ impl Judging<'_> {
                 )
             }
             Some(estimate) if ok && estimate < keeps => format!(
-                "It closes idle connections first, after {}, {} ms before the server would \
-                 ({real} ms): nothing to change.",
+                "It closes idle connections first, after {}, {} ms before {}: nothing to change.",
                 estimate_words(estimate),
-                keeps - estimate
+                keeps - estimate,
+                match keeps == real {
+                    true => format!("the server would ({real} ms)"),
+                    false => format!("the server's advertised {keeps} ms (it closes at {real} ms)"),
+                },
             ),
             Some(estimate) if ok => format!(
                 "It keeps idle connections {}; with no reuse near the deadline {within}, nothing \
