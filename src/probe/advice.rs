@@ -176,12 +176,12 @@ fn passes_words(closes: &Closes, paragraph: &mut String) {
     if closes.whole_seconds {
         let _ = write!(
             paragraph,
-            " It compares whole-second stamps in a pass once a second (lighttpd: a connection's \
-             stamp is its clock as read at the last pass, which may be a second old), so with \
-             `server.max-keep-alive-idle = N` it surely keeps an idle connection only N − 1 s, \
-             however long the closes seen: the earliest possible is the whole seconds the \
-             longest close ({:.0} ms) proves it keeps, cautious by design, as a close can come \
-             up to a second before the lowest seen.",
+            " Its closes are those of whole-second stamps compared in a pass once a second (as \
+             lighttpd's: a connection's stamp is its clock as read at the last pass, which may \
+             be a second old, so with `server.max-keep-alive-idle = N` it surely keeps an idle \
+             connection only N − 1 s), however long the closes seen: the earliest possible is \
+             the whole seconds the longest close ({:.0} ms) proves it keeps, cautious by design, \
+             as a close can come up to a second before the lowest seen.",
             closes.spread.max
         );
         return;

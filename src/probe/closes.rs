@@ -45,7 +45,10 @@
 //!   with more than `N` seconds between the stamps: it keeps an idle
 //!   connection more than `N − 1` s and at most `N + 2` s, whatever the
 //!   lowest seen. The longest close bounds `N` from below; the earliest is
-//!   the whole seconds that gives.
+//!   the whole seconds that gives. A server not known by name is taken so
+//!   when its passes come once a second and its closes spread over more
+//!   than a period (an exact threshold checked in passes closes within a
+//!   period of it); then never above what its passes gave.
 //! - **Too coarse**: when the gap is more than half the lowest close, the
 //!   passes are too far apart for the connections of this run to pin the
 //!   close down: the earliest is not known (the probe says how to measure
@@ -158,7 +161,9 @@ pub struct Closes {
     /// the close depends on where one falls.
     pub lowered_by_period: bool,
     /// The earliest is the whole seconds the server surely keeps, from
-    /// whole-second stamps that may be a pass old ([`stamped_keep_ms`]).
+    /// whole-second stamps that may be a pass old ([`stamped_keep_ms`]):
+    /// known by the server's name, or by closes spread over more than a
+    /// pass once a second.
     pub whole_seconds: bool,
     /// Samples taken on time and during a stall.
     pub on_time: usize,
@@ -206,12 +211,20 @@ pub fn analyse_with(samples: &[CloseSample], whole_seconds: bool) -> Option<Clos
     } else {
         passes_pattern(used, varies, lowest)
     };
-    if whole_seconds {
+    let stamps = stamps_seen(&pattern, varies);
+    if whole_seconds || stamps {
+        let keeps = stamped_keep_ms(used).min(lowest);
+        // Seen in the closes alone: never above what the passes gave.
+        let keeps = match (whole_seconds, earliest.ms) {
+            (false, Some(ms)) => keeps.min(ms),
+            _ => keeps,
+        };
         earliest = Earliest {
-            ms: Some(stamped_keep_ms(used).min(lowest)),
+            ms: Some(keeps),
             ..earliest
         };
     }
+    let whole_seconds = whole_seconds || stamps;
     Some(Closes {
         spread,
         pattern,
@@ -245,6 +258,21 @@ pub fn stamped_keep_ms(samples: &[CloseSample]) -> f64 {
         .map(CloseSample::idle_lo_ms)
         .fold(0.0, f64::max);
     (((longest - 2000.0 - PASS_LATE_MS) / 1000.0).floor() * 1000.0).max(0.0)
+}
+
+/// How far, ms, idle times may spread beyond a pass period before they
+/// are taken for stamps coarser than the idle time.
+const STAMPS_MARGIN_MS: f64 = 100.0;
+
+/// Passes once a second whose closes spread over more than a period of
+/// idle time: an exact threshold checked in passes closes within a period
+/// of it, so the server compares something coarser than the idle time, as
+/// lighttpd's whole-second stamps a pass old. (Not every such server
+/// shows it: fresh stamps close within a period too.)
+fn stamps_seen(pattern: &Pattern, varies: f64) -> bool {
+    matches!(*pattern, Pattern::Passes { period_ms, .. }
+        if (period_ms - 1000.0).abs() <= grid_tolerance(1000.0)
+            && varies > period_ms + STAMPS_MARGIN_MS)
 }
 
 /// The earliest close a pattern allows, and how it was found.
@@ -687,13 +715,14 @@ mod tests {
 
     #[test]
     fn passes_that_move_between_rounds_lower_the_bound_by_a_period() {
-        // lighttpd at 2 s, its passes 146 ms past its second in one round
-        // and 700 ms in the next: one round alone bounds at 2146 ms, but a
-        // connection can close from 2000 ms on.
+        // Fresh whole-second stamps at 2 s, passes 146 ms past the second
+        // in one round and 346 ms in the next: one round alone bounds at
+        // 2146 ms, but a connection can close from 2000 ms on. (Within a
+        // period of idle time: not taken for stamps by the closes alone.)
         let mut samples = stamped(1, 2.0, 146.0, &spread_starts(100.0, 8, 1000.0));
         let alone = analyse(&samples).unwrap();
         assert!(alone.earliest_ms.unwrap() > 2000.0, "{alone:?}");
-        samples.extend(stamped(2, 2.0, 700.0, &spread_starts(4250.0, 8, 1000.0)));
+        samples.extend(stamped(2, 2.0, 346.0, &spread_starts(4250.0, 8, 1000.0)));
         let closes = analyse(&samples).unwrap();
         let Pattern::Passes {
             period_ms, phase, ..
@@ -703,7 +732,7 @@ mod tests {
         };
         assert!((period_ms - 1000.0).abs() < 5.0, "{closes:?}");
         assert!(
-            matches!(phase, PassPhase::Moved { by_ms } if (by_ms - 446.0).abs() < 2.0),
+            matches!(phase, PassPhase::Moved { by_ms } if (by_ms - 200.0).abs() < 2.0),
             "{closes:?}"
         );
         // A period below the lower of the passes' bound and the starts'
@@ -757,9 +786,33 @@ mod tests {
         let closes = analyse_with(&samples, true).unwrap();
         assert!(closes.spread.min > 2000.0, "{closes:?}");
         assert_eq!(closes.earliest_ms, Some(1000.0), "{closes:?}");
-        // Unknown by name, the same closes are judged by their passes.
+        // Unknown by name, the same closes (within a period) are judged by
+        // their passes.
         let unnamed = analyse(&samples).unwrap();
         assert!(!unnamed.whole_seconds && unnamed.earliest_ms != Some(1000.0));
+    }
+
+    #[test]
+    fn closes_spread_over_more_than_a_pass_are_taken_for_whole_second_stamps() {
+        // lighttpd not known by name, stamps of varying age: closes from
+        // 1.3 to 3.5 s of a 2 s setting are no exact threshold.
+        let mut samples = lighttpd(1, 2.0, 700.0, 20.0, &spread_starts(100.0, 8, 1000.0));
+        samples.extend(lighttpd(
+            2,
+            2.0,
+            0.0,
+            650.0,
+            &spread_starts(9350.0, 8, 1000.0),
+        ));
+        let closes = analyse(&samples).unwrap();
+        assert!(closes.spread.max - closes.spread.min > 1100.0, "{closes:?}");
+        assert!(closes.whole_seconds, "{closes:?}");
+        // Not known by name: n − 1 s at most, and no more than the passes
+        // gave.
+        assert!(closes.earliest_ms.unwrap() <= 1000.0, "{closes:?}");
+        // An exact threshold checked in passes a second apart is not.
+        let exact = periodic(1, 2000.0, 1000.0, 300.0, &spread_starts(100.0, 8, 1000.0));
+        assert!(!analyse(&exact).unwrap().whole_seconds);
     }
 
     #[test]
