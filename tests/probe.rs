@@ -502,9 +502,11 @@ fn json_has_exactly_the_documented_keys() {
             "stalled_closes_left",
             "stalled_closes_redone",
             "start_gap_ms",
+            "whole_second_stamps",
             "worst_stall_ms",
         ]
     );
+    assert_eq!(basis["whole_second_stamps"], false, "{report:#}");
     let earliest = basis["earliest_close_ms"].as_f64().unwrap();
     let min = report["idle_timeout_ms"]["min"].as_f64().unwrap();
     assert!(earliest <= min && earliest > min - 20.0, "{report:#}");

@@ -173,6 +173,19 @@ pub fn advise(
 
 /// How the earliest close was found from passes that moved.
 fn passes_words(closes: &Closes, paragraph: &mut String) {
+    if closes.whole_seconds {
+        let _ = write!(
+            paragraph,
+            " Its closes are those of whole-second stamps compared in a pass once a second (as \
+             lighttpd's: a connection's stamp is its clock as read at the last pass, which may \
+             be a second old, so with `server.max-keep-alive-idle = N` it surely keeps an idle \
+             connection only N − 1 s), however long the closes seen: the earliest possible is \
+             the whole seconds the longest close ({:.0} ms) proves it keeps, cautious by design, \
+             as a close can come up to a second before the lowest seen.",
+            closes.spread.max
+        );
+        return;
+    }
     let Pattern::Passes {
         period_ms,
         phase: PassPhase::Moved { by_ms },
@@ -405,6 +418,37 @@ mod tests {
             );
             assert!(advice.paragraph.contains("agreed"), "{}", advice.paragraph);
         }
+    }
+
+    #[test]
+    fn whole_second_stamps_get_n_less_one_second_and_say_why() {
+        // lighttpd at 2 s with fresh stamps: closes seen from 2.1 s, but a
+        // stamp a pass old closes at 1.01 s: advice under 1 s, and why.
+        use crate::probe::closes::samples::lighttpd;
+        let mut samples = lighttpd(1, 2.0, 0.0, 600.0, &spread_starts(100.0, 8, 1000.0));
+        samples.extend(lighttpd(
+            2,
+            2.0,
+            250.0,
+            80.0,
+            &spread_starts(9000.0, 8, 1000.0),
+        ));
+        let mut named = idle(None, &samples);
+        named.closes = closes::analyse_with(&samples, true);
+        let advice = advise(
+            "http://t/",
+            &named,
+            None,
+            Some(0.05),
+            Duration::from_secs(30),
+        );
+        let safe = advice.safe_pool_idle_timeout_ms.unwrap();
+        assert!((900..1000).contains(&safe), "{safe}: {}", advice.paragraph);
+        assert!(
+            advice.paragraph.contains("only N − 1 s"),
+            "{}",
+            advice.paragraph
+        );
     }
 
     #[test]

@@ -37,9 +37,18 @@
 //!   response).
 //!   When the passes' phase moved between rounds and the rounds' lowest
 //!   closes disagree beyond their gaps, where a pass falls decides the
-//!   close (lighttpd's whole-second stamps): no round bounds the phases
-//!   not seen, and the bound from the passes less a whole period is taken,
-//!   cautiously.
+//!   close: no round bounds the phases not seen, and the bound from the
+//!   passes less a whole period is taken, cautiously.
+//! - **Whole-second stamps** (lighttpd, known by name): the server stamps
+//!   a connection with its clock's whole second as read at its last pass
+//!   (up to a second old) and closes it at the first pass, once a second,
+//!   with more than `N` seconds between the stamps: it keeps an idle
+//!   connection more than `N − 1` s and at most `N + 2` s, whatever the
+//!   lowest seen. The longest close bounds `N` from below; the earliest is
+//!   the whole seconds that gives. A server not known by name is taken so
+//!   when its passes come once a second and its closes spread over more
+//!   than a period (an exact threshold checked in passes closes within a
+//!   period of it); then never above what its passes gave.
 //! - **Too coarse**: when the gap is more than half the lowest close, the
 //!   passes are too far apart for the connections of this run to pin the
 //!   close down: the earliest is not known (the probe says how to measure
@@ -151,6 +160,11 @@ pub struct Closes {
     /// The earliest was lowered by a whole period: the passes moved and
     /// the close depends on where one falls.
     pub lowered_by_period: bool,
+    /// The earliest is the whole seconds the server surely keeps, from
+    /// whole-second stamps that may be a pass old ([`stamped_keep_ms`]):
+    /// known by the server's name, or by closes spread over more than a
+    /// pass once a second.
+    pub whole_seconds: bool,
     /// Samples taken on time and during a stall.
     pub on_time: usize,
     pub stalled: usize,
@@ -166,10 +180,10 @@ pub fn analyse(samples: &[CloseSample]) -> Option<Closes> {
     analyse_with(samples, false)
 }
 
-/// [`analyse`] for a server that may compare whole-second stamps (known
-/// so by its name: lighttpd), whose close depends on where its pass falls
-/// even when the rounds happen to agree: passes that move are then judged
-/// cautiously (a period below), always.
+/// [`analyse`] for a server that may compare whole-second stamps a pass
+/// old (known so by its name: lighttpd), whose close depends on where its
+/// passes fall, not on the idle time: the earliest is the whole seconds it
+/// surely keeps ([`stamped_keep_ms`]), never more than the lowest seen.
 pub fn analyse_with(samples: &[CloseSample], whole_seconds: bool) -> Option<Closes> {
     let on_time: Vec<CloseSample> = samples.iter().copied().filter(|s| !s.stalled()).collect();
     let stalled = samples.len() - on_time.len();
@@ -192,22 +206,73 @@ pub fn analyse_with(samples: &[CloseSample], whole_seconds: bool) -> Option<Clos
         .fold(f64::INFINITY, f64::min)
         .max(0.0);
     let varies = spread.max - spread.min;
-    let (pattern, earliest) = if varies <= STEADY_MS.max(STEADY_SHARE * spread.min) {
+    let (pattern, mut earliest) = if varies <= STEADY_MS.max(STEADY_SHARE * spread.min) {
         (Pattern::Steady, Earliest::known(lowest))
     } else {
-        passes_pattern(used, varies, lowest, whole_seconds)
+        passes_pattern(used, varies, lowest)
     };
+    let stamps = stamps_seen(&pattern, varies);
+    if whole_seconds || stamps {
+        let keeps = stamped_keep_ms(used).min(lowest);
+        // Seen in the closes alone: never above what the passes gave.
+        let keeps = match (whole_seconds, earliest.ms) {
+            (false, Some(ms)) => keeps.min(ms),
+            _ => keeps,
+        };
+        earliest = Earliest {
+            ms: Some(keeps),
+            ..earliest
+        };
+    }
+    let whole_seconds = whole_seconds || stamps;
     Some(Closes {
         spread,
         pattern,
         earliest_ms: earliest.ms,
         start_gap_ms: earliest.start_gap_ms,
-        lowered_by_period: earliest.lowered_by_period,
+        lowered_by_period: earliest.lowered_by_period && !whole_seconds,
+        whole_seconds,
         on_time: on_time.len(),
         stalled,
         worst_stall_ms,
         reliable: on_time.len() >= 2.min(samples.len()) && stalled <= on_time.len(),
     })
+}
+
+/// How late, ms, a server that passes once a second may run its pass
+/// (its loop's own work, a coarse clock's tick).
+const PASS_LATE_MS: f64 = 20.0;
+
+/// The whole seconds, ms, a server that compares whole-second stamps in a
+/// pass once a second surely keeps an idle connection (lighttpd: its
+/// stamp is the clock read at its last pass, which may be a second old,
+/// and it closes at the first pass with more than `N` seconds between the
+/// stamps; so it keeps more than `N − 1` s and at most `N + 2` s). The
+/// longest close seen bounds `N` from below: `N > longest − 2 s`, so
+/// `N − 1 ≥ ⌊longest − 2 s⌋` in whole seconds. The closes seen do not
+/// give `N` from above closer than a second: the earliest is never taken
+/// from the lowest alone.
+pub fn stamped_keep_ms(samples: &[CloseSample]) -> f64 {
+    let longest = samples
+        .iter()
+        .map(CloseSample::idle_lo_ms)
+        .fold(0.0, f64::max);
+    (((longest - 2000.0 - PASS_LATE_MS) / 1000.0).floor() * 1000.0).max(0.0)
+}
+
+/// How far, ms, idle times may spread beyond a pass period before they
+/// are taken for stamps coarser than the idle time.
+const STAMPS_MARGIN_MS: f64 = 100.0;
+
+/// Passes once a second whose closes spread over more than a period of
+/// idle time: an exact threshold checked in passes closes within a period
+/// of it, so the server compares something coarser than the idle time, as
+/// lighttpd's whole-second stamps a pass old. (Not every such server
+/// shows it: fresh stamps close within a period too.)
+fn stamps_seen(pattern: &Pattern, varies: f64) -> bool {
+    matches!(*pattern, Pattern::Passes { period_ms, .. }
+        if (period_ms - 1000.0).abs() <= grid_tolerance(1000.0)
+            && varies > period_ms + STAMPS_MARGIN_MS)
 }
 
 /// The earliest close a pattern allows, and how it was found.
@@ -228,12 +293,7 @@ impl Earliest {
 }
 
 /// The pattern of closes that vary, and the earliest close it allows.
-fn passes_pattern(
-    samples: &[CloseSample],
-    varies: f64,
-    lowest: f64,
-    whole_seconds: bool,
-) -> (Pattern, Earliest) {
+fn passes_pattern(samples: &[CloseSample], varies: f64, lowest: f64) -> (Pattern, Earliest) {
     let by_round = passes_by_round(samples);
     let most = by_round.iter().map(|(_, p)| p.len()).max().unwrap_or(0);
     if most < 2 {
@@ -276,7 +336,7 @@ fn passes_pattern(
     // of them is taken (a round's own bound can miss a close that depends
     // on where a pass falls).
     let bounds = rounds.iter().map(|&(lowest, gap)| lowest - gap);
-    let by_idle = by_idle_time(&rounds) && !whole_seconds;
+    let by_idle = by_idle_time(&rounds);
     let from_starts = bounds.fold(f64::INFINITY, f64::min);
     let from_starts = if rounds.is_empty() {
         f64::NEG_INFINITY
@@ -555,6 +615,18 @@ pub mod samples {
         })
     }
 
+    /// lighttpd 1.4 at `n` s, as its source has it: a connection's stamp
+    /// is the whole second of its loop's last pass, `lag` ms before its
+    /// response (up to its 1 s poll: the first response on a connection is
+    /// made in the accept callback, before the clock is read again); it
+    /// closes at the first pass, `phase` ms into a second, whose whole
+    /// second is more than `n` past the stamp.
+    pub fn lighttpd(round: u32, n: f64, lag: f64, phase: f64, starts: &[f64]) -> Vec<CloseSample> {
+        closed(round, starts, |s| {
+            (((s - lag) / 1000.0).floor() + n + 1.0) * 1000.0 + phase
+        })
+    }
+
     pub fn spread_starts(from: f64, n: usize, span: f64) -> Vec<f64> {
         (0..n)
             .map(|i| from + i as f64 * span / (n - 1) as f64)
@@ -643,13 +715,14 @@ mod tests {
 
     #[test]
     fn passes_that_move_between_rounds_lower_the_bound_by_a_period() {
-        // lighttpd at 2 s, its passes 146 ms past its second in one round
-        // and 700 ms in the next: one round alone bounds at 2146 ms, but a
-        // connection can close from 2000 ms on.
+        // Fresh whole-second stamps at 2 s, passes 146 ms past the second
+        // in one round and 346 ms in the next: one round alone bounds at
+        // 2146 ms, but a connection can close from 2000 ms on. (Within a
+        // period of idle time: not taken for stamps by the closes alone.)
         let mut samples = stamped(1, 2.0, 146.0, &spread_starts(100.0, 8, 1000.0));
         let alone = analyse(&samples).unwrap();
         assert!(alone.earliest_ms.unwrap() > 2000.0, "{alone:?}");
-        samples.extend(stamped(2, 2.0, 700.0, &spread_starts(4250.0, 8, 1000.0)));
+        samples.extend(stamped(2, 2.0, 346.0, &spread_starts(4250.0, 8, 1000.0)));
         let closes = analyse(&samples).unwrap();
         let Pattern::Passes {
             period_ms, phase, ..
@@ -659,7 +732,7 @@ mod tests {
         };
         assert!((period_ms - 1000.0).abs() < 5.0, "{closes:?}");
         assert!(
-            matches!(phase, PassPhase::Moved { by_ms } if (by_ms - 446.0).abs() < 2.0),
+            matches!(phase, PassPhase::Moved { by_ms } if (by_ms - 200.0).abs() < 2.0),
             "{closes:?}"
         );
         // A period below the lower of the passes' bound and the starts'
@@ -667,6 +740,79 @@ mod tests {
         let earliest = closes.earliest_ms.unwrap();
         assert!(earliest <= 2000.0 && earliest > 1000.0, "{closes:?}");
         assert!(closes.lowered_by_period, "{closes:?}");
+    }
+
+    #[test]
+    fn whole_second_stamps_a_pass_old_keep_only_n_less_one_second() {
+        // Whatever the stamps' lag and the passes' phases, lighttpd keeps
+        // more than n − 1 s, and no more is promised.
+        for n in [2.0, 5.0] {
+            for lag in [0.0, 300.0, 700.0, 990.0] {
+                for (a, b) in [(5.0, 8.0), (400.0, 30.0), (900.0, 650.0)] {
+                    let mut samples = lighttpd(1, n, lag, a, &spread_starts(100.0, 8, 1000.0));
+                    samples.extend(lighttpd(2, n, lag, b, &spread_starts(9350.0, 8, 1000.0)));
+                    let guaranteed = (n - 1.0) * 1000.0;
+                    let truly = samples
+                        .iter()
+                        .map(CloseSample::idle_ms)
+                        .fold(f64::MAX, f64::min);
+                    assert!(truly > guaranteed, "the model: {truly}");
+                    let closes = analyse_with(&samples, true).unwrap();
+                    let earliest = closes.earliest_ms.unwrap();
+                    assert!(
+                        earliest <= guaranteed,
+                        "n {n} lag {lag} {a}/{b}: {closes:?}"
+                    );
+                    // Every stamp a second old (lag 990): the closes all
+                    // fall below n s and prove only n − 3.
+                    assert!(earliest >= guaranteed - 2000.0, "{closes:?}");
+                    // A pass later into its second than the stamp's lag
+                    // (and the starts' gap) shows a close past n + 1 s.
+                    if a.max(b) - lag >= 200.0 {
+                        assert_eq!(earliest, guaranteed, "n {n} lag {lag} {a}/{b}");
+                    }
+                    assert!(closes.whole_seconds && !closes.lowered_by_period);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn whole_second_stamps_are_not_trusted_to_the_lowest_seen() {
+        // Fresh stamps (no lag) close 2.1 s and later; the stamps of a
+        // busier moment could close a connection at 1.1 s: the earliest
+        // stays at 1 s, far below the lowest seen.
+        let samples = lighttpd(1, 2.0, 0.0, 600.0, &spread_starts(100.0, 8, 1000.0));
+        let closes = analyse_with(&samples, true).unwrap();
+        assert!(closes.spread.min > 2000.0, "{closes:?}");
+        assert_eq!(closes.earliest_ms, Some(1000.0), "{closes:?}");
+        // Unknown by name, the same closes (within a period) are judged by
+        // their passes.
+        let unnamed = analyse(&samples).unwrap();
+        assert!(!unnamed.whole_seconds && unnamed.earliest_ms != Some(1000.0));
+    }
+
+    #[test]
+    fn closes_spread_over_more_than_a_pass_are_taken_for_whole_second_stamps() {
+        // lighttpd not known by name, stamps of varying age: closes from
+        // 1.3 to 3.5 s of a 2 s setting are no exact threshold.
+        let mut samples = lighttpd(1, 2.0, 700.0, 20.0, &spread_starts(100.0, 8, 1000.0));
+        samples.extend(lighttpd(
+            2,
+            2.0,
+            0.0,
+            650.0,
+            &spread_starts(9350.0, 8, 1000.0),
+        ));
+        let closes = analyse(&samples).unwrap();
+        assert!(closes.spread.max - closes.spread.min > 1100.0, "{closes:?}");
+        assert!(closes.whole_seconds, "{closes:?}");
+        // Not known by name: n − 1 s at most, and no more than the passes
+        // gave.
+        assert!(closes.earliest_ms.unwrap() <= 1000.0, "{closes:?}");
+        // An exact threshold checked in passes a second apart is not.
+        let exact = periodic(1, 2000.0, 1000.0, 300.0, &spread_starts(100.0, 8, 1000.0));
+        assert!(!analyse(&exact).unwrap().whole_seconds);
     }
 
     #[test]

@@ -79,6 +79,9 @@ struct Basis {
     /// The earliest was lowered by a whole period (passes whose phase
     /// decides the close).
     lowered_by_period: bool,
+    /// The earliest is the whole seconds a server comparing whole-second
+    /// stamps a pass old surely keeps (lighttpd's N − 1 s).
+    whole_second_stamps: bool,
     /// Closes seen during a stall of the probe: measured again, and left.
     stalled_closes_redone: usize,
     stalled_closes_left: usize,
@@ -166,6 +169,7 @@ impl Report {
             pass_moved_ms: moved.map(hundredths),
             start_gap_ms: closes.and_then(|c| c.start_gap_ms).map(hundredths),
             lowered_by_period: closes.is_some_and(|c| c.lowered_by_period),
+            whole_second_stamps: closes.is_some_and(|c| c.whole_seconds),
             stalled_closes_redone: self.idle.redone,
             stalled_closes_left: closes.map_or(0, |c| c.stalled),
             worst_stall_ms: hundredths(closes.map_or(0.0, |c| c.worst_stall_ms)),
