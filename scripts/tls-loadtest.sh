@@ -16,8 +16,11 @@
 # Usage: scripts/tls-loadtest.sh [rounds] [duration] [connections]
 #   defaults: 5 rounds, 3s, 50 connections, wrk -t1. Needs wrk, nginx with
 #   http_ssl_module and openssl (apt-get install wrk nginx openssl).
-#   Env: PORT_BASE (default 18560); SCENARIOS (default "keepalive close
-#   bytes-256k").
+#   Env: PORT_BASE (default 18560; the servers listen on PORT_BASE..+2);
+#   SCENARIOS (default "keepalive close bytes-256k").
+#   BASELINE=PATH adds "before": another keepalive-server binary (e.g. one
+#   built from main) with the same certificate, measured in the same
+#   rounds, for before/after ratios.
 
 case ${1:-} in -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0" && exit 0 ;; esac
 set -euo pipefail
@@ -31,6 +34,7 @@ port_base=${PORT_BASE:-18560}
 scenarios=${SCENARIOS:-keepalive close bytes-256k}
 kas_port=$port_base
 nginx_port=$((port_base + 1))
+before_port=$((port_base + 2))
 
 for tool in wrk nginx openssl; do
   command -v "$tool" >/dev/null || { echo "$tool not found: apt-get install $tool" >&2; exit 1; }
@@ -48,13 +52,22 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 
   -addext basicConstraints=critical,CA:FALSE \
   -keyout "$work/key.pem" -out "$work/cert.pem" 2>/dev/null
 
-./target/release/keepalive-server --workers 1 --listen "127.0.0.1:$kas_port" \
-  --keep-alive-timeout 65s --tls-cert "$work/cert.pem" --tls-key "$work/key.pem" \
-  >"$work/kas.log" 2>&1 &
-pids+=($!)
 declare -A pid_of port_of
-pid_of[kas]=$!
-port_of=([kas]=$kas_port [nginx]=$nginx_port)
+port_of=([kas]=$kas_port [nginx]=$nginx_port [before]=$before_port)
+servers="kas"
+# Starts keepalive-server binary $2 as server $1, over TLS.
+start_kas() {
+  "$2" --workers 1 --listen "127.0.0.1:${port_of[$1]}" --keep-alive-timeout 65s \
+    --tls-cert "$work/cert.pem" --tls-key "$work/key.pem" >"$work/$1.log" 2>&1 &
+  pids+=($!)
+  pid_of[$1]=$!
+}
+start_kas kas ./target/release/keepalive-server
+if [ -n "${BASELINE:-}" ]; then
+  start_kas before "$BASELINE"
+  servers+=" before"
+fi
+servers+=" nginx"
 
 pid_of[nginx]=$(TLS_CERT=$work/cert.pem TLS_KEY=$work/key.pem start_nginx "$work" "$nginx_port")
 
@@ -72,26 +85,26 @@ run() { # server scenario -> wrk_run's fields
   wrk_run "${pid_of[$1]}" -t1 -c"$connections" -d"$duration" --latency "${args[@]}" "https://127.0.0.1:${port_of[$1]}$path"
 }
 
-for server in kas nginx; do
+for server in $servers; do
   wrk -t1 -c"$connections" -d1s "https://127.0.0.1:${port_of[$server]}/" >/dev/null 2>&1 || true
 done
 
-echo "\`scripts/tls-loadtest.sh $rounds $duration $connections\`: $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, wrk -t1 -c$connections -d$duration over https, $rounds alternating rounds, medians; ours: $(negotiated "$kas_port"); nginx $(nginx -v 2>&1 | sed 's/.*\///'): $(negotiated "$nginx_port")"
+echo "\`scripts/tls-loadtest.sh $rounds $duration $connections\`: $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, wrk -t1 -c$connections -d$duration over https, $rounds alternating rounds, medians; ours: $(negotiated "$kas_port");${BASELINE:+ before: $(negotiated "$before_port");} nginx $(nginx -v 2>&1 | sed 's/.*\///'): $(negotiated "$nginx_port")"
 echo
 echo "| scenario | server | req/s | p50 ms | p99 ms | CPU µs/req | ctx sw/req | wrk CPU % | errors | CPU vs nginx |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
 for scenario in $scenarios; do
   declare -A results=()
   for round in $(seq "$rounds"); do
-    for server in kas nginx; do
+    for server in $servers; do
       results[$server]+="$(run "$server" "$scenario")"$'\n'
     done
   done
   declare -A cpu=()
-  for server in kas nginx; do
+  for server in $servers; do
     cpu[$server]=$(awk '{print $4}' <<<"${results[$server]}" | median)
   done
-  for server in kas nginx; do
+  for server in $servers; do
     rows=${results[$server]}
     printf "| %s | %s | %.0f | %s | %s | %s | %s | %s | %s | %s |\n" "$scenario" "$server" \
       "$(awk '{print $1}' <<<"$rows" | median)" "$(awk '{print $2}' <<<"$rows" | median)" \
