@@ -4,7 +4,8 @@
 //! saying TLS, GoAccess still reading it), the idle close says `close_notify` before its FIN (and
 //! `close=rst` still resets), a handshake is under the headers deadline
 //! from accept, garbage fails the handshake and is counted, plain HTTP
-//! gets a cleartext 400 (whole, then EOF) and is counted, ALPN takes
+//! gets a cleartext 400 (whole, then EOF; a quiet client is let go by
+//! the linger) and is counted, ALPN takes
 //! `http/1.0` or `http/1.1` and refuses (and logs) `h2` alone, and a bad
 //! certificate path stops the binary at start with one line naming it.
 
@@ -312,6 +313,41 @@ fn the_400_arrives_whole_while_the_request_body_is_still_coming() {
     assert!(answer.contains("Use https://"), "{answer}");
     server.wait_for_open(0);
     assert_eq!(failures(&server, HandshakeFailure::PlainHttp), 1);
+}
+
+#[test]
+fn after_the_400_a_quiet_client_is_let_go_by_the_linger_not_the_headers_deadline() {
+    let cert = TestCert::new();
+    let server = cert.serve(|c| c.headers_timeout = Duration::from_secs(30));
+    let mut plain = TcpStream::connect(server.addr).unwrap();
+    plain
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    plain
+        .write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    let mut answer = Vec::new();
+    plain
+        .read_to_end(&mut answer)
+        .expect("the answer, then EOF: no reset");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(
+        answer.starts_with("HTTP/1.1 400 Bad Request\r\n"),
+        "{answer}"
+    );
+    // The client stays, quiet, without closing: the server lets go once
+    // the linger's second of silence is up, long before the 30 s headers
+    // deadline that held it before.
+    eventually(Duration::from_secs(10), || {
+        match server.handle.open_connections() {
+            0 => Ok(()),
+            open => Err(format!("{open} connections still open")),
+        }
+    });
+    assert_eq!(server.closed_by(CloseCause::HeadersTimeout), 0);
+    assert_eq!(failures(&server, HandshakeFailure::PlainHttp), 1);
+    assert_eq!(failures(&server, HandshakeFailure::Timeout), 0);
+    drop(plain);
 }
 
 #[test]

@@ -170,6 +170,9 @@ impl Conn {
 
     /// What the transport and the HTTP exchange say of the connection.
     fn reached(&self) -> State {
+        if self.transport.is_refusing() {
+            return State::Closing;
+        }
         if self.transport.is_handshaking() {
             return State::Handshaking;
         }

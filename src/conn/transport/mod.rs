@@ -18,7 +18,9 @@
 //! generated body is encrypted from the filler block rather than sent with
 //! `sendfile`; a graceful close says `close_notify` before its FIN; plain
 //! HTTP sent to the TLS port is told by its first byte and answered with a
-//! cleartext 400 (in [`tls`]'s first read).
+//! cleartext 400 (in [`tls`]'s first read), after which the transport
+//! says it is refusing ([`Transport::is_refusing`]) and the connection
+//! lingers, closing.
 //!
 //! An idle connection holds no TLS buffer either: the TLS bytes received
 //! and not yet processed, and the records not yet sent, sit in buffers
@@ -141,9 +143,18 @@ impl Transport {
         }
     }
 
-    /// A TLS handshake is still in progress: no application bytes yet.
+    /// A TLS handshake is still in progress: no application bytes yet
+    /// (a connection being refused is not).
     pub(super) fn is_handshaking(&self) -> bool {
-        self.tls.as_deref().is_some_and(TlsConn::is_handshaking)
+        self.tls.as_deref().is_some_and(TlsConn::is_handshaking) && !self.is_refusing()
+    }
+
+    /// The transport has answered the connection itself with an error and
+    /// shut its write side (plain HTTP on the TLS port: a cleartext
+    /// `400`): from now on it drops what arrives, and the connection
+    /// lingers as after any error response.
+    pub(super) fn is_refusing(&self) -> bool {
+        self.tls.as_deref().is_some_and(tls::is_refusing)
     }
 
     /// The negotiated TLS version (`None`: plain, or still shaking hands).

@@ -6,10 +6,11 @@
 //! The first read peeks at the first byte (see `crate::tls::plain_http`):
 //! a plain HTTP request is answered there with a cleartext `400`, the
 //! write side shut behind it, and counted as a failed handshake; from then
-//! on its reads drop what comes, to the peer's EOF, so the close that
-//! follows is a FIN and not a reset that could cut the answer (the
-//! connection meanwhile stays `Handshaking`, under the headers deadline
-//! from accept). Anything else is TLS, for rustls.
+//! on the transport is refusing ([`is_refusing`]) and its reads drop what
+//! comes, so the close that follows is a FIN and not a reset that could
+//! cut the answer: the connection lingers (`Closing`) as after any error
+//! response, to the peer's EOF or its silence. Anything else is TLS, for
+//! rustls.
 //!
 //! A flush hands rustls the queued output (and a generated body behind
 //! it, encrypted from the filler block) and sends its records; it works
@@ -106,6 +107,12 @@ fn open(
         n: 0,
         short: n < into.len(),
     }))
+}
+
+/// Plain HTTP came and was answered (or is being): the connection is
+/// refused, its input dropped.
+pub(super) fn is_refusing(tls: &TlsConn) -> bool {
+    tls.opening() == Opening::PlainHttp
 }
 
 /// After the answer to plain HTTP: reads what still comes and drops it
