@@ -12,7 +12,7 @@ mod support;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::thread::sleep;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rustls::pki_types::ServerName;
 use rustls::{ClientConnection, StreamOwned};
@@ -118,6 +118,70 @@ fn the_clients_key_update_is_followed_and_answered_in_new_keys() {
         assert!(head.starts_with("HTTP/1.1 200"), "{head}");
         assert_eq!(body, "Hello, World!");
     }
+}
+
+#[test]
+fn a_request_record_trickled_after_a_response_meets_the_headers_timeout() {
+    let cert = TestCert::new();
+    let server = cert.serve(|c| {
+        c.headers_timeout = Duration::from_secs(1);
+        c.keep_alive_timeout = Duration::from_secs(10);
+        c.keep_alive_buffer = Duration::ZERO;
+    });
+    let mut client = cert.connect(server.addr);
+    assert_eq!(client.get("/").1, "Hello, World!");
+    let conn = &mut client.stream.conn;
+    conn.writer()
+        .write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    let mut record = Vec::new();
+    conn.write_tls(&mut record).unwrap();
+    let tcp = &mut client.stream.sock;
+    tcp.set_nodelay(true).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    // All of the record but its last byte, one byte per 200 ms: each byte
+    // is activity, none is a whole request.
+    let begun = Instant::now();
+    let mut answer = Vec::new();
+    let mut chunk = [0u8; 4096];
+    for byte in &record[..record.len() - 1] {
+        tcp.write_all(std::slice::from_ref(byte)).unwrap();
+        match tcp.read(&mut chunk) {
+            Ok(n) => {
+                answer.extend_from_slice(&chunk[..n]);
+                break;
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) => {}
+            Err(e) => panic!("{e} before an answer"),
+        }
+    }
+    let answered = begun.elapsed();
+    assert!(
+        !answer.is_empty(),
+        "still open, unanswered, after {answered:?} of a request trickling in"
+    );
+    // Timers never fire early: not before the headers timeout from the
+    // record's first byte; and before the keep-alive timeout would have.
+    assert!(answered >= Duration::from_secs(1), "{answered:?}");
+    assert!(answered < Duration::from_secs(10), "{answered:?}");
+    tcp.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+    loop {
+        match tcp.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => answer.extend_from_slice(&chunk[..n]),
+        }
+    }
+    conn.read_tls(&mut &answer[..]).unwrap();
+    conn.process_new_packets().unwrap();
+    let mut plain = Vec::new();
+    let _ = conn.reader().read_to_end(&mut plain);
+    let plain = String::from_utf8_lossy(&plain);
+    assert!(plain.starts_with("HTTP/1.1 408"), "{plain:?}");
 }
 
 /// A TLS 1.3 ClientHello padded to `padding` more bytes (the padding

@@ -80,7 +80,12 @@ impl Conn {
             Got::Eof => return Ok(ReadOutcome::Eof),
             Got::Data { n, short } => (n, short),
         };
-        self.moved = true;
+        // Activity is input given, or on its way: part of a TLS record.
+        // A record that gives nothing (a key update, an empty record) is
+        // not, or a client could hold an idle connection open with them.
+        if n > 0 || self.transport.has_partial_input() {
+            self.moved = true;
+        }
         if self.session.closing().is_some() {
             // Draining: counted (a Done close that read nothing needs no
             // linger), then dropped.

@@ -181,6 +181,9 @@ impl Conn {
             Phase::Writing => State::Writing,
             // Bytes the transport still holds are output not yet sent.
             _ if self.transport.has_unsent() => State::Writing,
+            // Part of a request the transport holds (a TLS record not yet
+            // whole) has begun it, as a plain connection's first byte does.
+            Phase::Fresh | Phase::Idle if self.transport.has_partial_input() => State::ReadingHead,
             Phase::Fresh => State::Fresh,
             Phase::Idle => State::Idle,
             Phase::Head => State::ReadingHead,

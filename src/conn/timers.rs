@@ -158,9 +158,13 @@ impl Conn {
                 refed: true,
             });
         }
+        // A head still held by the transport (see `Conn::reached`) is
+        // being received too.
+        let receiving =
+            self.state == State::ReadingHead || self.session.is_receiving(self.buffers.as_deref());
         settings
             .request_ms
-            .filter(|_| self.session.is_receiving(self.buffers.as_deref()))
+            .filter(|_| receiving)
             .map(|ms| WantedTimer {
                 purpose: Purpose::Request,
                 ms,

@@ -53,6 +53,11 @@ pub struct Received {
 }
 
 impl Received {
+    /// Nothing waits to be processed.
+    pub fn is_empty(&self) -> bool {
+        self.used == 0
+    }
+
     /// The bytes to process (empty when none).
     pub fn bytes(&mut self) -> &mut [u8] {
         match &mut self.buf {

@@ -145,6 +145,12 @@ impl TlsConn {
         !self.unsent.is_empty()
     }
 
+    /// Bytes of the peer's are held here, not yet given as plaintext: part
+    /// of a record, or decrypted bytes the reader had no room for.
+    pub fn has_partial_input(&self) -> bool {
+        !self.received.is_empty() || !self.leftover.is_empty()
+    }
+
     /// Reads into `out` what the peer sent, reading TLS records from
     /// `tcp` as needed. `Err(WouldBlock)`: the socket is empty with no
     /// plaintext to give; `Err(InvalidData)`: the peer's TLS failed (the

@@ -168,6 +168,13 @@ impl Transport {
         self.tls.as_deref().is_some_and(TlsConn::has_backlog)
     }
 
+    /// Bytes the peer sent are held here, not yet given to the connection
+    /// (part of a TLS record): input has begun, as a plain connection's
+    /// first byte of a request begins it. Plain: never.
+    pub(super) fn has_partial_input(&self) -> bool {
+        self.tls.as_deref().is_some_and(TlsConn::has_partial_input)
+    }
+
     /// Reads into `into` what the peer sent.
     pub(super) fn read(&mut self, into: &mut [u8], ctx: &Ctx<'_>) -> io::Result<Got> {
         match self.tls.as_deref_mut() {
