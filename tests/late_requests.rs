@@ -71,7 +71,10 @@ fn a_request_sent_long_after_the_fin_did_not_cross_it() {
     eprintln!("{entry}");
     assert_eq!(entry["recent"]["late_requests_crossed_fin"], 0, "{entry}");
     let delay = entry["late_request_delay_ms"]["max"].as_f64().unwrap();
-    assert!(delay >= 100.0, "sent 100 ms after the FIN: {entry}");
+    // Sent 100 ms after the client saw the FIN; the figure may be read
+    // off a histogram bucket, so the bound is generous (and still far
+    // above any loopback round trip).
+    assert!(delay >= 50.0, "sent 100 ms after the FIN: {entry}");
 }
 
 /// How one try at sending right as the server's FIN goes out ended.
