@@ -35,22 +35,13 @@ impl Server {
     /// listener) is an `AddrInUse` error. The error says what failed:
     /// "cannot listen on ADDR" or "cannot open access log PATH".
     pub fn bind(settings: Settings) -> io::Result<Server> {
-        // A plain probe bind first: SO_REUSEPORT sockets would silently share
-        // a port with another instance, so prove the port is free (and learn
-        // which one port 0 picked) before binding the real listeners.
         let cannot_listen = |e: io::Error| {
             io::Error::new(
                 e.kind(),
                 format!("cannot listen on {}: {e}", settings.listen),
             )
         };
-        let probe = std::net::TcpListener::bind(settings.listen).map_err(cannot_listen)?;
-        let local_addr = probe.local_addr().map_err(cannot_listen)?;
-        drop(probe);
-        let listeners = (0..settings.workers.max(1))
-            .map(|_| reuseport_listener(local_addr, settings.defer_accept))
-            .collect::<io::Result<Vec<_>>>()
-            .map_err(cannot_listen)?;
+        let (local_addr, listeners) = bind_listeners(&settings).map_err(cannot_listen)?;
         reserve_descriptor_table(&listeners[0]);
         let access_log = AccessLogSink::open(&settings.access_log).map_err(|e| {
             io::Error::new(
@@ -134,6 +125,39 @@ fn reserve_descriptor_table(fd: &impl std::os::fd::AsFd) {
     if let Err(e) = rustix::io::fcntl_dupfd_cloexec(fd, highest) {
         tracing::debug!(error = %e, highest, "could not pre-size the descriptor table");
     }
+}
+
+/// Tries for port 0 before giving up: the port a probe bind picked is free
+/// again once the probe is dropped, and another socket (a client's
+/// ephemeral port) may take it before the real listeners do.
+const PORT_0_TRIES: u32 = 8;
+
+/// The listeners for `settings.listen`, one per worker, and their address.
+fn bind_listeners(settings: &Settings) -> io::Result<(SocketAddr, Vec<std::net::TcpListener>)> {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match bind_once(settings) {
+            Err(e)
+                if e.kind() == io::ErrorKind::AddrInUse
+                    && settings.listen.port() == 0
+                    && tries < PORT_0_TRIES => {}
+            result => return result,
+        }
+    }
+}
+
+/// One attempt: a plain probe bind first (SO_REUSEPORT sockets would
+/// silently share a port with another instance, so prove the port is
+/// free, and learn which one port 0 picked), then the real listeners.
+fn bind_once(settings: &Settings) -> io::Result<(SocketAddr, Vec<std::net::TcpListener>)> {
+    let probe = std::net::TcpListener::bind(settings.listen)?;
+    let local_addr = probe.local_addr()?;
+    drop(probe);
+    let listeners = (0..settings.workers.max(1))
+        .map(|_| reuseport_listener(local_addr, settings.defer_accept))
+        .collect::<io::Result<Vec<_>>>()?;
+    Ok((local_addr, listeners))
 }
 
 fn reuseport_listener(addr: SocketAddr, defer_accept: bool) -> io::Result<std::net::TcpListener> {
