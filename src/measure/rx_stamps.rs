@@ -40,10 +40,16 @@ pub fn hold_switched_on() -> Option<std::net::UdpSocket> {
     Some(socket)
 }
 
-/// Room for the one control message a stamped read brings.
+/// Room for the one control message a stamped read brings, as a heap
+/// buffer (the probe keeps one per connection).
 pub fn control_buffer() -> Vec<u8> {
     nix::cmsg_space!(TimeSpec)
 }
+
+/// The same room on the stack, for a read that keeps no buffer (the
+/// server's watch after an idle FIN): one `SCM_TIMESTAMPNS` message is 32
+/// bytes on 64-bit Linux; this leaves twice that.
+pub const CONTROL_LEN: usize = 64;
 
 /// One `recvmsg` into `data` (`control` from [`control_buffer`]): bytes
 /// read and the kernel receive time (wall clock, CLOCK_REALTIME), if the
@@ -146,5 +152,15 @@ impl Scratch {
     /// The first `n` bytes of the last `recv`.
     pub fn data(&self, n: usize) -> &[u8] {
         &self.data[..n]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stack_control_buffer_holds_a_stamp() {
+        assert!(control_buffer().len() <= CONTROL_LEN);
     }
 }

@@ -112,11 +112,12 @@ fn send_more(stream: &TcpStream, bytes: &[u8]) -> io::Result<usize> {
 /// `recvmsg`.
 pub(super) fn watch(stream: &mut TcpStream, budget: u32) -> (Watched, Option<SystemTime>) {
     let mut sink = [0u8; WATCH_SINK];
+    let mut control = [0u8; rx_stamps::CONTROL_LEN];
     let mut request = false;
     let mut arrived = None;
     for _ in 0..budget {
         let read = match request {
-            false => rx_stamps::recv_stamped(stream, &mut sink, &mut rx_stamps::control_buffer()),
+            false => rx_stamps::recv_stamped(stream, &mut sink, &mut control),
             true => stream.read(&mut sink).map(|n| (n, None)),
         };
         let end = match read {
