@@ -13,10 +13,13 @@
 //! that rare: refreshes never move it) and disarmed when no timer is left,
 //! so an idle server never wakes up.
 //!
-//! [`RateLimit`] spaces out repeated warnings by loop time.
+//! [`LoopTime`] is the clock alone, which a connection borrows to place
+//! a kernel receive stamp on the loop's timeline. [`RateLimit`] spaces
+//! out repeated warnings by loop time.
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::time::SystemTime;
 
 use mio::unix::SourceFd;
 use mio::{Interest, Registry, Token};
@@ -29,11 +32,7 @@ use crate::timers::Micros;
 
 /// The loop clock and its alarm.
 pub struct LoopClock {
-    /// CLOCK_MONOTONIC when the worker started: loop time `start`.
-    origin: Timespec,
-    /// The loop time at `origin`: zero, unless a test starts the clock
-    /// just before a wrap point of some narrower stamp.
-    start: Micros,
+    time: LoopTime,
     alarm: OwnedFd,
     /// Where the alarm is set, in loop time; `None` when disarmed.
     armed_at: Option<Micros>,
@@ -53,8 +52,7 @@ impl LoopClock {
             TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC,
         )?;
         Ok(LoopClock {
-            origin: clock_gettime(ClockId::Monotonic),
-            start,
+            time: LoopTime::starting_at(start),
             alarm,
             armed_at: None,
         })
@@ -69,13 +67,15 @@ impl LoopClock {
         )
     }
 
-    /// Microseconds since the worker started (rounded down, so a deadline
-    /// reads as reached only once it truly has).
+    /// Microseconds since the worker started (see [`LoopTime::now`]).
     pub fn now(&self) -> Micros {
-        let now = clock_gettime(ClockId::Monotonic);
-        let seconds = (now.tv_sec - self.origin.tv_sec) as i128;
-        let nanos = seconds * 1_000_000_000 + (now.tv_nsec - self.origin.tv_nsec) as i128;
-        self.start.saturating_add((nanos / 1000).max(0) as Micros)
+        self.time.now()
+    }
+
+    /// The clock's reading, without its alarm: for a connection that must
+    /// place a kernel timestamp on the loop's timeline.
+    pub fn time(&self) -> LoopTime {
+        self.time
     }
 
     /// Sets the alarm to fire at loop time `at`, or disarms it (`None`).
@@ -93,10 +93,11 @@ impl LoopClock {
                 tv_nsec: 0,
             },
             Some(at) => {
-                let since_origin = at.saturating_sub(self.start);
-                let nanos = self.origin.tv_nsec as i128 + i128::from(since_origin) * 1000;
+                let LoopTime { origin, start } = self.time;
+                let since_origin = at.saturating_sub(start);
+                let nanos = origin.tv_nsec as i128 + i128::from(since_origin) * 1000;
                 Timespec {
-                    tv_sec: self.origin.tv_sec + (nanos / 1_000_000_000) as i64,
+                    tv_sec: origin.tv_sec + (nanos / 1_000_000_000) as i64,
                     tv_nsec: (nanos % 1_000_000_000) as i64,
                 }
             }
@@ -111,6 +112,64 @@ impl LoopClock {
         timerfd_settime(&self.alarm, TimerfdTimerFlags::ABSTIME, &spec)?;
         self.armed_at = at;
         Ok(())
+    }
+}
+
+/// Loop time itself: CLOCK_MONOTONIC in microseconds from an origin.
+/// A copy reads the same clock as the worker's [`LoopClock`].
+#[derive(Debug, Clone, Copy)]
+pub struct LoopTime {
+    /// CLOCK_MONOTONIC when the worker started: loop time `start`.
+    origin: Timespec,
+    /// The loop time at `origin`: zero, unless a test starts the clock
+    /// just before a wrap point of some narrower stamp.
+    start: Micros,
+}
+
+impl Default for LoopTime {
+    /// A clock that reads zero now.
+    fn default() -> Self {
+        LoopTime::starting_at(0)
+    }
+}
+
+/// Two loop readings further apart than this around a wall-clock reading
+/// mean the thread was preempted between them: the pair is read again.
+const PAIR_WITHIN_US: Micros = 200;
+
+impl LoopTime {
+    fn starting_at(start: Micros) -> Self {
+        LoopTime {
+            origin: clock_gettime(ClockId::Monotonic),
+            start,
+        }
+    }
+
+    /// Microseconds since the origin (rounded down, so a deadline reads as
+    /// reached only once it truly has).
+    pub fn now(&self) -> Micros {
+        let now = clock_gettime(ClockId::Monotonic);
+        let seconds = (now.tv_sec - self.origin.tv_sec) as i128;
+        let nanos = seconds * 1_000_000_000 + (now.tv_nsec - self.origin.tv_nsec) as i128;
+        self.start.saturating_add((nanos / 1000).max(0) as Micros)
+    }
+
+    /// The loop time at which the wall clock read `wall` (a kernel
+    /// receive stamp, which is CLOCK_REALTIME): both clocks are read now,
+    /// back to back (again if a preemption split them), and `wall` is
+    /// placed that long before. Never later than now.
+    pub fn at_wall(&self, wall: SystemTime) -> Micros {
+        let mut pair = (self.now(), SystemTime::now());
+        for _ in 0..3 {
+            let after = self.now();
+            if after.saturating_sub(pair.0) <= PAIR_WITHIN_US {
+                break;
+            }
+            pair = (after, SystemTime::now());
+        }
+        let (now, wall_now) = pair;
+        let ago = wall_now.duration_since(wall).unwrap_or_default();
+        now.saturating_sub(ago.as_micros() as Micros)
     }
 }
 

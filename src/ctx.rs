@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::access_log::{AccessLog, AccessRecord, Entry};
 use crate::app::filler::FillerFile;
+use crate::clock::LoopTime;
 use crate::config::Settings;
 use crate::date::DateCache;
 use crate::http::Status;
@@ -63,6 +64,15 @@ pub struct Ctx<'a> {
     pub watch_allowed: bool,
     /// The `/bytes` filler as a file, when the worker has one.
     pub filler: Option<&'a FillerFile>,
+    /// The loop clock, for placing a kernel receive stamp on its timeline.
+    pub clock: LoopTime,
+    /// When this event's first bytes reached the socket, in loop time, if
+    /// the connection read them with the kernel's stamp (an idle
+    /// connection near its deadline: `conn::Conn::read`).
+    pub arrived: Option<Micros>,
+    /// When its response's last write began, by a fresh reading, on such
+    /// a connection.
+    pub departed: Option<Micros>,
 }
 
 impl Ctx<'_> {
@@ -150,6 +160,8 @@ pub struct Resources {
     /// The `/bytes` filler as a file, for `sendfile` (`None` where no
     /// filler file could be made: the filler is then written from memory).
     pub filler: Option<FillerFile>,
+    /// The worker's loop clock (see [`Ctx::clock`]).
+    pub clock: LoopTime,
 }
 
 impl Resources {
@@ -195,6 +207,9 @@ impl Resources {
             observer,
             watch_allowed: lending.watch_allowed,
             filler: self.filler.as_ref(),
+            clock: self.clock,
+            arrived: None,
+            departed: None,
         }
     }
 }

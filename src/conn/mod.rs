@@ -238,6 +238,16 @@ impl Conn {
         self.session.kept_on().keep_alive_ms(settings)
     }
 
+    /// How long it is kept idle past what its responses advertise, µs
+    /// (none when they advertise nothing).
+    pub fn grace_us(&self, settings: &Settings) -> Micros {
+        let kept = self.idle_timeout_ms(settings).saturating_mul(1000);
+        let promised = self
+            .advertised_secs(settings)
+            .map(|secs| secs.saturating_mul(1_000_000));
+        promised.map_or(0, |promised| kept.saturating_sub(promised))
+    }
+
     /// What its responses advertise as `Keep-Alive: timeout=`, in seconds.
     pub fn advertised_secs(&self, settings: &Settings) -> Option<u64> {
         self.session.kept_on().advertised_secs(settings)
@@ -246,14 +256,23 @@ impl Conn {
     /// After an event (or before a close, `closing`): the stamps count
     /// what finished, and the observer hears of responses done and of a
     /// request that reused the connection.
+    ///
+    /// A request that came near the end of the keep-alive promise (its
+    /// read took the kernel's stamp, [`Ctx::arrived`]) is likely followed
+    /// by another such: its response's end is stamped with the fresh clock
+    /// reading taken as its last write began ([`Ctx::departed`]) rather
+    /// than the turn's, taken before the request was even read, so that
+    /// the next reuse's gap runs from when the response left, as on the
+    /// wire. Other responses cost no clock read.
     pub fn account(&mut self, closing: bool, ctx: &mut Ctx<'_>) {
         let progress = self.progress();
+        let now = ctx.departed.map_or(ctx.now, |at| at.max(ctx.now));
         let seen = match closing {
-            false => self.stamps.observe(progress, ctx.now, ctx.stats),
-            true => self.stamps.closed(progress, ctx.now, ctx.stats),
+            false => self.stamps.observe(progress, now, ctx.stats),
+            true => self.stamps.closed(progress, now, ctx.stats),
         };
         if let Some(gap_us) = seen.reuse_gap_us {
-            let reuse = self.reuse(gap_us, ctx);
+            let reuse = self.reuse(gap_us, now, ctx);
             ctx.observe(Event::Reused(reuse));
         }
         if seen.finished > 0 {
@@ -261,19 +280,25 @@ impl Conn {
         }
     }
 
-    /// A request began now on this connection, idle for `gap_us` since its
-    /// last response: the reuse as the observer hears it, with what was
-    /// left before the idle deadline (the keep-alive timer's own, while it
-    /// is still armed).
-    fn reuse(&self, gap_us: Micros, ctx: &Ctx<'_>) -> Reuse {
+    /// A request began on this connection, idle for `gap_us` since its
+    /// last response as of loop time `seen`: the reuse as the observer
+    /// hears it, with what was left before the idle deadline (the
+    /// keep-alive timer's own, while it is still armed) when the request
+    /// arrived. Near the end of the promise the read took the kernel's
+    /// receive stamp ([`Ctx::arrived`]): a request the loop read after the
+    /// deadline may have come before it, and is then judged by when it
+    /// came; its gap, too, ends when it came.
+    fn reuse(&self, gap_us: Micros, seen: Micros, ctx: &Ctx<'_>) -> Reuse {
         let (now, settings) = (ctx.now, ctx.settings);
         let idle_timeout_ms = self.idle_timeout_ms(settings);
         let deadline = match (self.activity, self.activity_purpose) {
             (Some(id), Purpose::KeepAlive) => Some(ctx.timers.deadline(id)),
             _ => None,
         };
+        let arrived = ctx.arrived.unwrap_or(now);
+        let gap_us = gap_us.saturating_sub(seen.saturating_sub(arrived));
         let headroom_us = match deadline {
-            Some(deadline) => signed(deadline) - signed(now),
+            Some(deadline) => signed(deadline) - signed(arrived),
             None => signed(idle_timeout_ms.saturating_mul(1000)) - signed(gap_us),
         };
         if let Some(deadline) = deadline.filter(|&deadline| deadline < now) {
@@ -445,6 +470,7 @@ impl Conn {
             // discarded with the connection instead of sent.)
             let closes_next = drained && self.closes_at_once(ctx) && !self.session.aborts();
             let generated = self.session.is_generating(self.buffers.as_deref());
+            self.note_departure(ctx);
             let wrote = match self.flush(closes_next, ctx.filler) {
                 Ok(Flushed::All { wrote }) => wrote,
                 Ok(Flushed::Blocked) => return Flow::Open,

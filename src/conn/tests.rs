@@ -16,6 +16,7 @@ use mio::{Events, Interest, Poll, Token};
 use super::*;
 use crate::config::Config;
 use crate::ctx::{Lending, Resources, TimerEvent};
+use crate::measure::rx_stamps;
 use crate::observe::Observer;
 use crate::stats::Stats;
 use crate::timers::Micros;
@@ -397,31 +398,91 @@ fn an_idle_connection_keeps_only_a_small_slab_entry() {
     assert_eq!(std::mem::size_of::<Option<crate::timers::TimerId>>(), 4);
 }
 
+/// Holds the kernel's receive stamping on, and waits (on the kernel: a
+/// datagram to itself comes back stamped) until it is.
+fn stamping_on() -> std::net::UdpSocket {
+    let held = rx_stamps::hold_switched_on().expect("a UDP socket on loopback");
+    let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    held.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+    let mut control = rx_stamps::control_buffer();
+    let started = Instant::now();
+    loop {
+        sender.send_to(b"?", held.local_addr().unwrap()).unwrap();
+        let (_, stamp) = rx_stamps::recv_stamped(&held, &mut [0; 1], &mut control).unwrap();
+        if stamp.is_some() {
+            return held;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "stamping never came on"
+        );
+    }
+}
+
+/// The reuse event the connection reported.
+fn heard_reuse(worker: &Worker) -> &str {
+    let reuse = worker.heard.0.iter().find(|e| e.starts_with("Reused"));
+    reuse.expect("a reuse was reported")
+}
+
+/// `name: value` in an event's debug text, as a number.
+fn field(event: &str, name: &str) -> i64 {
+    let after = event.split(&format!("{name}: ")).nth(1).unwrap();
+    let digits = after.split([',', ' ', '}']).next().unwrap();
+    digits.parse().unwrap()
+}
+
 #[test]
 fn a_request_that_cancels_an_overdue_idle_timer_counts_its_lateness() {
     // The loop stalled past the keep-alive deadline; the request that
     // reuses the connection is read before the timer could fire. Nothing
-    // fired, yet the loop was late: the lateness figures say by how much,
-    // and the reuse had no headroom left.
+    // fired, yet the loop was late: the lateness figures say by how much.
+    // The request itself came long before the deadline, and the kernel's
+    // stamp on it (taken near the deadline) says so: the reuse had
+    // headroom, which the loop's late reading alone would call -5 s.
+    let _stamping = stamping_on();
     let mut worker = Worker::new();
     let (mut client, mut conn) = answered_once(&mut worker);
     conn.sync_timers(0, &mut worker.resources.timers, 0, &worker.settings);
-    let deadline = worker.settings.keep_alive_ms * 1000;
+    let deadline = (worker.settings.keep_alive_ms * 1000) as i64;
+    let sent_at = worker.resources.clock.now() as i64;
     send(&mut client, &conn, GET);
     let late = 5_000_000;
     {
-        let mut ctx = worker.ctx_at(deadline + late);
+        let mut ctx = worker.ctx_at(deadline as Micros + late);
         assert_eq!(conn.on_ready(Readiness::default(), &mut ctx), Flow::Open);
         conn.account(false, &mut ctx);
     }
+    let read_at = worker.resources.clock.now() as i64;
     let lateness = worker.stats.timer_lateness.read();
     assert_eq!((lateness.count(), lateness.sum), (1, late));
     assert_eq!(worker.heard.count("Reused(Reuse { gap_us"), 1);
-    let reuse = worker
-        .heard
-        .0
-        .iter()
-        .find(|e| e.starts_with("Reused"))
-        .unwrap();
-    assert!(reuse.contains("headroom_us: -5000000"), "{reuse}");
+    let headroom = field(heard_reuse(&worker), "headroom_us");
+    assert!(
+        (deadline - read_at..=deadline - sent_at).contains(&headroom),
+        "{headroom} µs left, sent at {sent_at}, read at {read_at}, due at {deadline}"
+    );
+    let gap = field(heard_reuse(&worker), "gap_us");
+    assert!((sent_at..=read_at).contains(&gap), "gap {gap} µs");
+}
+
+#[test]
+fn a_reuse_well_inside_the_promise_is_judged_by_the_loop_reading() {
+    // Over 100 ms before the advertised timeout runs out, no stamp is
+    // asked for: the turn's reading is the arrival.
+    let _stamping = stamping_on();
+    let mut worker = Worker::new();
+    let (mut client, mut conn) = answered_once(&mut worker);
+    conn.sync_timers(0, &mut worker.resources.timers, 0, &worker.settings);
+    let deadline = (worker.settings.keep_alive_ms * 1000) as i64;
+    send(&mut client, &conn, GET);
+    let grace = conn.grace_us(&worker.settings) as i64;
+    assert!(grace > 0, "the default keeps a second past the promise");
+    let left = grace + socket::STAMP_ARRIVAL_WITHIN_US as i64 + 1;
+    {
+        let mut ctx = worker.ctx_at((deadline - left) as Micros);
+        assert_eq!(conn.on_ready(Readiness::default(), &mut ctx), Flow::Open);
+        conn.account(false, &mut ctx);
+    }
+    assert_eq!(field(heard_reuse(&worker), "headroom_us"), left);
 }

@@ -145,6 +145,7 @@ impl Worker {
                         tracing::warn!(error = %e, "no filler file for /bytes: writing it from memory");
                     })
                     .ok(),
+                clock: clock.time(),
                 ..Resources::with_capacity(2 * INITIAL_CONNECTIONS)
             },
             settings,

@@ -183,6 +183,20 @@ impl Transport {
         }
     }
 
+    /// Reads as [`Transport::read`] does, and says when the first bytes
+    /// reached the socket, by the kernel's receive stamp (plain only: over
+    /// TLS rustls reads the socket, and the answer is `None`).
+    pub(super) fn read_stamped(
+        &mut self,
+        into: &mut [u8],
+        ctx: &Ctx<'_>,
+    ) -> io::Result<(Got, Option<SystemTime>)> {
+        match self.tls.as_deref_mut() {
+            None => plain::read_stamped(&mut self.stream, into),
+            Some(tls) => Ok((tls::read(tls, &mut self.stream, into, ctx)?, None)),
+        }
+    }
+
     /// Sends the queued output (and a generated body behind it) until all
     /// is sent or the socket is full. A blocked write turns Nagle off: the
     /// response's next segments need not wait for an ACK.

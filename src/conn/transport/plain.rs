@@ -18,13 +18,31 @@ use std::io;
 const WATCH_SINK: usize = 2048;
 
 pub(super) fn read(stream: &mut TcpStream, into: &mut [u8]) -> io::Result<Got> {
-    let asked = into.len();
-    match stream.read(into)? {
-        0 => Ok(Got::Eof),
-        n => Ok(Got::Data {
+    Ok(got(stream.read(into)?, into.len()))
+}
+
+/// A read that also asks when its first bytes reached the socket: stamps
+/// are turned on for this socket (one `setsockopt`; the worker keeps the
+/// kernel stamping every segment, so what is already queued has its
+/// stamp), then one `recvmsg`.
+pub(super) fn read_stamped(
+    stream: &mut TcpStream,
+    into: &mut [u8],
+) -> io::Result<(Got, Option<SystemTime>)> {
+    let _ = rx_stamps::enable(stream);
+    let mut control = [0u8; rx_stamps::CONTROL_LEN];
+    let (n, stamp) = rx_stamps::recv_stamped(stream, into, &mut control)?;
+    Ok((got(n, into.len()), stamp))
+}
+
+/// `n` bytes read where there was room for `asked`.
+fn got(n: usize, asked: usize) -> Got {
+    match n {
+        0 => Got::Eof,
+        n => Got::Data {
             n,
             short: n < asked,
-        }),
+        },
     }
 }
 

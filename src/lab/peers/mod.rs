@@ -369,17 +369,19 @@ impl Entry {
     }
 }
 
-/// Whether a reuse came after the advertised `Keep-Alive: timeout`, on the
-/// clock of the close: the idle timer's deadline (which `headroom_us` is
-/// taken from) less what the server keeps past its promise. The gap runs
-/// from the loop reading of the turn that wrote the response, earlier
-/// than the timer's start, so judged by the gap a reuse the wire puts just
-/// inside the promise (1999.97 ms against 2000) read as past it.
+/// Whether a reuse came after the advertised `Keep-Alive: timeout`, as
+/// the wire would say: its gap, from when the previous response left to
+/// when the request arrived, is longer. Near the end of the promise both
+/// ends are taken close to the wire (see `Conn::account`): the arrival is
+/// the kernel's receive stamp, not the loop's later reading, and a
+/// response that follows such a request has its end read after its write
+/// (the turn's reading, taken before the write, would start the gap early
+/// and call a reuse at 1999.97 ms on the wire past the promise; the idle
+/// timer's start, taken at the next turn, would start it late).
 fn past_advertised(reuse: &Reuse) -> bool {
-    reuse.advertised_secs.is_some_and(|secs| {
-        let grace_us = reuse.idle_timeout_ms as i64 * 1000 - secs as i64 * 1_000_000;
-        reuse.headroom_us < grace_us
-    })
+    reuse
+        .advertised_secs
+        .is_some_and(|secs| reuse.gap_us > secs.saturating_mul(1_000_000))
 }
 
 /// A slot for `addr`: a multiplicative hash of its bits.

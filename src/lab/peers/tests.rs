@@ -224,31 +224,31 @@ fn ipv6_peers_are_told_apart() {
 }
 
 #[test]
-fn past_the_promise_is_judged_on_the_clock_of_the_close() {
+fn past_the_promise_is_judged_by_the_gap_the_wire_sees() {
     let mut table = table();
-    // The gap reads 2000.3 ms from the turn that wrote the response, but the
-    // idle timer (started after the write) had 30 µs left: inside the promise.
+    // A server that keeps 3 s and promises 2: the gap (from the response's
+    // departure to the request's arrival, as the connection measures them
+    // near the promise) decides, not the headroom the grace leaves.
     let inside = Reuse {
-        gap_us: 2_000_300,
-        headroom_us: 30,
-        idle_timeout_ms: 2000,
-        advertised_secs: Some(2),
-    };
-    table.record(ip(2), 1, &Event::Reused(inside));
-    // A server that keeps 3 s and promises 2: past the promise once less
-    // than the 1 s of grace is left, whatever the gap reads.
-    let past = Reuse {
-        gap_us: 1_999_000,
-        headroom_us: 999_000,
+        gap_us: 2_000_000,
+        headroom_us: 1_000_000,
         idle_timeout_ms: 3000,
         advertised_secs: Some(2),
     };
-    table.record(ip(2), 2, &Event::Reused(past));
-    let kept = Reuse {
-        headroom_us: 1_001_000,
-        ..past
+    table.record(ip(2), 1, &Event::Reused(inside));
+    let past = Reuse {
+        gap_us: 2_000_001,
+        headroom_us: 999_999,
+        ..inside
     };
-    table.record(ip(2), 3, &Event::Reused(kept));
+    table.record(ip(2), 2, &Event::Reused(past));
+    // Nothing advertised, nothing promised: never past.
+    let unadvertised = Reuse {
+        gap_us: 2_900_000,
+        advertised_secs: None,
+        ..inside
+    };
+    table.record(ip(2), 3, &Event::Reused(unadvertised));
     let snapshot = table.snapshot(4);
     let peer = &snapshot.peers[0];
     assert_eq!(peer.stats.reuses_past_advertised, 1);
