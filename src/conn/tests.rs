@@ -398,17 +398,20 @@ fn an_idle_connection_keeps_only_a_small_slab_entry() {
     assert_eq!(std::mem::size_of::<Option<crate::timers::TimerId>>(), 4);
 }
 
-/// Holds the kernel's receive stamping on, and waits (on the kernel: a
-/// datagram to itself comes back stamped) until it is.
+/// Holds the kernel's receive stamping on, and waits until it is: a TCP
+/// segment (UDP would not do: a datagram without a stamp is stamped as it
+/// is read) comes back with its stamp.
 fn stamping_on() -> std::net::UdpSocket {
     let held = rx_stamps::hold_switched_on().expect("a UDP socket on loopback");
-    let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    held.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut sender = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (receiver, _) = listener.accept().unwrap();
+    rx_stamps::enable(&receiver).unwrap();
     let mut control = rx_stamps::control_buffer();
     let started = Instant::now();
     loop {
-        sender.send_to(b"?", held.local_addr().unwrap()).unwrap();
-        let (_, stamp) = rx_stamps::recv_stamped(&held, &mut [0; 1], &mut control).unwrap();
+        sender.write_all(b"?").unwrap();
+        let (_, stamp) = rx_stamps::recv_stamped(&receiver, &mut [0; 1], &mut control).unwrap();
         if stamp.is_some() {
             return held;
         }
@@ -416,6 +419,7 @@ fn stamping_on() -> std::net::UdpSocket {
             started.elapsed() < Duration::from_secs(5),
             "stamping never came on"
         );
+        std::thread::sleep(Duration::from_millis(2));
     }
 }
 
