@@ -2,7 +2,7 @@
 //! a certificate made by the test, spoken to by a rustls client. Keep-alive
 //! works as over plain HTTP (reuse, `Keep-Alive` headers, the access log
 //! saying TLS, GoAccess still reading it), the idle close says `close_notify` before its FIN (and
-//! `close=rst` still resets), a handshake is under the headers deadline
+//! `close=rst` still resets; a response cut short ends without it), a handshake is under the headers deadline
 //! from accept, garbage fails the handshake and is counted, plain HTTP
 //! gets a cleartext 400 (whole, then EOF; a quiet client is let go by
 //! the linger) and is counted, ALPN takes
@@ -187,6 +187,43 @@ fn close_rst_still_resets_over_tls() {
         End::Reset,
         "no close_notify before a reset"
     );
+}
+
+/// An echo whose body turns out bad after it began ends unfinished (no
+/// last chunk), and its close must not say `close_notify`: that would
+/// call the cut an orderly end. The FIN comes alone, as nginx skips
+/// `SSL_shutdown` after an error.
+#[test]
+fn a_response_cut_short_ends_without_close_notify() {
+    let cert = TestCert::new();
+    let server = cert.serve(|_| {});
+    let mut client = cert.connect(server.addr);
+    let mut request = b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+    for _ in 0..20 {
+        request.extend_from_slice(b"400\r\n");
+        request.resize(request.len() + 0x400, b'q');
+        request.extend_from_slice(b"\r\n");
+    }
+    request.extend_from_slice(b"zz\r\n");
+    client.send(&request);
+    let mut received = Vec::new();
+    let mut chunk = [0u8; 16 * 1024];
+    let end = loop {
+        match client.stream.read(&mut chunk) {
+            Ok(0) => break End::CloseNotify,
+            Ok(n) => received.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break End::Fin,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break End::Reset,
+            Err(e) => panic!("reading the echo: {e}"),
+        }
+    };
+    let text = String::from_utf8_lossy(&received);
+    assert!(text.starts_with("HTTP/1.1 200 OK"), "{text:.200}");
+    assert!(
+        !text.ends_with("0\r\n\r\n"),
+        "the echo must not end properly"
+    );
+    assert_eq!(end, End::Fin, "a cut response ends without close_notify");
 }
 
 #[test]

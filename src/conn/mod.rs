@@ -398,7 +398,7 @@ impl Conn {
                 // request arriving in between is lost, so the observer
                 // hears of the close after it.
                 self.transport.stamp_arrivals();
-                if !self.transport.shut_write() {
+                if !self.transport.shut_write(self.ending()) {
                     return Flow::Close(CloseCause::KeepAliveTimeout);
                 }
                 // The FIN's send time, on the kernel stamps' clock: the
@@ -427,6 +427,15 @@ impl Conn {
         Flow::Close(CloseCause::Shutdown)
     }
 
+    /// Whether its output ends whole, for the close (see
+    /// [`Session::output_whole`]).
+    fn ending(&self) -> Ending {
+        match self.session.output_whole(self.buffers.as_deref()) {
+            true => Ending::Whole,
+            false => Ending::Cut,
+        }
+    }
+
     /// The connection is closed for `cause` and about to be dropped: it
     /// enters `Closed` (see [`Conn::enter`]).
     pub fn release(&mut self, cause: CloseCause, ctx: &mut Ctx<'_>) {
@@ -436,7 +445,7 @@ impl Conn {
     /// Gives back the connection's timers and buffers, closed for `cause`
     /// (its transport closes first: the FIN follows as the stream drops).
     fn free(&mut self, cause: CloseCause, ctx: &mut Ctx<'_>) {
-        self.transport.close(cause, ctx);
+        self.transport.close(cause, self.ending(), ctx);
         if let Some(id) = self.activity.take() {
             ctx.timers.unenroll(id);
         }
@@ -497,7 +506,8 @@ impl Conn {
                 // An error response may interrupt a body still arriving:
                 // send FIN now and drain, so the client reads the response
                 // rather than a reset.
-                if !closes_when_flushed(&self.session) && !self.transport.shut_write() {
+                if !closes_when_flushed(&self.session) && !self.transport.shut_write(self.ending())
+                {
                     return Flow::Close(cause);
                 }
             } else if self.peer_closed && !self.session.is_delayed(self.buffers.as_deref()) {
@@ -537,7 +547,7 @@ impl Conn {
     fn settle(&mut self, ctx: &mut Ctx<'_>) -> Flow {
         match self.session.closing() {
             Some(cause) if self.closes_at_once(ctx) => return Flow::Close(cause),
-            Some(cause) if !self.transport.shut_write() => return Flow::Close(cause),
+            Some(cause) if !self.transport.shut_write(self.ending()) => return Flow::Close(cause),
             Some(_) | None => {}
         }
         if self.session.is_idle(self.buffers.as_deref()) {
@@ -554,7 +564,7 @@ impl Conn {
                 // after the close cannot turn it into a reset that cuts the
                 // response still in flight.
                 self.session.stop_persisting(CloseCause::Shutdown);
-                if !self.transport.shut_write() {
+                if !self.transport.shut_write(self.ending()) {
                     return Flow::Close(CloseCause::Shutdown);
                 }
             }
@@ -600,8 +610,8 @@ mod watch;
 use socket::{ReadOutcome, Registered};
 pub use state::{Activity, Drain, State};
 use timers::Purpose;
-use transport::Flushed;
 pub use transport::Transport;
+use transport::{Ending, Flushed};
 use watch::FinWatch;
 pub use watch::IDLE_WATCH_MS;
 

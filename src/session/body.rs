@@ -11,7 +11,6 @@ use crate::http::response::{BodyLength, CHUNK_FRAMING, LAST_CHUNK, push_chunk};
 use crate::http::{BodyDecoder, RequestError};
 use crate::in_flight::{BodyTarget, Echo, InFlight};
 use crate::pool::Buffers;
-use crate::stats::CloseCause;
 
 impl Session {
     /// Feeds buffered input to the body in progress, as far as its target
@@ -173,6 +172,6 @@ impl Session {
         );
         self.log_stream(buffers, ctx);
         buffers.input.clear();
-        self.close_for(CloseCause::BadRequest, buffers);
+        self.cut(buffers);
     }
 }

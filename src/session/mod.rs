@@ -56,6 +56,10 @@ enum Stage {
     Serving,
     /// The last response is queued; the connection only drains input now.
     Closing { cause: CloseCause },
+    /// As `Closing` for a bad request, after a response was cut short (see
+    /// [`Session::output_whole`]). A variant of its own, not a flag: the
+    /// stage stays one byte.
+    Cut,
 }
 
 /// Where the HTTP exchange stands, condensed for the connection's state
@@ -172,6 +176,7 @@ impl Session {
     pub fn closing(&self) -> Option<CloseCause> {
         match self.stage {
             Stage::Closing { cause } => Some(cause),
+            Stage::Cut => Some(CloseCause::BadRequest),
             _ => None,
         }
     }
@@ -241,6 +246,15 @@ impl Session {
         )
     }
 
+    /// Whether the output, as far as it goes, ends where HTTP framing says
+    /// it does: no response is begun and unfinished, or was left so. Over
+    /// TLS only such an end is said with `close_notify`; a cut one ends
+    /// without it, as nginx skips `SSL_shutdown` after an error, so the
+    /// client can tell a truncation from an end.
+    pub fn output_whole(&self, buffers: Option<&Buffers>) -> bool {
+        self.stage != Stage::Cut && !self.response_begun(buffers)
+    }
+
     /// Between requests with nothing buffered: the buffers can go back.
     pub fn is_idle(&self, buffers: Option<&Buffers>) -> bool {
         self.stage == Stage::Serving && buffers.is_none_or(Buffers::is_drained)
@@ -263,7 +277,7 @@ impl Session {
             (_, Some(InFlight::Delayed { .. })) => Phase::Delayed,
             (_, Some(InFlight::Sending { .. })) => Phase::Writing,
             _ if writing => Phase::Writing,
-            (Stage::Closing { .. }, _) => Phase::Closing,
+            (Stage::Closing { .. } | Stage::Cut, _) => Phase::Closing,
             (_, Some(InFlight::Body { .. })) => Phase::Body,
             _ if buffers.is_some_and(|b| !b.input.is_empty()) => Phase::Head,
             _ if !self.received_any => Phase::Fresh,
@@ -506,6 +520,14 @@ impl Session {
     fn close_for(&mut self, cause: CloseCause, buffers: &mut Buffers) {
         buffers.in_flight = None;
         self.stage = Stage::Closing { cause };
+    }
+
+    /// The response being sent is cut short: the connection drains its
+    /// input and closes as for a bad request, without saying the output
+    /// ended whole.
+    fn cut(&mut self, buffers: &mut Buffers) {
+        buffers.in_flight = None;
+        self.stage = Stage::Cut;
     }
 }
 

@@ -67,6 +67,17 @@ pub(super) enum Flushed {
     Yielded,
 }
 
+/// How a connection's output ends, for its close to say so or not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Ending {
+    /// Every response ends where its framing says: a graceful close says
+    /// it is one (`close_notify` over TLS).
+    Whole,
+    /// A response was cut short: the close must not look orderly (no
+    /// `close_notify`), so the client can tell the truncation.
+    Cut,
+}
+
 /// What a flush sends: the output queued in `buffers` (none: only what
 /// the transport itself owes), and a generated body behind it.
 pub(super) struct Outgoing<'a> {
@@ -243,20 +254,22 @@ impl Transport {
     }
 
     /// Shuts the write side once, after saying the close (`close_notify`
-    /// over TLS); false if the socket is already gone.
-    pub(super) fn shut_write(&mut self) -> bool {
+    /// over TLS) if the output `ending` is whole; false if the socket is
+    /// already gone.
+    pub(super) fn shut_write(&mut self, ending: Ending) -> bool {
         if !self.write_shut {
             self.write_shut = true;
-            self.say_close();
+            self.say_close(ending);
             return self.stream.shutdown(Shutdown::Write).is_ok();
         }
         true
     }
 
     /// Before a graceful close's FIN: an orderly end the peer can tell
-    /// from a truncation (`close_notify` over TLS; plain: the FIN says it).
-    pub(super) fn say_close(&mut self) {
-        if let Some(tls) = self.tls.as_deref_mut() {
+    /// from a truncation (`close_notify` over TLS; plain: the FIN says it),
+    /// said only when the output is [`Ending::Whole`].
+    fn say_close(&mut self, ending: Ending) {
+        if let (Some(tls), Ending::Whole) = (self.tls.as_deref_mut(), ending) {
             tls.close_notify(&self.stream);
         }
     }
@@ -281,8 +294,9 @@ impl Transport {
     /// The connection closes for `cause`. A handshake still in progress
     /// fails: by its deadline, or closed (the peer's own close or reset
     /// was counted where it was seen, by the read or [`Self::peer_reset`]).
-    /// A close that is not a reset is said first (`close_notify`).
-    pub(super) fn close(&mut self, cause: CloseCause, ctx: &Ctx<'_>) {
+    /// A close that is not a reset is said first (`close_notify`), when
+    /// the output `ending` is whole.
+    pub(super) fn close(&mut self, cause: CloseCause, ending: Ending, ctx: &Ctx<'_>) {
         if let Some(tls) = self.tls.as_deref_mut() {
             match cause {
                 CloseCause::Client | CloseCause::Reset => {}
@@ -291,7 +305,7 @@ impl Transport {
             }
         }
         if cause != CloseCause::Reset {
-            self.say_close();
+            self.say_close(ending);
         }
     }
 
