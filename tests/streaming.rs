@@ -14,7 +14,7 @@ use std::net::TcpStream;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use support::client::{Client, find, post};
+use support::client::{Client, find, post, post_turning_bad};
 use support::procfs::vm_rss_kib;
 use support::server::start;
 use support::{HELLO, ms, serial};
@@ -190,15 +190,8 @@ fn a_long_chunked_body_is_echoed_chunked() {
 #[test]
 fn a_body_refused_after_its_echo_began_leaves_the_response_unfinished() {
     let server = start(|_| {});
-    let mut request = b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
-    for _ in 0..20 {
-        request.extend_from_slice(b"400\r\n");
-        request.resize(request.len() + 0x400, b'q');
-        request.extend_from_slice(b"\r\n");
-    }
-    request.extend_from_slice(b"zz\r\n");
     let mut client = Client::connect(server.addr);
-    client.send(&request);
+    client.send(&post_turning_bad());
     let (received, _) = read_all(&mut client.stream, Duration::ZERO, 0);
     let head_end = find(&received, b"\r\n\r\n").expect("a response head") + 4;
     let head = String::from_utf8_lossy(&received[..head_end]);

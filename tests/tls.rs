@@ -19,6 +19,7 @@ use keepalive_server::config::AccessLogTarget;
 use keepalive_server::stats::CloseCause;
 use keepalive_server::tls::{HandshakeFailure, TlsVersion};
 use support::binary::{Running, command, run_to_exit};
+use support::client::post_turning_bad;
 use support::files::{TempDir, TempFile};
 use support::server::TestServer;
 use support::tls::{End, TestCert};
@@ -198,14 +199,7 @@ fn a_response_cut_short_ends_without_close_notify() {
     let cert = TestCert::new();
     let server = cert.serve(|_| {});
     let mut client = cert.connect(server.addr);
-    let mut request = b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
-    for _ in 0..20 {
-        request.extend_from_slice(b"400\r\n");
-        request.resize(request.len() + 0x400, b'q');
-        request.extend_from_slice(b"\r\n");
-    }
-    request.extend_from_slice(b"zz\r\n");
-    client.send(&request);
+    client.send(&post_turning_bad());
     let mut received = Vec::new();
     let mut chunk = [0u8; 16 * 1024];
     let end = loop {

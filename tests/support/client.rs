@@ -326,6 +326,19 @@ pub fn post(body_len: usize, fill: u8, extra: &str) -> Vec<u8> {
     request
 }
 
+/// A chunked POST to `/` whose body turns bad after 20 good 1 KiB
+/// chunks: by then its echo has begun, so it can only end unfinished.
+pub fn post_turning_bad() -> Vec<u8> {
+    let mut request = b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+    for _ in 0..20 {
+        request.extend_from_slice(b"400\r\n");
+        request.resize(request.len() + 0x400, b'q');
+        request.extend_from_slice(b"\r\n");
+    }
+    request.extend_from_slice(b"zz\r\n");
+    request
+}
+
 /// Asserts an error response: `status`, `Connection: close`, no
 /// `Keep-Alive`, then the server closes the connection.
 #[track_caller]
