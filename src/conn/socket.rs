@@ -138,11 +138,11 @@ impl Conn {
     /// the write itself, which on loopback delivers the segment to the
     /// peer and wakes it.
     pub(super) fn note_departure(&self, ctx: &mut Ctx<'_>) {
-        let output = self
-            .buffers
-            .as_deref()
-            .is_some_and(|b| b.output.pending() > 0);
-        if ctx.arrived.is_some() && output {
+        let output = || {
+            let buffers = self.buffers.as_deref();
+            buffers.is_some_and(|b| b.output.pending() > 0)
+        };
+        if ctx.arrived.is_some() && output() {
             ctx.departed = Some(ctx.clock.now());
         }
     }
