@@ -29,7 +29,9 @@
 //! `close=rst` control; `after=silent|rst` closes right behind a response.
 //! Timer policy lives in [`timers`]; every socket call goes through the
 //! connection's [`Transport`] (plain or TLS, chosen at accept), which
-//! [`socket`] drives for reads, flushes and registration.
+//! [`socket`] drives for reads, flushes and registration; what the
+//! connection tells of its idle gaps (a reuse, judged near the end of the
+//! promise on kernel stamps) is [`reuse`]'s.
 //!
 //! Timers are not touched while bytes move. A connection only records that
 //! something happened; once per loop turn the worker calls
@@ -44,9 +46,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::SystemTime;
 
 use crate::app::controls::IdleClose;
-use crate::config::Settings;
 use crate::ctx::{ConnLabel, Ctx, Slot};
-use crate::observe::{Event, Reuse};
 use crate::pool::Buffers;
 use crate::readiness::{interrupted, would_block};
 use crate::session::Session;
@@ -230,88 +230,6 @@ impl Conn {
             _ => self.drive(ctx),
         };
         self.follow(flow, ctx)
-    }
-
-    /// This connection's real idle timeout in ms (the application may set
-    /// one of its own, see `app::KeepTerms`).
-    pub fn idle_timeout_ms(&self, settings: &Settings) -> u64 {
-        self.session.kept_on().keep_alive_ms(settings)
-    }
-
-    /// How long it is kept idle past what its responses advertise, µs
-    /// (none when they advertise nothing).
-    pub fn grace_us(&self, settings: &Settings) -> Micros {
-        let kept = self.idle_timeout_ms(settings).saturating_mul(1000);
-        let promised = self
-            .advertised_secs(settings)
-            .map(|secs| secs.saturating_mul(1_000_000));
-        promised.map_or(0, |promised| kept.saturating_sub(promised))
-    }
-
-    /// What its responses advertise as `Keep-Alive: timeout=`, in seconds.
-    pub fn advertised_secs(&self, settings: &Settings) -> Option<u64> {
-        self.session.kept_on().advertised_secs(settings)
-    }
-
-    /// After an event (or before a close, `closing`): the stamps count
-    /// what finished, and the observer hears of responses done and of a
-    /// request that reused the connection.
-    ///
-    /// A request that came near the end of the keep-alive promise (its
-    /// read took the kernel's stamp, [`Ctx::arrived`]) is likely followed
-    /// by another such: its response's end is stamped with the fresh clock
-    /// reading taken as its last write began ([`Ctx::departed`]) rather
-    /// than the turn's, taken before the request was even read, so that
-    /// the next reuse's gap runs from when the response left, as on the
-    /// wire. Other responses cost no clock read.
-    pub fn account(&mut self, closing: bool, ctx: &mut Ctx<'_>) {
-        let progress = self.progress();
-        let now = ctx.departed.map_or(ctx.now, |at| at.max(ctx.now));
-        let seen = match closing {
-            false => self.stamps.observe(progress, now, ctx.stats),
-            true => self.stamps.closed(progress, now, ctx.stats),
-        };
-        if let Some(gap_us) = seen.reuse_gap_us {
-            let reuse = self.reuse(gap_us, now, ctx);
-            ctx.observe(Event::Reused(reuse));
-        }
-        if seen.finished > 0 {
-            ctx.observe(Event::ResponsesDone(seen.finished));
-        }
-    }
-
-    /// A request began on this connection, idle for `gap_us` since its
-    /// last response as of loop time `seen`: the reuse as the observer
-    /// hears it, with what was left before the idle deadline (the
-    /// keep-alive timer's own, while it is still armed) when the request
-    /// arrived. Near the end of the promise the read took the kernel's
-    /// receive stamp ([`Ctx::arrived`]): a request the loop read after the
-    /// deadline may have come before it, and is then judged by when it
-    /// came; its gap, too, ends when it came.
-    fn reuse(&self, gap_us: Micros, seen: Micros, ctx: &Ctx<'_>) -> Reuse {
-        let (now, settings) = (ctx.now, ctx.settings);
-        let idle_timeout_ms = self.idle_timeout_ms(settings);
-        let deadline = match (self.activity, self.activity_purpose) {
-            (Some(id), Purpose::KeepAlive) => Some(ctx.timers.deadline(id)),
-            _ => None,
-        };
-        let arrived = ctx.arrived.unwrap_or(now);
-        let gap_us = gap_us.saturating_sub(seen.saturating_sub(arrived));
-        let headroom_us = match deadline {
-            Some(deadline) => signed(deadline) - signed(arrived),
-            None => signed(idle_timeout_ms.saturating_mul(1000)) - signed(gap_us),
-        };
-        if let Some(deadline) = deadline.filter(|&deadline| deadline < now) {
-            // The request cancels a timer that was already due: the loop
-            // was late for it, as it would be had the timer fired now.
-            ctx.stats.timer_overdue(now - deadline);
-        }
-        Reuse {
-            gap_us,
-            headroom_us,
-            idle_timeout_ms,
-            advertised_secs: self.advertised_secs(settings),
-        }
     }
 
     /// One of this connection's timers fired (and is gone from the lists).
@@ -595,12 +513,7 @@ fn closes_when_flushed(session: &Session) -> bool {
     )
 }
 
-/// A loop time or span as a signed count, for differences that may be
-/// negative.
-fn signed(us: Micros) -> i64 {
-    i64::try_from(us).unwrap_or(i64::MAX)
-}
-
+mod reuse;
 mod socket;
 mod state;
 mod timers;

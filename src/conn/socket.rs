@@ -7,17 +7,11 @@ use std::io;
 
 use mio::{Interest, Registry, Token};
 
+use super::Conn;
 use super::transport::{Flushed, Got, Outgoing};
-use super::{Conn, Purpose, State};
 use crate::app::filler::FillerFile;
 use crate::ctx::Ctx;
 use crate::session::Session;
-use crate::timers::Micros;
-
-/// How close to the end of its keep-alive promise an idle connection
-/// reads with the kernel's receive stamp: wider than the loop is ever late to a
-/// readable socket, short enough that few reuses pay for the stamp.
-pub(super) const STAMP_ARRIVAL_WITHIN_US: Micros = 100_000;
 
 /// Outcome of one read.
 pub(super) enum ReadOutcome {
@@ -109,42 +103,6 @@ impl Conn {
             buffers.input.filled(n);
         }
         Ok(ReadOutcome::Got { short })
-    }
-
-    /// An idle connection within [`STAMP_ARRIVAL_WITHIN_US`] of the end of
-    /// its promise (the advertised `Keep-Alive: timeout`, before the grace
-    /// kept past it), or beyond: whether the request that reuses it came
-    /// inside the promise, or before the deadline, is a matter of
-    /// microseconds, and the loop may read it a while after it came, so
-    /// this read asks the kernel when it arrived (see `Conn::reuse`). Any
-    /// other read is a plain one: the stamp costs a `setsockopt` and a
-    /// `recvmsg`.
-    fn stamps_arrival(&self, ctx: &Ctx<'_>) -> bool {
-        match (self.state, self.activity, self.activity_purpose) {
-            (State::Idle, Some(id), Purpose::KeepAlive) => {
-                let promise = ctx
-                    .timers
-                    .deadline(id)
-                    .saturating_sub(self.grace_us(ctx.settings));
-                promise <= ctx.now.saturating_add(STAMP_ARRIVAL_WITHIN_US)
-            }
-            _ => false,
-        }
-    }
-
-    /// Before a write on a connection whose request came near the end of
-    /// its promise: when the response leaves, by a fresh clock reading
-    /// (see `Conn::account`). A reading after the write would be late by
-    /// the write itself, which on loopback delivers the segment to the
-    /// peer and wakes it.
-    pub(super) fn note_departure(&self, ctx: &mut Ctx<'_>) {
-        let output = || {
-            let buffers = self.buffers.as_deref();
-            buffers.is_some_and(|b| b.output.pending() > 0)
-        };
-        if ctx.arrived.is_some() && output() {
-            ctx.departed = Some(ctx.clock.now());
-        }
     }
 
     /// Sends queued output (and a generated body behind it) until it is

@@ -14,10 +14,10 @@ use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 
 use super::*;
-use crate::config::Config;
+use crate::config::{Config, Settings};
 use crate::ctx::{Lending, Resources, TimerEvent};
 use crate::measure::rx_stamps;
-use crate::observe::Observer;
+use crate::observe::{Event, Observer};
 use crate::stats::Stats;
 use crate::timers::Micros;
 
@@ -482,7 +482,7 @@ fn a_reuse_well_inside_the_promise_is_judged_by_the_loop_reading() {
     send(&mut client, &conn, GET);
     let grace = conn.grace_us(&worker.settings) as i64;
     assert!(grace > 0, "the default keeps a second past the promise");
-    let left = grace + socket::STAMP_ARRIVAL_WITHIN_US as i64 + 1;
+    let left = grace + reuse::STAMP_ARRIVAL_WITHIN_US as i64 + 1;
     {
         let mut ctx = worker.ctx_at((deadline - left) as Micros);
         assert_eq!(conn.on_ready(Readiness::default(), &mut ctx), Flow::Open);
