@@ -423,6 +423,15 @@ fn stamping_on() -> std::net::UdpSocket {
     }
 }
 
+/// A connection answered once at loop time 0 and idle since, its timers
+/// synced: the client, the connection and its keep-alive deadline.
+fn idle_after_one_answer(worker: &mut Worker) -> (std::net::TcpStream, Conn, i64) {
+    let (client, mut conn) = answered_once(worker);
+    conn.sync_timers(0, &mut worker.resources.timers, 0, &worker.settings);
+    let deadline = (worker.settings.keep_alive_ms * 1000) as i64;
+    (client, conn, deadline)
+}
+
 /// The reuse event the connection reported.
 fn heard_reuse(worker: &Worker) -> &str {
     let reuse = worker.heard.0.iter().find(|e| e.starts_with("Reused"));
@@ -446,9 +455,7 @@ fn a_request_that_cancels_an_overdue_idle_timer_counts_its_lateness() {
     // headroom, which the loop's late reading alone would call -5 s.
     let _stamping = stamping_on();
     let mut worker = Worker::new();
-    let (mut client, mut conn) = answered_once(&mut worker);
-    conn.sync_timers(0, &mut worker.resources.timers, 0, &worker.settings);
-    let deadline = (worker.settings.keep_alive_ms * 1000) as i64;
+    let (mut client, mut conn, deadline) = idle_after_one_answer(&mut worker);
     let sent_at = worker.resources.clock.now() as i64;
     send(&mut client, &conn, GET);
     let late = 5_000_000;
@@ -476,9 +483,7 @@ fn a_reuse_well_inside_the_promise_is_judged_by_the_loop_reading() {
     // asked for: the turn's reading is the arrival.
     let _stamping = stamping_on();
     let mut worker = Worker::new();
-    let (mut client, mut conn) = answered_once(&mut worker);
-    conn.sync_timers(0, &mut worker.resources.timers, 0, &worker.settings);
-    let deadline = (worker.settings.keep_alive_ms * 1000) as i64;
+    let (mut client, mut conn, deadline) = idle_after_one_answer(&mut worker);
     send(&mut client, &conn, GET);
     let grace = conn.grace_us(&worker.settings) as i64;
     assert!(grace > 0, "the default keeps a second past the promise");

@@ -117,6 +117,9 @@ pub struct Transport {
     /// TCP_NODELAY is on (set lazily, see [`Transport::disable_nagle`]).
     nodelay: bool,
     write_shut: bool,
+    /// SO_TIMESTAMPNS is on: the kernel's receive stamps come with reads
+    /// (set once, see [`Transport::stamp_arrivals`]).
+    stamping: bool,
 }
 
 impl Transport {
@@ -127,6 +130,7 @@ impl Transport {
             tls: None,
             nodelay: false,
             write_shut: false,
+            stamping: false,
         }
     }
 
@@ -202,6 +206,7 @@ impl Transport {
         into: &mut [u8],
         ctx: &Ctx<'_>,
     ) -> io::Result<(Got, Option<SystemTime>)> {
+        self.stamp_arrivals();
         match self.tls.as_deref_mut() {
             None => plain::read_stamped(&mut self.stream, into),
             Some(tls) => Ok((tls::read(tls, &mut self.stream, into, ctx)?, None)),
@@ -234,12 +239,13 @@ impl Transport {
     }
 
     /// As the watch begins: asks the kernel to stamp what arrives from
-    /// now on (SO_TIMESTAMPNS, one `setsockopt` per idle close, never on
-    /// a connection still serving), so a late request's arrival is known
-    /// to the microsecond whenever the loop gets to it.
-    pub(super) fn stamp_arrivals(&self) {
-        if self.tls.is_none() {
-            let _ = rx_stamps::enable(&self.stream);
+    /// now on (SO_TIMESTAMPNS: one `setsockopt`, the first time a
+    /// connection reads near the end of its promise or closes idle), so a
+    /// request's arrival is known to the microsecond whenever the loop
+    /// gets to it.
+    pub(super) fn stamp_arrivals(&mut self) {
+        if self.tls.is_none() && !self.stamping {
+            self.stamping = rx_stamps::enable(&self.stream).is_ok();
         }
     }
 

@@ -21,15 +21,13 @@ pub(super) fn read(stream: &mut TcpStream, into: &mut [u8]) -> io::Result<Got> {
     Ok(got(stream.read(into)?, into.len()))
 }
 
-/// A read that also asks when its first bytes reached the socket: stamps
-/// are turned on for this socket (one `setsockopt`; the worker keeps the
-/// kernel stamping every segment, so what is already queued has its
-/// stamp), then one `recvmsg`.
+/// A read that also asks when its first bytes reached the socket: one
+/// `recvmsg` on a socket whose stamps are on (the worker keeps the kernel
+/// stamping every segment, so what was queued before has its stamp too).
 pub(super) fn read_stamped(
     stream: &mut TcpStream,
     into: &mut [u8],
 ) -> io::Result<(Got, Option<SystemTime>)> {
-    let _ = rx_stamps::enable(stream);
     let mut control = [0u8; rx_stamps::CONTROL_LEN];
     let (n, stamp) = rx_stamps::recv_stamped(stream, into, &mut control)?;
     Ok((got(n, into.len()), stamp))
