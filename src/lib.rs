@@ -24,7 +24,7 @@
 //! Beside it:
 //! - [`observe`]: the events the serving path reports (accepted, reused
 //!   after an idle gap, responses done, an idle end, after the idle FIN);
-//!   [`lab`]: the keep-alive lab that learns from them (peers, verdicts,
+//!   [`peer_observer`]: what learns from them (peers, verdicts,
 //!   its metrics); [`advice`]: the one advice model turning what is known
 //!   of a server's idle close into a safe pool idle timeout, for `/peers`
 //!   and the probe alike.
@@ -40,7 +40,7 @@
 //!   keep-alive behaviour; [`measure`]: its timed client connections and
 //!   receive stamps, shared with tools/kas-soak.
 //! - [`guard`]: `keepalive-server lab -- COMMAND`, the race guard for CI:
-//!   runs a test suite against the lab and fails it when a client would
+//!   runs a test suite against a server it starts and fails it when a client would
 //!   race the server at the idle boundary.
 
 pub mod access_log;
@@ -54,10 +54,10 @@ pub mod guard;
 pub mod http;
 pub mod in_flight;
 pub mod introspect;
-pub mod lab;
 pub mod logging;
 pub mod measure;
 pub mod observe;
+pub mod peer_observer;
 pub mod pool;
 pub mod probe;
 pub mod readiness;

@@ -9,9 +9,9 @@
 //! this interface: a connection reports through the [`Observer`] its
 //! context lends it, and the worker holds its observer by a trait
 //! (`introspect::WorkerObserver`), never by type. What is learned from
-//! the events (the keep-alive lab's peer table, histograms, verdicts and
-//! its metrics, `lab::LabStats`) lives behind it, in `lab`, which the
-//! server hands each worker; a server without the lab would hand
+//! the events (the peer table, histograms, verdicts and their metrics,
+//! `peer_observer::ObserverStats`) lives behind it, in `peer_observer`,
+//! which the server hands each worker; a server without it would hand
 //! [`Ignore`].
 //!
 //! Times are loop-clock microseconds ([`Micros`]): `now` is the reading

@@ -9,8 +9,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 
 use crate::introspect::{AGE_SAMPLE, ConnCounts, KindCount, ListView, REST_BUCKETS, Snapshot};
-use crate::lab::peers::PeersSnapshot;
-use crate::lab::report::{PeersReport, ServerIdle};
+use crate::peer_observer::peers::PeersSnapshot;
+use crate::peer_observer::report::{PeersReport, ServerIdle};
 use crate::shared::Remote;
 use crate::stats::{CloseCause, HistogramData, TIMER_LATENESS_US, TimerKind};
 

@@ -5,10 +5,10 @@
 mod snapshot;
 
 use crate::config::Settings;
-use crate::lab::Lab;
-use crate::lab::clients::AgentPeers;
-use crate::lab::peers::PeersSnapshot;
 use crate::observe::{Ignore, Observer};
+use crate::peer_observer::PeerObserver;
+use crate::peer_observer::clients::AgentPeers;
+use crate::peer_observer::peers::PeersSnapshot;
 use crate::timers::Micros;
 
 pub use snapshot::{
@@ -30,7 +30,7 @@ pub trait WorkerObserver: Observer + Send {
     }
 }
 
-impl WorkerObserver for Lab {
+impl WorkerObserver for PeerObserver {
     fn reload(&mut self, settings: &Settings) {
         self.set_window(settings.peers_window_us);
     }

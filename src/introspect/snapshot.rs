@@ -8,8 +8,8 @@
 
 use serde::Serialize;
 
-use crate::lab::clients::AgentPeers;
-use crate::lab::peers::PeersSnapshot;
+use crate::peer_observer::clients::AgentPeers;
+use crate::peer_observer::peers::PeersSnapshot;
 
 use crate::config::Settings;
 use crate::stats::TimerKind;
@@ -108,8 +108,8 @@ pub struct Snapshot {
     pub lists: Vec<ListView>,
     /// What building this snapshot cost the worker, in µs.
     pub cost_us: u64,
-    /// What each client address did at the idle boundary (the keep-alive
-    /// lab); shown merged, as `peers` in the view and as `/peers`.
+    /// What each client address did at the idle boundary (the peer
+    /// observer's); shown merged, as `peers` in the view and as `/peers`.
     #[serde(skip)]
     pub peers: PeersSnapshot,
     /// The same by address and User-Agent, for the race guard (empty

@@ -1,5 +1,5 @@
 //! Counting, with nothing of the project imported: the leaf every module
-//! that keeps figures builds on (`stats`, `tls`, `lab`), so none of them
+//! that keeps figures builds on (`stats`, `tls`, `peer_observer`), so none of them
 //! has to import another to count.
 //!
 //! - [`Counter`], [`Histogram`] (`counter`): one writer (the worker that

@@ -105,7 +105,7 @@ pub struct Worker {
     /// Memory freed by the buffer pool, to hand back to the system.
     memory: MemoryReturn,
     /// The observer that hears what happens at the idle boundary (the
-    /// keep-alive lab, in a server), known only by its trait.
+    /// peer observer, in a server), known only by its trait.
     observer: Box<dyn WorkerObserver>,
     /// Holds the kernel's receive stamping switched on (see
     /// `measure::rx_stamps::hold_switched_on`): a late request that

@@ -1,4 +1,4 @@
-//! The keep-alive lab's counters and histograms (see `lab`): who closed an
+//! The peer observer's counters and histograms (see `peer_observer`): who closed an
 //! idle connection first and at what age, how much of the server's idle
 //! timeout was left when a connection was reused, and what the peer did
 //! after the server's idle FIN. Written by the worker, like every `Stats`.
@@ -76,9 +76,9 @@ pub static AFTER_FIN_US: [u64; 13] = [
     1_000_000,
 ];
 
-/// One worker's lab figures.
+/// One worker's peer observer figures.
 #[derive(Debug)]
-pub struct LabStats {
+pub struct ObserverStats {
     /// Idle close ages, by who closed (`Closer` as index).
     idle_close_age: [Histogram; 2],
     pub reuse_gap: Histogram,
@@ -90,9 +90,9 @@ pub struct LabStats {
     pub peer_close_delay: Histogram,
 }
 
-impl Default for LabStats {
+impl Default for ObserverStats {
     fn default() -> Self {
-        LabStats {
+        ObserverStats {
             idle_close_age: [
                 Histogram::new(&IDLE_CLOSE_AGE_US),
                 Histogram::new(&IDLE_CLOSE_AGE_US),
@@ -107,7 +107,7 @@ impl Default for LabStats {
     }
 }
 
-impl LabStats {
+impl ObserverStats {
     pub fn idle_close_age(&self, closer: Closer) -> &Histogram {
         &self.idle_close_age[closer as usize]
     }

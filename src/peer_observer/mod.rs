@@ -1,13 +1,13 @@
-//! The keep-alive lab: what the server learns about the other side of its
+//! The peer observer: what the server learns about the other side of its
 //! connections at the idle boundary. It is the serving path's observer
-//! ([`Lab`], one per worker): it hears the events of `observe` and keeps
-//! what they tell.
+//! ([`PeerObserver`], one per worker): it hears the events of `observe`
+//! and keeps what they tell.
 //!
 //! - [`peers`]: per worker, what each client address did: who closed idle
 //!   connections first and at what age, how close reuses came to the
 //!   server's deadline, requests that lost the race.
 //! - [`report`]: the `/peers` document: estimates, a verdict and advice.
-//! - [`stats`]: the lab's counters and histograms behind `/metrics`.
+//! - [`stats`]: the observer's counters and histograms behind `/metrics`.
 //! - [`histogram`]: the compact per-peer histogram behind the quantiles
 //!   (`tally`'s, named here for the peer table).
 //! - [`clients`]: for the race guard only, clients told apart by address
@@ -15,7 +15,7 @@
 //!
 //! The controls a test uses to choose how the server behaves at the idle
 //! boundary (`ka=`, `close=`, ...) are the application's (`app::controls`):
-//! the lab only watches what follows.
+//! the observer only watches what follows.
 //!
 //! Everything here is pure: times are loop-clock microseconds passed in,
 //! so the logic is tested without sockets or a clock.
@@ -29,7 +29,7 @@ pub mod stats;
 use std::net::IpAddr;
 use std::sync::Arc;
 
-pub use stats::LabStats;
+pub use stats::ObserverStats;
 
 use crate::observe::{AfterFin, Event, Observer};
 use crate::timers::Micros;
@@ -40,28 +40,28 @@ use peers::{PeerTable, PeersSnapshot};
 /// a near miss.
 pub const NEAR_MISS_US: u64 = 100_000;
 
-/// One worker's lab: its peer table, and the lab's counters it shares
+/// One worker's peer observer: its peer table, and the counters it shares
 /// with the admin view.
 #[derive(Debug)]
-pub struct Lab {
+pub struct PeerObserver {
     peers: PeerTable,
-    stats: Arc<LabStats>,
+    stats: Arc<ObserverStats>,
     /// The same events by address and User-Agent, when asked for.
     clients: Option<ClientTables>,
 }
 
-impl Lab {
-    /// A lab writing its counters to `stats` (the worker's, which
+impl PeerObserver {
+    /// An observer writing its counters to `stats` (the worker's, which
     /// `/metrics` reads), whose peers' recent figures span `window` µs.
-    pub fn new(stats: Arc<LabStats>, window: Micros) -> Self {
-        Lab {
+    pub fn new(stats: Arc<ObserverStats>, window: Micros) -> Self {
+        PeerObserver {
             peers: PeerTable::new(window),
             stats,
             clients: None,
         }
     }
 
-    /// This lab, also telling clients apart by User-Agent when `on` (see
+    /// This observer, also telling clients apart by User-Agent when `on` (see
     /// [`clients`]).
     pub fn telling_agents_apart(mut self, on: bool) -> Self {
         self.clients = on.then(|| ClientTables::new(self.peers.window()));
@@ -77,7 +77,7 @@ impl Lab {
     }
 
     /// Each User-Agent's peers at loop time `now` (none unless asked for
-    /// with [`Lab::telling_agents_apart`]).
+    /// with [`PeerObserver::telling_agents_apart`]).
     pub fn clients_snapshot(&self, now: Micros) -> Vec<AgentPeers> {
         self.clients
             .as_ref()
@@ -90,7 +90,7 @@ impl Lab {
     }
 }
 
-impl Observer for Lab {
+impl Observer for PeerObserver {
     fn observe(&mut self, peer: IpAddr, now: Micros, event: Event<'_>) {
         let stats = &self.stats;
         match event {
