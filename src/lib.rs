@@ -19,6 +19,8 @@
 //!   connection, counters and request timing, the cached `Date` header;
 //!   [`tally`]: the counters and histograms themselves, a leaf;
 //!   [`readiness`]: the named predicates of the readiness contract;
+//!   [`rx_stamps`]: kernel receive stamps, for reads whose arrival time
+//!   decides a verdict (shared with the measuring client);
 //!   `memory`: handing memory freed after a burst back to the system.
 //!
 //! Beside it:
@@ -37,8 +39,8 @@
 //! - [`admin`], [`introspect`]: the admin listener and the worker snapshots
 //!   it shows.
 //! - [`probe`]: `keepalive-server probe URL`, measuring any server's real
-//!   keep-alive behaviour; [`measure`]: its timed client connections and
-//!   receive stamps, shared with tools/kas-soak.
+//!   keep-alive behaviour; [`measure`]: its timed client connections,
+//!   shared with tools/kas-soak.
 //! - [`guard`]: `keepalive-server lab -- COMMAND`, the race guard for CI:
 //!   runs a test suite against a server it starts and fails it when a client would
 //!   race the server at the idle boundary.
@@ -62,6 +64,7 @@ pub mod pool;
 pub mod probe;
 pub mod readiness;
 pub mod reload;
+pub mod rx_stamps;
 pub mod server;
 pub mod session;
 pub mod shared;

@@ -16,8 +16,8 @@ use mio::{Events, Interest, Poll, Token};
 use super::*;
 use crate::config::{Config, Settings};
 use crate::ctx::{Lending, Resources, TimerEvent};
-use crate::measure::rx_stamps;
 use crate::observe::{Event, Observer};
+use crate::rx_stamps;
 use crate::stats::Stats;
 use crate::timers::Micros;
 

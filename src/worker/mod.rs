@@ -40,9 +40,9 @@ use crate::config::Settings;
 use crate::conn::{Conn, Flow, Readiness};
 use crate::ctx::{Ctx, Lending, Resources, TimerEvent};
 use crate::introspect::WorkerObserver;
-use crate::measure::rx_stamps;
 use crate::memory::MemoryReturn;
 use crate::readiness::interrupted;
+use crate::rx_stamps;
 use crate::shared::{Control, WorkerShared};
 use crate::stats::CloseCause;
 use crate::timers::Micros;
@@ -108,7 +108,7 @@ pub struct Worker {
     /// peer observer, in a server), known only by its trait.
     observer: Box<dyn WorkerObserver>,
     /// Holds the kernel's receive stamping switched on (see
-    /// `measure::rx_stamps::hold_switched_on`): a late request that
+    /// `rx_stamps::hold_switched_on`): a late request that
     /// crosses an idle FIN arrives microseconds after the watch asks its
     /// socket for stamps, before the kernel could switch them on for it.
     _stamping: Option<std::net::UdpSocket>,
