@@ -38,6 +38,7 @@ use std::time::{Duration, Instant};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
+use crate::peer_observer::PeerFindings;
 use crate::peer_observer::peers::PeersSnapshot;
 use crate::peer_observer::report::{PeersReport, ServerIdle};
 use crate::{Server, ServerHandle, logging};
@@ -167,7 +168,10 @@ fn judge_run(
     // "in the last N s" of the run, not of the window's nominal length.
     let window_us = run_window_us(started.elapsed());
     let mut by_agent: BTreeMap<String, Vec<PeersSnapshot>> = BTreeMap::new();
-    for agent in snapshots.into_iter().flat_map(|s| s.clients) {
+    for agent in snapshots
+        .into_iter()
+        .flat_map(|s| PeerFindings::of(&s.findings).clients)
+    {
         by_agent.entry(agent.agent).or_default().push(agent.peers);
     }
     let mut clients = Vec::new();

@@ -31,7 +31,8 @@ use std::sync::Arc;
 
 pub use stats::ObserverStats;
 
-use crate::observe::{AfterFin, Event, Observer};
+use crate::config::Settings;
+use crate::observe::{AfterFin, Event, Findings, Observer, WorkerObserver};
 use crate::timers::Micros;
 use clients::{AgentPeers, ClientTables};
 use peers::{PeerTable, PeersSnapshot};
@@ -39,6 +40,26 @@ use peers::{PeerTable, PeersSnapshot};
 /// A reuse with less than this left before the server's idle deadline is
 /// a near miss.
 pub const NEAR_MISS_US: u64 = 100_000;
+
+/// What one worker's peer observer shows in the worker's snapshot (as
+/// its [`Findings`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PeerFindings {
+    /// What each client address did at the idle boundary; shown merged,
+    /// as `peers` in the view and as `/peers`.
+    pub peers: PeersSnapshot,
+    /// The same by address and User-Agent, for the race guard (empty
+    /// unless the guard runs the server).
+    pub clients: Vec<AgentPeers>,
+}
+
+impl PeerFindings {
+    /// What a worker's snapshot carries from its peer observer (nothing,
+    /// from another observer).
+    pub fn of(findings: &Findings) -> PeerFindings {
+        findings.get::<PeerFindings>().cloned().unwrap_or_default()
+    }
+}
 
 /// One worker's peer observer: its peer table, and the counters it shares
 /// with the admin view.
@@ -90,6 +111,19 @@ impl PeerObserver {
     }
 }
 
+impl WorkerObserver for PeerObserver {
+    fn reload(&mut self, settings: &Settings) {
+        self.set_window(settings.peers_window_us);
+    }
+
+    fn findings(&self, now: Micros) -> Findings {
+        Findings::new(PeerFindings {
+            peers: self.snapshot(now),
+            clients: self.clients_snapshot(now),
+        })
+    }
+}
+
 impl Observer for PeerObserver {
     fn observe(&mut self, peer: IpAddr, now: Micros, event: Event<'_>) {
         let stats = &self.stats;
@@ -119,5 +153,27 @@ impl Observer for PeerObserver {
             clients.record(conn, peer, now, &event);
         }
         self.observe(peer, now, event);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    #[test]
+    fn a_worker_snapshot_carries_the_peers_through_its_findings() {
+        let mut observer = PeerObserver::new(Arc::default(), 60_000_000).telling_agents_apart(true);
+        let peer = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        observer.observe_conn(1, peer, 10, Event::Accepted);
+        let findings = observer.findings(20);
+        let shown = PeerFindings::of(&findings);
+        assert_eq!(shown.peers, observer.snapshot(20));
+        assert_eq!(shown.peers.peers.len(), 1, "{shown:?}");
+        assert_eq!(shown.clients, observer.clients_snapshot(20));
+        assert_eq!(
+            PeerFindings::of(&Findings::default()),
+            PeerFindings::default()
+        );
     }
 }

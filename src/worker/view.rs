@@ -24,8 +24,7 @@ impl Worker {
             connections: self.connection_counts(),
             timeouts: Timeouts::of(&self.settings),
             lists,
-            peers: self.observer.peers(now),
-            clients: self.observer.clients(now),
+            findings: self.observer.findings(now),
             cost_us: started.elapsed().as_micros() as u64,
         }
     }
