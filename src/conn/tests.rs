@@ -80,9 +80,10 @@ impl Worker {
                 .timers
                 .expire(Micros::MAX)
                 .expect("a timer is due")
+                .payload
             {
-                (_, TimerEvent::DateExpired) => self.resources.date.invalidate(),
-                (_, event) => {
+                TimerEvent::DateExpired => self.resources.date.invalidate(),
+                event => {
                     let activity = TimerEvent::Conn {
                         key: 0,
                         slot: Slot::Activity,

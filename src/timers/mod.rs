@@ -179,7 +179,7 @@ pub struct ListInfo {
     pub next_expiry: Micros,
 }
 
-/// A timer popped by [`TimerLists::pop_due`].
+/// A timer popped by [`TimerLists::expire`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Due<T> {
     pub id: TimerId,
@@ -218,9 +218,9 @@ pub struct TimerView<'a, T> {
 /// // Nothing fires a microsecond early...
 /// assert_eq!(timers.expire(5_000_999), None);
 /// // ...then socket 2 (idle longest) fires, and socket 1 only at 5.002 s.
-/// assert_eq!(timers.expire(5_001_000).map(|(_, what)| what), Some("socket 2"));
+/// assert_eq!(timers.expire(5_001_000).map(|due| due.payload), Some("socket 2"));
 /// assert_eq!(timers.expire(5_001_999), None);
-/// assert_eq!(timers.expire(5_002_000).map(|(_, what)| what), Some("socket 1"));
+/// assert_eq!(timers.expire(5_002_000).map(|due| due.payload), Some("socket 1"));
 /// assert!(timers.is_empty());
 /// ```
 pub struct TimerLists<T> {
@@ -380,14 +380,10 @@ impl<T> TimerLists<T> {
 
     /// Pop one due timer (deadline <= `now`), in global deadline order,
     /// removing it; `None` when nothing is due. Lists whose head is not due
-    /// yet are re-keyed past `now` on the way (the `now + 1` rule).
-    pub fn expire(&mut self, now: Micros) -> Option<(TimerId, T)> {
-        self.pop_due(now).map(|due| (due.id, due.payload))
-    }
-
-    /// [`TimerLists::expire`], also telling the timer's exact deadline, so
-    /// the caller can measure how late it fired (`now - deadline`).
-    pub fn pop_due(&mut self, now: Micros) -> Option<Due<T>> {
+    /// yet are re-keyed past `now` on the way (the `now + 1` rule). The
+    /// timer comes with its exact deadline, so the caller can measure how
+    /// late it fired (`now - deadline`).
+    pub fn expire(&mut self, now: Micros) -> Option<Due<T>> {
         loop {
             let top = *self.heap.peek()?;
             if top.expiry > now {

@@ -365,7 +365,7 @@ impl Worker {
     }
 
     fn fire_due_timers(&mut self, now: Micros) {
-        while let Some(due) = self.resources.timers.pop_due(now) {
+        while let Some(due) = self.resources.timers.expire(now) {
             let kind = self.timer_kind(&due.payload);
             // Connection timers are stamped after their activity (see
             // `sync_touched`), so `now - deadline` is how late they fired.
