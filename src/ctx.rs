@@ -1,8 +1,9 @@
 //! What a worker lends a connection while it handles one event (the turn's
 //! clock reading, the timer lists, the buffer pool, the Date cache, the
 //! access log, the settings and counters, and the observer that hears
-//! what happens at the idle boundary), the [`Resources`] it lends them
-//! from, and what a timer in those lists stands for.
+//! what happens at the idle boundary), and the [`Resources`] it lends
+//! them from. What a timer in those lists stands for is
+//! [`crate::timer_event`]'s.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,31 +17,9 @@ use crate::http::Status;
 use crate::observe::{Event, Observer};
 use crate::pool::BufferPool;
 use crate::stats::Stats;
+use crate::timer_event::TimerEvent;
 use crate::timers::{Micros, TimerLists};
 use crate::tls::TlsVersion;
-
-/// What a timer in a worker's lists stands for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TimerEvent {
-    /// One of a connection's two timers.
-    Conn { key: u32, slot: Slot },
-    /// The cached Date value is a second old.
-    DateExpired,
-    /// Try accept() again after running out of descriptors.
-    AcceptResume,
-    /// Give memory freed by a burst back to the system (see `memory`).
-    ReturnMemory,
-}
-
-/// Which of a connection's two timers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Slot {
-    /// Refreshed by activity (keep-alive idle, inactivity) or fixed for a
-    /// phase (headers deadline, `/delay`, linger).
-    Activity,
-    /// The whole-request deadline: activity never moves it.
-    Deadline,
-}
 
 /// The worker's resources, lent for one event.
 pub struct Ctx<'a> {

@@ -14,7 +14,8 @@
 //! - [`http`]: request parsing, body framing, responses.
 //! - [`app`]: what is answered: the demonstration routes, each response's
 //!   keep-alive terms, and the test controls that set a connection's.
-//! - [`timers`]: the pure, clock-injected timer lists.
+//! - [`timers`]: the pure, clock-injected timer lists; [`timer_event`]:
+//!   what a timer in a worker's lists stands for.
 //! - [`pool`], [`ctx`], [`stats`], [`date`]: buffers, what a worker lends a
 //!   connection, counters and request timing, the cached `Date` header;
 //!   [`tally`]: the counters and histograms themselves, a leaf;
@@ -70,6 +71,7 @@ pub mod session;
 pub mod shared;
 pub mod stats;
 pub mod tally;
+pub mod timer_event;
 pub mod timers;
 pub mod tls;
 

@@ -15,10 +15,11 @@ use mio::{Events, Interest, Poll, Token};
 
 use super::*;
 use crate::config::{Config, Settings};
-use crate::ctx::{Lending, Resources, TimerEvent};
+use crate::ctx::{Lending, Resources};
 use crate::observe::{Event, Observer};
 use crate::rx_stamps;
 use crate::stats::Stats;
+use crate::timer_event::TimerEvent;
 use crate::timers::Micros;
 
 const GET: &[u8] = b"GET / HTTP/1.1\r\nHost: t\r\n\r\n";

@@ -38,13 +38,14 @@ use crate::app::filler::FillerFile;
 use crate::clock::{LoopClock, RateLimit};
 use crate::config::Settings;
 use crate::conn::{Conn, Flow, Readiness};
-use crate::ctx::{Ctx, Lending, Resources, TimerEvent};
+use crate::ctx::{Ctx, Lending, Resources};
 use crate::memory::MemoryReturn;
 use crate::observe::WorkerObserver;
 use crate::readiness::interrupted;
 use crate::rx_stamps;
 use crate::shared::{Control, WorkerShared};
 use crate::stats::CloseCause;
+use crate::timer_event::TimerEvent;
 use crate::timers::Micros;
 
 pub const LISTENER: Token = Token(usize::MAX - 1);

@@ -3,9 +3,9 @@
 
 use super::Worker;
 use crate::conn::Activity;
-use crate::ctx::TimerEvent;
 use crate::introspect::{ConnCounts, Snapshot, Timeouts, list_views};
 use crate::stats::TimerKind;
+use crate::timer_event::TimerEvent;
 use crate::timers::Micros;
 
 impl Worker {
