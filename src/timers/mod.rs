@@ -360,11 +360,6 @@ impl<T> TimerLists<T> {
         self.nodes.is_empty()
     }
 
-    /// The payload of a live timer, `None` if the slot is vacant.
-    pub fn get(&self, id: TimerId) -> Option<&T> {
-        self.nodes.get(id.key() as usize).map(|n| &n.payload)
-    }
-
     /// The timer's exact deadline: `start + duration`.
     pub fn deadline(&self, id: TimerId) -> Micros {
         let node = self.node(id);
@@ -424,12 +419,6 @@ impl<T> TimerLists<T> {
             refed: list.refed as usize,
             next_expiry: list.deadline(self.nodes[list.head as usize].start),
         })
-    }
-
-    /// Timers of one duration, oldest first; empty if there is no such list.
-    pub fn iter_list(&self, duration_ms: u64) -> impl Iterator<Item = (TimerId, &T)> + '_ {
-        self.walk_list(duration_ms)
-            .map(|timer| (timer.id, timer.payload))
     }
 
     /// Timers of one duration, oldest first, with their start and ref
@@ -505,6 +494,21 @@ impl<T> TimerLists<T> {
         let lists = &mut self.lists;
         self.heap
             .rekey(pos, expiry, &mut |l, p| lists[l as usize].heap_pos = p);
+    }
+
+    /// Test helper: the payload of a live timer, `None` if the slot is
+    /// vacant.
+    #[cfg(test)]
+    fn get(&self, id: TimerId) -> Option<&T> {
+        self.nodes.get(id.key() as usize).map(|n| &n.payload)
+    }
+
+    /// Test helper: the timers of one duration, oldest first; empty if
+    /// there is no such list.
+    #[cfg(test)]
+    fn iter_list(&self, duration_ms: u64) -> impl Iterator<Item = (TimerId, &T)> + '_ {
+        self.walk_list(duration_ms)
+            .map(|timer| (timer.id, timer.payload))
     }
 
     /// Test helper: check every structural invariant (1-4) exhaustively.
