@@ -46,12 +46,13 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::SystemTime;
 
 use crate::app::controls::IdleClose;
-use crate::ctx::{ConnLabel, Ctx, Slot};
+use crate::ctx::{ConnLabel, Ctx};
 use crate::pool::Buffers;
 use crate::readiness::{interrupted, would_block};
 use crate::session::Session;
 use crate::stats::CloseCause;
 use crate::stats::timing::ConnStamps;
+use crate::timer_event::Slot;
 use crate::timers::{Micros, TimerId};
 
 /// Reads per readiness event before yielding to other connections.

@@ -60,7 +60,7 @@ impl Conn {
     /// wire. Other responses cost no clock read.
     pub fn account(&mut self, closing: bool, ctx: &mut Ctx<'_>) {
         let progress = self.progress();
-        let now = ctx.departed.map_or(ctx.now, |at| at.max(ctx.now));
+        let now = ctx.departed().map_or(ctx.now, |at| at.max(ctx.now));
         let seen = match closing {
             false => self.stamps.observe(progress, now, ctx.stats),
             true => self.stamps.closed(progress, now, ctx.stats),
@@ -89,7 +89,7 @@ impl Conn {
             (Some(id), Purpose::KeepAlive) => Some(ctx.timers.deadline(id)),
             _ => None,
         };
-        let arrived = ctx.arrived.unwrap_or(now);
+        let arrived = ctx.arrived().unwrap_or(now);
         let gap_us = gap_us.saturating_sub(seen.saturating_sub(arrived));
         let headroom_us = match deadline {
             Some(deadline) => signed(deadline) - signed(arrived),
@@ -139,8 +139,8 @@ impl Conn {
             let buffers = self.buffers.as_deref();
             buffers.is_some_and(|b| b.output.pending() > 0)
         };
-        if ctx.arrived.is_some() && output() {
-            ctx.departed = Some(ctx.clock.now());
+        if ctx.arrived().is_some() && output() {
+            ctx.stamp_departure();
         }
     }
 }

@@ -237,17 +237,8 @@ mod tests {
             samples: samples.to_vec(),
             closes: closes::analyse(samples),
             fins: samples.len(),
-            resets: 0,
-            close_notifies: 0,
-            tls_version: None,
-            still_open: 0,
-            kernel_stamps: true,
-            stray_bytes: 0,
-            stagger: Duration::from_secs(1),
             rounds: 1,
-            redone: 0,
-            late_wakeups: 0,
-            worst_late_ms: 0.0,
+            ..Idle::before_any_round(Duration::from_secs(1))
         }
     }
 

@@ -40,8 +40,8 @@ use mio::{Interest, Registry, Token};
 
 use crate::app::filler::FillerFile;
 use crate::ctx::Ctx;
-use crate::measure::rx_stamps;
 use crate::pool::Buffers;
+use crate::rx_stamps;
 use crate::session::Session;
 use crate::stats::CloseCause;
 use crate::tls::{HandshakeFailure, TlsConn, TlsVersion};

@@ -10,8 +10,8 @@ use mio::net::TcpStream;
 use super::{Flushed, Got, Outgoing, WatchEnd, Watched, disable_nagle};
 use crate::app::filler;
 use crate::conn::GENERATE_BUDGET;
-use crate::measure::rx_stamps;
 use crate::readiness::{interrupted, would_block};
+use crate::rx_stamps;
 use std::io;
 
 /// What a watched connection reads into and drops, on the stack.

@@ -34,7 +34,7 @@
 //! ([`crate::advice::clients`]), the proxies' where its requests say a
 //! proxy forwarded them, and both where the peer is likely a proxy that
 //! does not say so (several clients named on its connections, see
-//! [`crate::lab::peers::Agents::take_turns`]). The words are
+//! [`crate::peer_observer::peers::Agents::take_turns`]). The words are
 //! [`crate::advice::fix`]'s.
 
 use serde::Serialize;

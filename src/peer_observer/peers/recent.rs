@@ -12,7 +12,7 @@ use crate::timers::Micros;
 pub struct Recent {
     /// Requests that reused an idle connection.
     pub reuses: u64,
-    /// Reuses with less than [`crate::lab::NEAR_MISS_US`] left before the
+    /// Reuses with less than [`crate::peer_observer::NEAR_MISS_US`] left before the
     /// deadline.
     pub near_misses: u64,
     /// Reuses after the advertised `Keep-Alive: timeout` had passed

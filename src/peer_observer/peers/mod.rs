@@ -200,12 +200,6 @@ impl PeerTable {
         }
     }
 
-    /// The most memory the table ever holds, in bytes: its full entries
-    /// and its index, whatever the number of peers.
-    pub fn max_bytes() -> usize {
-        std::mem::size_of::<PeerTable>() + MAX_PEERS * std::mem::size_of::<Entry>()
-    }
-
     fn find(&self, addr: IpAddr) -> Option<usize> {
         let mut slot = slot_of(addr);
         loop {

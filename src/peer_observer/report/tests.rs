@@ -2,8 +2,8 @@
 //! window, the advice and the client's own setting, the document's keys.
 
 use super::*;
-use crate::lab::peers::PeerTable;
 use crate::observe::{AfterFin, Closer, Event, IdleEnd, Reuse};
+use crate::peer_observer::peers::PeerTable;
 use crate::timers::Micros;
 use std::net::IpAddr;
 

@@ -6,8 +6,8 @@
 use super::{Seen, ServerIdle, Verdict};
 use crate::advice::fix::{Keeper, fix, unless_a_proxy};
 use crate::advice::{Close, IdleCloseFacts, Source, safe_pool_idle_timeout};
-use crate::lab::NEAR_MISS_US;
-use crate::lab::peers::{PeerStats, Recent, Terms};
+use crate::peer_observer::NEAR_MISS_US;
+use crate::peer_observer::peers::{PeerStats, Recent, Terms};
 
 /// A verdict, the safe pool idle timeout, and the words.
 pub(super) struct Judgement {
