@@ -5,7 +5,7 @@
 //! proxy's when the pool's keeper is not known).
 
 use super::clients::{self, Client, PROXIES, UNNAMED};
-use super::trim;
+use super::{PoolLimit, trim};
 
 /// Who keeps the idle connections the advice is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,25 +28,33 @@ pub enum Keeper {
 }
 
 /// The headline: what a pool in front should do with idle connections,
-/// at most `safe` ms; `rounded` says how the value was rounded, if it was.
-pub fn headline(safe: u64, rounded: &str) -> String {
-    match safe {
-        0 => format!(
-            "A client or proxy pool in front of this server should keep no idle connections \
-             (0 ms{rounded}): it closes them too soon to reuse safely."
-        ),
-        safe => format!(
-            "A client or proxy pool in front of this server should close idle connections after \
-             at most {safe} ms ({} s{rounded}).",
-            trim(safe as f64 / 1000.0)
-        ),
+/// by `limit`; `unrounded` is the value, ms, before it was rounded down.
+pub fn headline(limit: PoolLimit, unrounded: f64) -> String {
+    match limit {
+        PoolLimit::AtMost(safe) => {
+            let rounded = match safe as f64 == unrounded.floor() {
+                true => String::new(),
+                false => format!(
+                    ", {:.0} ms rounded down to two significant digits",
+                    unrounded.floor()
+                ),
+            };
+            format!(
+                "A client or proxy pool in front of this server should close idle connections \
+                 after at most {safe} ms ({} s{rounded}).",
+                trim(safe as f64 / 1000.0)
+            )
+        }
+        PoolLimit::DoNotPool | PoolLimit::Unknown => "A client or proxy pool in front of this \
+            server should keep no idle connections: it closes them too soon to reuse safely."
+            .to_owned(),
     }
 }
 
 /// What `keeper` should change: its setting for `safe` ms, or (no value
 /// known safe) what else covers the race.
-pub fn fix(safe: Option<u64>, keeper: Keeper) -> String {
-    let Some(safe) = safe else {
+pub fn fix(limit: PoolLimit, keeper: Keeper) -> String {
+    let Some(safe) = limit.ms() else {
         return "No pool idle timeout is known to be safe: raise the server's keep-alive \
                 timeout above how long the client keeps idle connections, or have the client \
                 retry a request that meets a closed connection."
@@ -60,8 +68,8 @@ pub fn fix(safe: Option<u64>, keeper: Keeper) -> String {
         ),
         Keeper::ProxyOrClients(client) => {
             let clients = match client {
-                Some(client) => fix(Some(safe), Keeper::Client(client)),
-                None => fix(Some(safe), Keeper::Unknown),
+                Some(client) => fix(limit, Keeper::Client(client)),
+                None => fix(limit, Keeper::Unknown),
             };
             format!(
                 "This address's connections named several clients (User-Agents taking turns, \
@@ -100,8 +108,8 @@ pub fn fix(safe: Option<u64>, keeper: Keeper) -> String {
 /// that adds no forwarding header passes its clients' `User-Agent` on, and
 /// then the fix is the proxy's. `None` where the keeper is already a proxy
 /// or no value is known safe.
-pub fn unless_a_proxy(safe: Option<u64>, keeper: Keeper) -> Option<String> {
-    let safe = safe?;
+pub fn unless_a_proxy(limit: PoolLimit, keeper: Keeper) -> Option<String> {
+    let safe = limit.ms()?;
     match keeper {
         Keeper::Client(_) | Keeper::Unknown | Keeper::Unnamed => Some(format!(
             "(If a proxy that adds no X-Forwarded-For relays these requests, as nginx and \
@@ -146,27 +154,27 @@ mod tests {
     #[test]
     fn each_keeper_is_told_its_own_setting() {
         let go = clients::recognise("Go-http-client/1.1").unwrap();
-        let text = fix(Some(1900), Keeper::Client(go));
+        let text = fix(PoolLimit::AtMost(1900), Keeper::Client(go));
         assert!(text.contains("IdleConnTimeout"), "{text}");
-        let text = fix(Some(1900), Keeper::Proxy);
+        let text = fix(PoolLimit::AtMost(1900), Keeper::Proxy);
         assert!(
             text.contains("nginx: ") && text.contains("Envoy: "),
             "{text}"
         );
-        let text = fix(Some(1900), Keeper::Anyone);
+        let text = fix(PoolLimit::AtMost(1900), Keeper::Anyone);
         assert!(text.starts_with("In a pool in front: "), "{text}");
         assert!(
             text.contains("httpx: ") && text.contains("HAProxy: "),
             "{text}"
         );
-        let text = fix(Some(1900), Keeper::Unnamed);
+        let text = fix(PoolLimit::AtMost(1900), Keeper::Unnamed);
         for words in ["no User-Agent", "timeout: 1900", "freeSocketTimeout: 1900"] {
             assert!(text.contains(words), "{words:?} not in {text}");
         }
         assert!(text.contains("keepAliveTimeout: 1900"), "{text}");
         assert!(!text.contains("this client's pool idle timeout"), "{text}");
         let go = Some(go);
-        let text = fix(Some(1900), Keeper::ProxyOrClients(go));
+        let text = fix(PoolLimit::AtMost(1900), Keeper::ProxyOrClients(go));
         for words in [
             "likely a proxy",
             "keepalive_timeout 1900ms",
@@ -174,22 +182,26 @@ mod tests {
         ] {
             assert!(text.contains(words), "{words:?} not in {text}");
         }
-        let hedge = unless_a_proxy(Some(1900), Keeper::Unnamed).unwrap();
+        let hedge = unless_a_proxy(PoolLimit::AtMost(1900), Keeper::Unnamed).unwrap();
         assert!(hedge.contains("nginx: keepalive_timeout 1900ms"), "{hedge}");
         assert!(
             hedge.contains("HAProxy: ") && hedge.contains("retry-on"),
             "{hedge}"
         );
-        assert_eq!(unless_a_proxy(Some(1900), Keeper::Proxy), None);
-        let text = fix(None, Keeper::Anyone);
+        assert_eq!(unless_a_proxy(PoolLimit::AtMost(1900), Keeper::Proxy), None);
+        let text = fix(PoolLimit::Unknown, Keeper::Anyone);
         assert!(text.contains("retry"), "{text}");
     }
 
     #[test]
     fn the_headline_says_keep_none_at_zero() {
-        assert!(headline(0, "").contains("keep no idle connections"));
-        let text = headline(1900, ", 1939 ms rounded down");
-        assert!(text.contains("at most 1900 ms (1.9 s, 1939 ms"), "{text}");
+        let none = headline(PoolLimit::DoNotPool, 0.4);
+        assert!(none.contains("keep no idle connections"), "{none}");
+        let text = headline(PoolLimit::AtMost(1900), 1939.5);
+        assert!(
+            text.contains("at most 1900 ms (1.9 s, 1939 ms rounded down"),
+            "{text}"
+        );
     }
 
     #[test]
