@@ -62,8 +62,8 @@ pub fn fix(limit: PoolLimit, keeper: Keeper) -> String {
     };
     match keeper {
         Keeper::Proxy => format!(
-            "A proxy forwards these requests: keep its idle upstream connections {safe} ms or \
-             less ({}).",
+            "A proxy forwards these requests: {} ({}).",
+            keep(safe, "upstream connections"),
             settings(PROXIES.iter(), safe)
         ),
         Keeper::ProxyOrClients(client) => {
@@ -75,11 +75,17 @@ pub fn fix(limit: PoolLimit, keeper: Keeper) -> String {
                 "This address's connections named several clients (User-Agents taking turns, \
                  or some named one and some none), with no Forwarded, X-Forwarded-For or Via: \
                  likely a proxy that adds none (nginx and HAProxy add none by default), else \
-                 several clients behind one address. If a proxy, keep its idle upstream \
-                 connections {safe} ms or less ({}). If the clients: {clients}",
+                 several clients behind one address. If a proxy, {} ({}). If the clients: \
+                 {clients}",
+                keep(safe, "upstream connections"),
                 settings(PROXIES.iter(), safe)
             )
         }
+        Keeper::Client(client) if safe == 0 => format!(
+            "Have {} keep no idle connections: {}.",
+            client.name,
+            client.advice(0)
+        ),
         Keeper::Client(client) if client.can_be_set_to(safe) => format!(
             "Set {}'s {} ({safe} ms or less).",
             client.name,
@@ -90,15 +96,23 @@ pub fn fix(limit: PoolLimit, keeper: Keeper) -> String {
             client.name,
             client.advice(safe)
         ),
+        Keeper::Unknown if safe == 0 => "Have this client keep no idle connections (turn its \
+            pool's keep-alive off, or send Connection: close on each request)."
+            .to_owned(),
         Keeper::Unknown => format!(
             "Lower this client's pool idle timeout to {safe} ms or less (or raise the server's \
              keep-alive timeout above how long the client keeps idle connections)."
         ),
         Keeper::Unnamed => format!(
             "This client sent no User-Agent (Node's http.Agent sends none), so which pool it is \
-             cannot be told: keep its idle connections {safe} ms or less in its own setting \
-             ({}), or raise the server's keep-alive timeout above how long it keeps them.",
+             cannot be told: {} in its own setting ({}), or raise the server's keep-alive \
+             timeout above how long it keeps them.",
+            keep(safe, "connections"),
             settings(UNNAMED.iter(), safe)
+        ),
+        Keeper::Anyone if safe == 0 => format!(
+            "In a pool in front, keep no idle connections: {}.",
+            settings(clients::every(), safe)
         ),
         Keeper::Anyone => format!("In a pool in front: {}.", settings(clients::every(), safe)),
     }
@@ -113,11 +127,19 @@ pub fn unless_a_proxy(limit: PoolLimit, keeper: Keeper) -> Option<String> {
     match keeper {
         Keeper::Client(_) | Keeper::Unknown | Keeper::Unnamed => Some(format!(
             "(If a proxy that adds no X-Forwarded-For relays these requests, as nginx and \
-             HAProxy do by default, the fix is the proxy's instead: keep its idle upstream \
-             connections {safe} ms or less ({}).)",
+             HAProxy do by default, the fix is the proxy's instead: {} ({}).)",
+            keep(safe, "upstream connections"),
             settings(silent_proxies(), safe)
         )),
         Keeper::Proxy | Keeper::ProxyOrClients(_) | Keeper::Anyone => None,
+    }
+}
+
+/// "keep its idle `what` 1900 ms or less", or at 0 "keep no idle `what`".
+fn keep(safe: u64, what: &str) -> String {
+    match safe {
+        0 => format!("keep no idle {what}"),
+        safe => format!("keep its idle {what} {safe} ms or less"),
     }
 }
 

@@ -381,6 +381,7 @@ impl Report {
                 s,
                 "requests:  {tried} on one connection without a close (no limit up to --max-requests {tried})"
             ),
+            (_, Some(1)) => writeln!(s, "requests:  closes a connection after 1 request"),
             (_, Some(n)) => writeln!(s, "requests:  closes a connection after {n} requests"),
         };
     }
