@@ -61,11 +61,15 @@ impl FinWatch {
     }
 
     /// How long after the FIN a request arrived, µs: by the kernel's
-    /// receive stamp `arrived` if there is one (0 if the request was in
-    /// before the FIN left: it crossed it), else by loop time `now`.
+    /// receive stamp `arrived` if there is one (rounded up: 0 only if the
+    /// request was in before the FIN left, so it crossed it), else by loop
+    /// time `now`.
     pub fn delay_us(&self, arrived: Option<SystemTime>, now: Micros) -> Micros {
         match arrived {
-            Some(arrived) => WallNanos::of(arrived).since(self.fin_sent).max(0) as Micros / 1000,
+            Some(arrived) => {
+                let nanos = WallNanos::of(arrived).since(self.fin_sent).max(0) as Micros;
+                nanos.div_ceil(1000)
+            }
             None => self.fin.elapsed(now),
         }
     }
@@ -153,7 +157,9 @@ mod tests {
         let sent = UNIX_EPOCH + Duration::from_nanos(4_294_967_000); // near a wrap
         let watch = FinWatch::sent(1_000_000, sent);
         let stamp = |nanos: i64| Some(sent + Duration::from_nanos(nanos as u64));
-        assert_eq!(watch.delay_us(stamp(12_345), 1_900_000), 12);
+        assert_eq!(watch.delay_us(stamp(12_345), 1_900_000), 13);
+        // A nanosecond after the FIN is after it, not in before it.
+        assert_eq!(watch.delay_us(stamp(1), 1_900_000), 1);
         assert_eq!(watch.delay_us(stamp(900_000_000), 1_000_050), 900_000);
         // In before the FIN left (its `shutdown` still returning): crossed.
         let before = sent - Duration::from_micros(3);

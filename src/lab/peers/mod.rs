@@ -45,6 +45,9 @@ pub const BUCKETS: usize = 10;
 /// request was made lazily, when the pool was next used (httpx does so):
 /// its age is an upper bound on the client's idle timeout.
 pub const LAZY_CLOSE_US: Micros = 5_000;
+/// A late request this close after the FIN, where no round trip was
+/// measured, is too close to tell whether the client had the FIN.
+pub const TOO_CLOSE_US: Micros = 1_000;
 /// User-Agents remembered per peer.
 pub const AGENTS: usize = 2;
 /// The most of a User-Agent kept, in bytes.
@@ -52,6 +55,39 @@ pub const AGENT_BYTES: usize = 64;
 /// Index slots: twice the peers, so probes stay short.
 const INDEX_SLOTS: usize = 2 * MAX_PEERS;
 const EMPTY: u8 = u8::MAX;
+
+/// Where a late request fell against the server's idle FIN, as the wire
+/// orders them. The delay runs from the FIN's send time (read just before
+/// the call that sends it) to the request's kernel receive stamp; the FIN
+/// then needs a one-way trip to reach the client, and the client's
+/// request one more to come back, so a request that came within a round
+/// trip after the FIN may have been sent before the FIN reached the
+/// client or after: the server cannot tell which.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Crossing {
+    /// In before the FIN left (delay 0): it crossed the FIN in flight,
+    /// and the client could not have known.
+    Crossed,
+    /// Within a round trip after the FIN (the kernel's smoothed round
+    /// trip, or [`TOO_CLOSE_US`] where none was measured): too close to
+    /// tell whether the client could have seen the FIN.
+    TooClose,
+    /// Later than that: sent when the client could have seen the FIN.
+    AfterFin,
+}
+
+impl Crossing {
+    /// Where a request `delay_us` after the FIN fell, on a connection with
+    /// the smoothed round trip `round_trip_us`.
+    pub fn of(delay_us: Micros, round_trip_us: Option<u32>) -> Crossing {
+        let close = round_trip_us.map_or(TOO_CLOSE_US, Micros::from);
+        match delay_us {
+            0 => Crossing::Crossed,
+            delay if delay < close => Crossing::TooClose,
+            _ => Crossing::AfterFin,
+        }
+    }
+}
 
 /// One peer's totals since the server started, or the sum of several.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -290,12 +326,10 @@ impl Entry {
                 stats.late_requests += 1;
                 stats.late_request_delay_max_us = stats.late_request_delay_max_us.max(delay_us);
                 let bucket = self.window.at(at.stretch);
-                // Sent before our FIN could have reached the client (and its
-                // ACK come back): it crossed the FIN in flight.
-                let crossing = round_trip_us.is_some_and(|rtt| delay_us < u64::from(rtt));
-                bucket.add(match crossing {
-                    true => Count::LateCrossingFin,
-                    false => Count::LateAfterFin,
+                bucket.add(match Crossing::of(delay_us, round_trip_us) {
+                    Crossing::Crossed => Count::LateCrossingFin,
+                    Crossing::TooClose => Count::LateTooClose,
+                    Crossing::AfterFin => Count::LateAfterFin,
                 });
                 bucket.note_failure(idle_timeout_ms + delay_us / 1000);
                 bucket.note_terms(idle_timeout_ms, None, true);

@@ -68,11 +68,58 @@ fn events_are_counted_per_address() {
     assert_eq!(three.stats.late_requests, 2);
     assert_eq!(three.stats.late_request_delay_max_us, 7000);
     assert_eq!(three.stats.peer_close_delays.count(), 1);
-    // 30 µs after the FIN, under the 100 µs round trip: it crossed it.
-    assert_eq!(three.recent.late_crossing_fin, 1);
+    // 30 µs after the FIN, under the 100 µs round trip: too close to
+    // tell whether the client had the FIN when it sent.
+    assert_eq!(three.recent.late_too_close, 1);
+    assert_eq!(three.recent.late_crossing_fin, 0);
     assert_eq!(three.recent.late_after_fin, 1);
     assert_eq!(three.recent.lowest_failure_ms, Some(2000));
     assert_eq!(snapshot.other, PeerStats::default());
+}
+
+/// Requests placed on both sides of the FIN, at the offsets the wire
+/// showed for real clients (aiohttp in before it; httpx 0.029 ms and
+/// undici 0.052 and 0.450 ms after it): only the one in before it crossed
+/// it, those within a round trip of it cannot be told, and none after it
+/// is called crossed.
+#[test]
+fn late_requests_are_placed_against_the_fin_as_the_wire_would() {
+    use Crossing::*;
+    // The watch's delay: 0 for a request in before the FIN left, else µs
+    // after it, rounded up.
+    let delay = |offset_ms: f64| (offset_ms * 1000.0).ceil().max(0.0) as Micros;
+    let offsets = [-0.5, 0.03, 0.05, 0.45, 5.0];
+    let placed = |rtt: Option<u32>| offsets.map(|ms| Crossing::of(delay(ms), rtt));
+    // Loopback's smoothed round trip, 100 µs.
+    assert_eq!(
+        placed(Some(100)),
+        [Crossed, TooClose, TooClose, AfterFin, AfterFin]
+    );
+    // A longer one makes more of them too close to tell, never crossed.
+    assert_eq!(
+        placed(Some(600)),
+        [Crossed, TooClose, TooClose, TooClose, AfterFin]
+    );
+    // None measured: the stated bound.
+    assert_eq!(
+        placed(None),
+        [Crossed, TooClose, TooClose, TooClose, AfterFin]
+    );
+    // And so the table counts them.
+    let mut table = table();
+    for (i, ms) in offsets.into_iter().enumerate() {
+        table.record(ip(4), 10 + i as Micros, &late(delay(ms)));
+    }
+    let recent = table.snapshot(20).peers[0].recent;
+    assert_eq!(
+        (
+            recent.late_crossing_fin,
+            recent.late_too_close,
+            recent.late_after_fin
+        ),
+        (1, 2, 2)
+    );
+    assert_eq!(recent.late_requests(), 5);
 }
 
 #[test]

@@ -117,17 +117,39 @@ fn lost_requests_are_a_race_with_the_shared_advice() {
 }
 
 #[test]
-fn a_request_within_a_round_trip_of_the_fin_crossed_it_in_flight() {
-    let view = view_of(&[late(4, 2000)]);
+fn a_request_in_before_the_fin_left_crossed_it_in_flight() {
+    let view = view_of(&[late(0, 2000)]);
     assert_eq!(view.verdict, Verdict::Race);
     assert_eq!(view.recent.late_requests_crossed_fin, 1);
     assert_eq!(view.recent.late_requests, 0);
+    assert_eq!(view.recent.late_requests_too_close_to_tell, 0);
     assert!(
         view.advice.contains("crossed the server's FIN in flight"),
         "{}",
         view.advice
     );
     assert!(!view.advice.contains("could have seen"), "{}", view.advice);
+}
+
+#[test]
+fn a_request_within_a_round_trip_after_the_fin_is_too_close_to_tell() {
+    // httpx's lost request, 29 µs after the FIN on the wire.
+    let view = view_of(&[late(29, 2000)]);
+    assert_eq!(view.verdict, Verdict::Race);
+    assert_eq!(view.recent.late_requests_too_close_to_tell, 1);
+    assert_eq!(view.recent.late_requests_crossed_fin, 0);
+    assert!(
+        view.advice
+            .contains("1 came within a round trip after the FIN, too close to tell"),
+        "{}",
+        view.advice
+    );
+    assert!(!view.advice.contains("crossed"), "{}", view.advice);
+    assert!(
+        !view.advice.contains("could not have known"),
+        "{}",
+        view.advice
+    );
 }
 
 #[test]

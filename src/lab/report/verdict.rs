@@ -129,8 +129,19 @@ impl Judging<'_> {
             let n = recent.late_crossing_fin;
             let joint = if recent.late_after_fin > 0 { ";" } else { ":" };
             what.push_str(&format!(
-                "{joint} {n} crossed the server's FIN in flight (sent before it could have \
-                 arrived: the client could not have known)"
+                "{joint} {n} crossed the server's FIN in flight (in before the FIN left: the \
+                 client could not have known)"
+            ));
+        }
+        if recent.late_too_close > 0 {
+            let n = recent.late_too_close;
+            let joint = match recent.late_after_fin + recent.late_crossing_fin {
+                0 => ":",
+                _ => ";",
+            };
+            what.push_str(&format!(
+                "{joint} {n} came within a round trip after the FIN, too close to tell whether \
+                 the client could have seen it"
             ));
         }
         self.says.push(format!("{what}. {}", self.fix));
