@@ -143,8 +143,20 @@ struct Entry {
     window: Window,
     /// When it last opened a connection or reused one (for lazy closes).
     last_use: Option<Micros>,
-    /// Its last client idle close not yet known to be lazy.
-    unpaired_close: Option<Micros>,
+    /// Its latest client idle closes not yet known to be lazy.
+    unpaired: Option<UnpairedCloses>,
+}
+
+/// Client idle closes each within [`LAZY_CLOSE_US`] of the one before, not
+/// yet known to be lazy: a lazy pool closes every expired connection it
+/// holds at once, when it next needs one (httpx: 54 of 110 closes were
+/// counted lazy when only the last of such a run was), then opens or
+/// reuses one.
+#[derive(Debug, Clone, Copy)]
+struct UnpairedCloses {
+    /// When the latest of them came.
+    last: Micros,
+    count: u32,
 }
 
 /// One worker's peers.
@@ -271,7 +283,7 @@ impl PeerTable {
             stats: PeerStats::default(),
             window: Window::default(),
             last_use: None,
-            unpaired_close: None,
+            unpaired: None,
         });
         let i = self.entries.len() - 1;
         self.insert_index(addr, i as u8);
@@ -373,9 +385,13 @@ impl Entry {
                 bucket.note_round_trip(end.round_trip_us);
                 if lazy {
                     bucket.add(Count::LazyClientCloses);
-                    self.unpaired_close = None;
+                    self.unpaired = None;
                 } else {
-                    self.unpaired_close = Some(now);
+                    let count = match self.unpaired {
+                        Some(run) if now.saturating_sub(run.last) < LAZY_CLOSE_US => run.count + 1,
+                        _ => 1,
+                    };
+                    self.unpaired = Some(UnpairedCloses { last: now, count });
                 }
             }
             Closer::Server => {
@@ -390,15 +406,17 @@ impl Entry {
         }
     }
 
-    /// The peer opened or reused a connection: a client idle close just
-    /// before it was a lazy one.
+    /// The peer opened or reused a connection: the client idle closes just
+    /// before it were lazy ones.
     fn used(&mut self, now: Micros, at: Moment) {
         self.last_use = Some(now);
-        if let Some(closed) = self.unpaired_close.take()
-            && now.saturating_sub(closed) < LAZY_CLOSE_US
+        if let Some(run) = self.unpaired.take()
+            && now.saturating_sub(run.last) < LAZY_CLOSE_US
         {
-            let then = Stretch::of(closed, at.width);
-            self.window.at(then).add(Count::LazyClientCloses);
+            let then = Stretch::of(run.last, at.width);
+            self.window
+                .at(then)
+                .add_many(Count::LazyClientCloses, run.count);
         }
     }
 }

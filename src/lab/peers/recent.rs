@@ -160,8 +160,12 @@ impl Bucket {
     }
 
     pub(super) fn add(&mut self, count: Count) {
+        self.add_many(count, 1);
+    }
+
+    pub(super) fn add_many(&mut self, count: Count, many: u32) {
         let n = &mut self.counts[count as usize];
-        *n = n.saturating_add(1);
+        *n = n.saturating_add(many);
     }
 
     pub(super) fn note_terms(

@@ -173,6 +173,25 @@ fn a_client_close_with_its_next_request_is_lazy() {
     );
 }
 
+/// A lazy pool closes every expired connection it holds at once, when it
+/// next needs one: each of those closes is lazy, not only the last (httpx
+/// had 54 of 110 counted, under the half that flags a lazy pool).
+#[test]
+fn a_run_of_client_closes_before_the_next_request_is_lazy_every_one() {
+    let mut table = table();
+    table.record(ip(2), 1_000_000, &idle_end(Closer::Client, 1990));
+    table.record(ip(2), 1_000_040, &idle_end(Closer::Client, 1992));
+    table.record(ip(2), 1_000_090, &idle_end(Closer::Client, 2400));
+    table.record(ip(2), 1_000_300, &Event::Accepted);
+    // A close long after the previous ones, with no use behind it.
+    table.record(ip(2), 9_000_000, &idle_end(Closer::Client, 1500));
+    let recent = table.snapshot(9_000_001).peers[0].recent;
+    assert_eq!(
+        (recent.client_idle_closes, recent.lazy_client_closes),
+        (4, 3)
+    );
+}
+
 #[test]
 fn user_agents_keep_the_latest_distinct_ones() {
     let mut table = table();

@@ -256,6 +256,25 @@ fn a_lazy_pool_estimate_is_an_upper_bound() {
     assert!(view.advice.contains("upper bound"), "{}", view.advice);
 }
 
+/// httpx with two pooled connections closes both expired ones at once,
+/// when it next needs one: every close of the run is lazy, so the pool is
+/// (it was not when only the last of each run counted: half of them).
+#[test]
+fn a_lazy_pool_closing_several_at_once_is_still_lazy() {
+    let mut table = PeerTable::new(10 * MINUTE);
+    for i in 1..=3u64 {
+        let at = i * 10_000_000;
+        table.record(addr(), at, &client_close(1992));
+        table.record(addr(), at + 30, &client_close(1994));
+        table.record(addr(), at + 250, &Event::Accepted); // its next request
+    }
+    let report = PeersReport::new(&table.snapshot(40_000_000), SERVER);
+    let view = &report.peers[0];
+    assert_eq!(view.recent.lazy_client_closes, 6);
+    assert!(view.client_idle_timeout_is_upper_bound);
+    assert!(view.advice.contains("upper bound"), "{}", view.advice);
+}
+
 #[test]
 fn advice_names_the_clients_own_setting() {
     let view = view_of(&[named("python-httpx/0.27.0"), late(5000, 2000)]);
