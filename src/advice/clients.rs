@@ -317,8 +317,8 @@ impl Client {
                 self.no_pool
             ),
             Setting::WholeSeconds { template, .. } => format!(
-                "{} (a second under {ms} ms: it may reuse a connection idle up to a second past \
-                 its setting)",
+                "{}; a second under {ms} ms, as it may reuse a connection idle up to a second past \
+                 its setting",
                 template.replace("{}", &whole_seconds_under(safe_ms).to_string())
             ),
             Setting::NginxTime(template) => match safe_ms % 1000 {
@@ -394,7 +394,7 @@ mod tests {
         );
         let java = recognise("Java-http-client/17").unwrap();
         assert!(
-            java.advice(60_000).contains("timeout=59 "),
+            java.advice(60_000).contains("timeout=59;"),
             "{}",
             java.advice(60_000)
         );
