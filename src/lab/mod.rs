@@ -34,7 +34,7 @@ pub use stats::LabStats;
 use crate::observe::{AfterFin, Event, Observer};
 use crate::timers::Micros;
 use clients::{AgentPeers, ClientTables};
-use peers::{PeerTable, PeersSnapshot};
+use peers::{LazyBoard, PeerTable, PeersSnapshot};
 
 /// A reuse with less than this left before the server's idle deadline is
 /// a near miss.
@@ -48,6 +48,8 @@ pub struct Lab {
     stats: Arc<LabStats>,
     /// The same events by address and User-Agent, when asked for.
     clients: Option<ClientTables>,
+    /// Where lazy closes are paired with the uses after them.
+    lazy: Arc<LazyBoard>,
 }
 
 impl Lab {
@@ -58,13 +60,24 @@ impl Lab {
             peers: PeerTable::new(window),
             stats,
             clients: None,
+            lazy: Arc::new(LazyBoard::local()),
         }
+    }
+
+    /// This lab, pairing lazy closes on `lazy`, the board every worker's
+    /// lab shares (a pool's next connection may land on another worker).
+    /// Before [`Lab::telling_agents_apart`].
+    pub fn sharing_lazy_board(mut self, lazy: Arc<LazyBoard>) -> Self {
+        self.peers = PeerTable::sharing(self.peers.window(), Arc::clone(&lazy), 0);
+        self.lazy = lazy;
+        self
     }
 
     /// This lab, also telling clients apart by User-Agent when `on` (see
     /// [`clients`]).
     pub fn telling_agents_apart(mut self, on: bool) -> Self {
-        self.clients = on.then(|| ClientTables::new(self.peers.window()));
+        self.clients =
+            on.then(|| ClientTables::new(self.peers.window()).sharing(Arc::clone(&self.lazy)));
         self
     }
 

@@ -6,7 +6,9 @@
 //! memory is fixed whatever the number of peers.
 //!
 //! A proxy is one address, which is the point: its pool is one peer. The
-//! table is written only by its worker, from the loop (no locks); the admin
+//! table is written only by its worker, from the loop (no locks; lazy
+//! closes alone are paired on a board the workers share, [`LazyBoard`],
+//! of atomics, as a pool's next connection may land on another); the admin
 //! view asks for a copy ([`PeerTable::snapshot`]), in which the window is
 //! summed as of that moment, and merges the workers' copies
 //! ([`PeersSnapshot::merge`]). Lookups go through a small open-addressing
@@ -14,10 +16,13 @@
 //! costs a hash, a compare and a few additions.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
+mod lazy;
 mod recent;
 mod samples;
 
+pub use lazy::LazyBoard;
 pub use recent::{Recent, Terms};
 pub use samples::{AgeSamples, Agents};
 
@@ -27,12 +32,10 @@ use crate::observe::{AfterFin, Closer, Event, IdleEnd, Reuse};
 use crate::timers::Micros;
 use recent::{Count, Stretch, Window};
 
-/// Where in the window an event falls: its stretch, and the buckets' width
-/// (for a moment in another stretch, as a lazy close's).
+/// Where in the window an event falls: its stretch.
 #[derive(Debug, Clone, Copy)]
 struct Moment {
     stretch: Stretch,
-    width: Micros,
 }
 
 /// Addresses a worker keeps apart; the rest are summed as "other".
@@ -141,22 +144,6 @@ struct Entry {
     last_seen: Micros,
     stats: PeerStats,
     window: Window,
-    /// When it last opened a connection or reused one (for lazy closes).
-    last_use: Option<Micros>,
-    /// Its latest client idle closes not yet known to be lazy.
-    unpaired: Option<UnpairedCloses>,
-}
-
-/// Client idle closes each within [`LAZY_CLOSE_US`] of the one before, not
-/// yet known to be lazy: a lazy pool closes every expired connection it
-/// holds at once, when it next needs one (httpx: 54 of 110 closes were
-/// counted lazy when only the last of such a run was), then opens or
-/// reuses one.
-#[derive(Debug, Clone, Copy)]
-struct UnpairedCloses {
-    /// When the latest of them came.
-    last: Micros,
-    count: u32,
 }
 
 /// One worker's peers.
@@ -174,12 +161,26 @@ pub struct PeerTable {
     /// The entry found last, and for which address: a request's events
     /// come in a row for one peer, and all of a proxy's for one.
     last_found: Option<(IpAddr, u8)>,
+    /// Where client closes meet the uses after them, across workers.
+    lazy: Arc<LazyBoard>,
+    /// Mixed into this table's keys on the board (the guard's tables, one
+    /// per User-Agent, share it).
+    lazy_salt: u64,
 }
 
 impl PeerTable {
-    /// An empty table whose recent figures span `window` µs.
+    /// An empty table whose recent figures span `window` µs, telling lazy
+    /// closes on its own (one worker).
     pub fn new(window: Micros) -> Self {
+        Self::sharing(window, Arc::new(LazyBoard::local()), 0)
+    }
+
+    /// An empty table whose recent figures span `window` µs, telling lazy
+    /// closes on `lazy` (every worker's), its keys mixed with `salt`.
+    pub fn sharing(window: Micros, lazy: Arc<LazyBoard>, salt: u64) -> Self {
         PeerTable {
+            lazy,
+            lazy_salt: salt,
             entries: Vec::with_capacity(MAX_PEERS),
             index: [EMPTY; INDEX_SLOTS],
             other: PeerStats::default(),
@@ -222,9 +223,13 @@ impl PeerTable {
             _ => self.find(addr).unwrap_or_else(|| self.admit(addr)),
         };
         self.last_found = Some((addr, i as u8));
+        let lazy = Lazy {
+            board: &self.lazy,
+            key: addr_bits(addr) ^ self.lazy_salt,
+        };
         let entry = &mut self.entries[i];
         entry.last_seen = entry.last_seen.max(now);
-        entry.record(now, Moment { stretch, width }, event);
+        entry.record(now, Moment { stretch }, lazy, event);
     }
 
     /// The table as the admin view shows it: each peer with how long ago
@@ -282,8 +287,6 @@ impl PeerTable {
             last_seen: 0,
             stats: PeerStats::default(),
             window: Window::default(),
-            last_use: None,
-            unpaired: None,
         });
         let i = self.entries.len() - 1;
         self.insert_index(addr, i as u8);
@@ -308,13 +311,21 @@ impl PeerTable {
     }
 }
 
+/// A table's place on the lazy board for one peer.
+#[derive(Clone, Copy)]
+struct Lazy<'a> {
+    board: &'a LazyBoard,
+    key: u64,
+}
+
 impl Entry {
-    fn record(&mut self, now: Micros, at: Moment, event: &Event<'_>) {
+    fn record(&mut self, now: Micros, at: Moment, lazy: Lazy<'_>, event: &Event<'_>) {
         let stats = &mut self.stats;
         match *event {
             Event::Accepted => {
                 stats.connections += 1;
-                self.used(now, at);
+                let paired = lazy.board.accepted(lazy.key, now);
+                self.lazy_closes(paired, at);
             }
             Event::ClientNamed {
                 user_agent,
@@ -327,9 +338,10 @@ impl Entry {
             Event::ResponsesDone(n) => stats.requests += u64::from(n),
             Event::Reused(reuse) => {
                 self.reused(reuse, at);
-                self.used(now, at);
+                let paired = lazy.board.reused(lazy.key, now);
+                self.lazy_closes(paired, at);
             }
-            Event::IdleEnded(end) => self.idle_ended(end, now, at),
+            Event::IdleEnded(end) => self.idle_ended(end, now, at, lazy),
             Event::AfterFin(AfterFin::Request {
                 delay_us,
                 idle_timeout_ms,
@@ -372,26 +384,16 @@ impl Entry {
         bucket.note_terms(reuse.idle_timeout_ms, reuse.advertised_secs, near || past);
     }
 
-    fn idle_ended(&mut self, end: IdleEnd, now: Micros, at: Moment) {
+    fn idle_ended(&mut self, end: IdleEnd, now: Micros, at: Moment, lazy: Lazy<'_>) {
         let bucket = self.window.at(at.stretch);
         match end.closer {
             Closer::Client => {
                 self.stats.client_idle_closes += 1;
                 self.stats.client_idle_ages.push(end.age_us);
                 bucket.add(Count::ClientIdleCloses);
-                let lazy = self
-                    .last_use
-                    .is_some_and(|used| now.saturating_sub(used) < LAZY_CLOSE_US);
                 bucket.note_round_trip(end.round_trip_us);
-                if lazy {
+                if lazy.board.client_closed(lazy.key, now) {
                     bucket.add(Count::LazyClientCloses);
-                    self.unpaired = None;
-                } else {
-                    let count = match self.unpaired {
-                        Some(run) if now.saturating_sub(run.last) < LAZY_CLOSE_US => run.count + 1,
-                        _ => 1,
-                    };
-                    self.unpaired = Some(UnpairedCloses { last: now, count });
                 }
             }
             Closer::Server => {
@@ -406,17 +408,13 @@ impl Entry {
         }
     }
 
-    /// The peer opened or reused a connection: the client idle closes just
-    /// before it were lazy ones.
-    fn used(&mut self, now: Micros, at: Moment) {
-        self.last_use = Some(now);
-        if let Some(run) = self.unpaired.take()
-            && now.saturating_sub(run.last) < LAZY_CLOSE_US
-        {
-            let then = Stretch::of(run.last, at.width);
+    /// The peer opened or reused a connection, which showed `paired`
+    /// client idle closes just before it (on any worker) lazy.
+    fn lazy_closes(&mut self, paired: u32, at: Moment) {
+        if paired > 0 {
             self.window
-                .at(then)
-                .add_many(Count::LazyClientCloses, run.count);
+                .at(at.stretch)
+                .add_many(Count::LazyClientCloses, paired);
         }
     }
 }
@@ -438,14 +436,18 @@ fn past_advertised(reuse: &Reuse) -> bool {
 
 /// A slot for `addr`: a multiplicative hash of its bits.
 fn slot_of(addr: IpAddr) -> usize {
-    let bits = match addr {
+    (addr_bits(addr).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 57) as usize % INDEX_SLOTS
+}
+
+/// An address's bits, folded to 64.
+fn addr_bits(addr: IpAddr) -> u64 {
+    match addr {
         IpAddr::V4(v4) => u64::from(u32::from(v4)),
         IpAddr::V6(v6) => {
             let bits = u128::from(v6);
             (bits as u64) ^ ((bits >> 64) as u64)
         }
-    };
-    (bits.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 57) as usize % INDEX_SLOTS
+    }
 }
 
 /// One peer as a worker (or the merge of all workers) reports it.

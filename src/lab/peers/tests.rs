@@ -192,6 +192,25 @@ fn a_run_of_client_closes_before_the_next_request_is_lazy_every_one() {
     );
 }
 
+/// Under SO_REUSEPORT a lazy pool's next connection lands on any worker:
+/// the close on one worker and the connection on the other still pair
+/// (one table each saw half of them: 4 of 8 httpx closes lazy).
+#[test]
+fn a_lazy_close_pairs_with_a_connection_on_another_worker() {
+    let board = Arc::new(LazyBoard::shared());
+    let mut one = PeerTable::sharing(10 * MINUTE, Arc::clone(&board), 0);
+    let mut two = PeerTable::sharing(10 * MINUTE, Arc::clone(&board), 0);
+    // The workers' loop clocks read differently; the board keeps its own.
+    one.record(ip(2), 5 * MINUTE, &idle_end(Closer::Client, 1992));
+    two.record(ip(2), 17, &Event::Accepted);
+    let merged = PeersSnapshot::merge([one.snapshot(5 * MINUTE + 1), two.snapshot(18)]);
+    let recent = merged.peers[0].recent;
+    assert_eq!(
+        (recent.client_idle_closes, recent.lazy_client_closes),
+        (1, 1)
+    );
+}
+
 #[test]
 fn user_agents_keep_the_latest_distinct_ones() {
     let mut table = table();
