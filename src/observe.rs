@@ -183,7 +183,9 @@ impl Closer {
 pub enum AfterFin {
     /// Sent a request (the first bytes after the FIN), this long after it:
     /// a request that lost the race. It crossed the FIN in flight (the
-    /// client could not have known) when the delay is under the round trip.
+    /// client could not have known) when the delay is 0; within a round
+    /// trip after the FIN, whether the client could have seen it cannot be
+    /// told (`lab::peers::Crossing`).
     /// The delay runs from the FIN's `shutdown` to the request's kernel
     /// receive stamp (0: it was in before the FIN left), or between loop
     /// readings where there is no stamp (TLS).

@@ -14,6 +14,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::access_log::AccessLogSink;
 use crate::config::Settings;
+use crate::peer_observer::peers::LazyBoard;
 use crate::peer_observer::{ObserverStats, PeerObserver};
 use crate::shared::{Control, Remote, WorkerShared};
 use crate::stats::Stats;
@@ -68,6 +69,9 @@ impl Server {
             access_log: self.access_log,
         });
         let mut workers = Vec::new();
+        // Where every worker's peer observer pairs a lazy pool's closes with its next
+        // connection, which may land on another worker.
+        let lazy = Arc::new(LazyBoard::shared());
         for (index, listener) in self.listeners.into_iter().enumerate() {
             let poll = Poll::new()?;
             let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
@@ -76,6 +80,7 @@ impl Server {
             // figures where `/metrics` reads them.
             let observer =
                 PeerObserver::new(Arc::clone(&shared.observer), self.settings.peers_window_us)
+                    .sharing_lazy_board(Arc::clone(&lazy))
                     .telling_agents_apart(self.settings.clients_by_agent);
             let worker = Worker::new(
                 index,

@@ -317,13 +317,14 @@ impl Conn {
                 // request arriving in between is lost, so the observer
                 // hears of the close after it.
                 self.transport.stamp_arrivals();
+                // The FIN's send time, on the kernel stamps' clock, read
+                // just before the call that sends it: the earliest it can
+                // have left, so a request stamped before it surely came
+                // before the FIN, as the wire would show.
+                let sent = SystemTime::now();
                 if !self.transport.shut_write(self.ending()) {
                     return Flow::Close(CloseCause::KeepAliveTimeout);
                 }
-                // The FIN's send time, on the kernel stamps' clock: the
-                // kernel sent it within the call (on loopback, delivered
-                // it too), so this is the latest it can have left.
-                let sent = SystemTime::now();
                 self.enter(State::Watching(FinWatch::sent(ctx.now, sent)), ctx);
                 Flow::Open
             }

@@ -62,17 +62,17 @@ impl FinWatch {
     }
 
     /// How long after the FIN a request arrived, µs: by the kernel's
-    /// receive stamp `arrived` if there is one (0 if the request was in
-    /// before the FIN left: it crossed it), else by loop time `now`. The
-    /// loop time also serves when it shows a span too long for the stamps'
-    /// four bytes to tell (a loop stalled past the watch's second): the
-    /// delay is then the loop's, a little long, never wrapped.
+    /// receive stamp `arrived` if there is one (rounded up: 0 only if the
+    /// request was in before the FIN left, so it crossed it), else by loop
+    /// time `now`. The loop time also serves when it shows a span too long
+    /// for the stamps' four bytes to tell (a loop stalled past the watch's
+    /// second): the delay is then the loop's, a little long, never wrapped.
     pub fn delay_us(&self, arrived: Option<SystemTime>, now: Micros) -> Micros {
         let by_loop = self.fin.elapsed(now);
         let by_stamps =
             arrived.and_then(|arrived| WallNanos::of(arrived).since(self.fin_sent, by_loop));
         match by_stamps {
-            Some(nanos) => nanos.max(0) as Micros / 1000,
+            Some(nanos) => (nanos.max(0) as Micros).div_ceil(1000),
             None => by_loop,
         }
     }
@@ -172,7 +172,9 @@ mod tests {
         let sent = UNIX_EPOCH + Duration::from_nanos(4_294_967_000); // near a wrap
         let watch = FinWatch::sent(1_000_000, sent);
         let stamp = |nanos: i64| Some(sent + Duration::from_nanos(nanos as u64));
-        assert_eq!(watch.delay_us(stamp(12_345), 1_900_000), 12);
+        assert_eq!(watch.delay_us(stamp(12_345), 1_900_000), 13);
+        // A nanosecond after the FIN is after it, not in before it.
+        assert_eq!(watch.delay_us(stamp(1), 1_900_000), 1);
         assert_eq!(watch.delay_us(stamp(900_000_000), 1_000_050), 900_000);
         // In before the FIN left (its `shutdown` still returning): crossed.
         let before = sent - Duration::from_micros(3);

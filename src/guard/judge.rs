@@ -110,7 +110,7 @@ fn kept_advice(view: &PeerView) -> String {
         (None, None) => Keeper::Unnamed,
         (Some(_), None) => Keeper::Unknown,
     };
-    let fix = fix::fix(view.safe_pool_idle_timeout_ms, keeper);
+    let fix = fix::fix(view.safe_pool_idle_timeout_ms.into(), keeper);
     format!("{happened} {fix}")
 }
 

@@ -35,7 +35,7 @@ use crate::config::Settings;
 use crate::observe::{AfterFin, Event, Findings, Observer, WorkerObserver};
 use crate::timers::Micros;
 use clients::{AgentPeers, ClientTables};
-use peers::{PeerTable, PeersSnapshot};
+use peers::{LazyBoard, PeerTable, PeersSnapshot};
 
 /// A reuse with less than this left before the server's idle deadline is
 /// a near miss.
@@ -69,6 +69,8 @@ pub struct PeerObserver {
     stats: Arc<ObserverStats>,
     /// The same events by address and User-Agent, when asked for.
     clients: Option<ClientTables>,
+    /// Where lazy closes are paired with the uses after them.
+    lazy: Arc<LazyBoard>,
 }
 
 impl PeerObserver {
@@ -79,13 +81,24 @@ impl PeerObserver {
             peers: PeerTable::new(window),
             stats,
             clients: None,
+            lazy: Arc::new(LazyBoard::local()),
         }
+    }
+
+    /// This observer, pairing lazy closes on `lazy`, the board every
+    /// worker's observer shares (a pool's next connection may land on another worker).
+    /// Before [`PeerObserver::telling_agents_apart`].
+    pub fn sharing_lazy_board(mut self, lazy: Arc<LazyBoard>) -> Self {
+        self.peers = PeerTable::sharing(self.peers.window(), Arc::clone(&lazy), 0);
+        self.lazy = lazy;
+        self
     }
 
     /// This observer, also telling clients apart by User-Agent when `on` (see
     /// [`clients`]).
     pub fn telling_agents_apart(mut self, on: bool) -> Self {
-        self.clients = on.then(|| ClientTables::new(self.peers.window()));
+        self.clients =
+            on.then(|| ClientTables::new(self.peers.window()).sharing(Arc::clone(&self.lazy)));
         self
     }
 
