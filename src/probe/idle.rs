@@ -95,28 +95,52 @@ impl Idle {
             _ => Some(Closed::Fin),
         }
     }
+
+    /// Nothing seen yet, the starts to be spread over `stagger`.
+    fn empty(stagger: Duration) -> Idle {
+        Idle {
+            promise: ResponseHead::default(),
+            connections: 0,
+            samples: Vec::new(),
+            closes: None,
+            fins: 0,
+            resets: 0,
+            close_notifies: 0,
+            tls_version: None,
+            still_open: 0,
+            kernel_stamps: true,
+            stray_bytes: 0,
+            stagger,
+            rounds: 0,
+            redone: 0,
+            late_wakeups: 0,
+            worst_late_ms: 0.0,
+        }
+    }
+
+    /// One round of `samples`, each closed by a FIN, from a keep-alive
+    /// HTTP/1.1 server: for tests of what is made of them.
+    #[cfg(test)]
+    pub fn of_samples(samples: &[CloseSample]) -> Idle {
+        Idle {
+            promise: ResponseHead {
+                minor_version: 1,
+                status: 200,
+                ..ResponseHead::default()
+            },
+            connections: samples.len(),
+            samples: samples.to_vec(),
+            closes: closes::analyse(samples),
+            fins: samples.len(),
+            rounds: 1,
+            ..Idle::empty(Duration::from_secs(1))
+        }
+    }
 }
 
 /// Runs the idle measurement; `epoch` is the start of the probe's timeline.
 pub fn measure(target: &Target, plan: Plan, epoch: Instant) -> Result<Idle, Failure> {
-    let mut idle = Idle {
-        promise: ResponseHead::default(),
-        connections: 0,
-        samples: Vec::new(),
-        closes: None,
-        fins: 0,
-        resets: 0,
-        close_notifies: 0,
-        tls_version: None,
-        still_open: 0,
-        kernel_stamps: true,
-        stray_bytes: 0,
-        stagger: plan.stagger,
-        rounds: 0,
-        redone: 0,
-        late_wakeups: 0,
-        worst_late_ms: 0.0,
-    };
+    let mut idle = Idle::empty(plan.stagger);
     let mut span = plan.stagger;
     round(target, &plan, plan.connections, span, epoch, &mut idle)?;
     let (mut redos, mut widened, mut checked) = (0, false, false);
