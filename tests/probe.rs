@@ -219,6 +219,31 @@ fn passes_that_follow_the_load_are_advised_close_to_what_is_kept() {
     assert_safe_to_reuse(addr, safe, 20);
 }
 
+/// waitress's cleanup (a float stamp compared exactly, at the first
+/// wake-up of its loop a second after the last pass, so passes a second
+/// or nearly two apart): closes spread over more than a second, none
+/// before the timeout, are not taken for lighttpd's whole-second stamps
+/// (which would advise N − 1 s, 970 ms here), and the advice stays close
+/// to what is kept.
+#[test]
+fn passes_a_second_or_nearly_two_apart_over_an_exact_timeout_are_no_stamps() {
+    const TIMEOUT_MS: u64 = 2000;
+    let addr =
+        probe_fixtures::interval_closer(Duration::from_millis(TIMEOUT_MS), Duration::from_secs(1));
+    let report = probe_json(addr, &["--max-requests", "5"]);
+    let min = report["idle_timeout_ms"]["min"].as_f64().unwrap();
+    assert!(min >= TIMEOUT_MS as f64 - 5.0, "{report:#}");
+    let basis = &report["advice_basis"];
+    assert_eq!(basis["whole_second_stamps"], false, "{report:#}");
+    let safe = report["safe_pool_idle_timeout_ms"]
+        .as_u64()
+        .expect("a safe timeout");
+    // 1800 on a quiet machine; a late probe loop rightly widens the
+    // earliest close, so the bound is generous.
+    assert!((1500..TIMEOUT_MS).contains(&safe), "{report:#}");
+    assert_safe_to_reuse(addr, safe, 20);
+}
+
 /// Passes far apart (scaled down: every 6 s, against the 1 s and then
 /// 4 s over which the probe starts its connections): no number, and the
 /// command that would measure it.
