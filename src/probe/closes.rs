@@ -46,9 +46,14 @@
 //!   connection more than `N − 1` s and at most `N + 2` s, whatever the
 //!   lowest seen. The longest close bounds `N` from below; the earliest is
 //!   the whole seconds that gives. A server not known by name is taken so
-//!   when its passes come once a second and its closes spread over more
-//!   than a period (an exact threshold checked in passes closes within a
-//!   period of it); then never above what its passes gave.
+//!   when its passes come once a second, its closes spread over more than
+//!   a period, and no one idle threshold explains them: one connection
+//!   closed sooner after its response than another had been idle at a
+//!   pass it outlived (see `stamps`); then never above what its passes
+//!   gave. Spread alone is no sign: waitress compares float stamps
+//!   exactly, and its passes, a second apart or nearly two as its loop
+//!   wakes, spread its closes over 2.0 to 3.8 s of a 2 s timeout, none
+//!   below it.
 //! - **Too coarse**: when the gap is more than half the lowest close, the
 //!   passes are too far apart for the connections of this run to pin the
 //!   close down: the earliest is not known (the probe says how to measure
@@ -62,13 +67,24 @@
 //! When most samples were taken during stalls of the probe (more stalled
 //! than on time, after measuring them again), the closes are the probe's,
 //! not the server's: the run is not reliable, and says so.
+//!
+//! The pieces: `passes` (closes grouped into passes, their period, phase
+//! and gaps) and `stamps` (whole-second stamps told from exact
+//! thresholds); this module judges the pattern and the earliest close.
+
+mod passes;
+mod stamps;
 
 use crate::measure::stats::Spread;
+use passes::{
+    PASS_GAP_MS, find_period, grid_tolerance, lowest_of, pass_bound, pass_phase, passes_by_round,
+    phase_gap, spread_of, start_gap,
+};
+pub use stamps::stamped_keep_ms;
+use stamps::stamps_seen;
 
 /// A close window wider than this, ms, was a stall of the probe.
 pub const STALL_MS: f64 = 10.0;
-/// Closes this close together, ms, are one pass.
-const PASS_GAP_MS: f64 = 5.0;
 /// Idle times within this many ms (or [`STEADY_SHARE`] of them) are one
 /// timeout.
 const STEADY_MS: f64 = 5.0;
@@ -211,7 +227,7 @@ pub fn analyse_with(samples: &[CloseSample], whole_seconds: bool) -> Option<Clos
     } else {
         passes_pattern(used, varies, lowest)
     };
-    let stamps = stamps_seen(&pattern, varies);
+    let stamps = stamps_seen(used, &pattern, varies);
     if whole_seconds || stamps {
         let keeps = stamped_keep_ms(used).min(lowest);
         // Seen in the closes alone: never above what the passes gave.
@@ -237,42 +253,6 @@ pub fn analyse_with(samples: &[CloseSample], whole_seconds: bool) -> Option<Clos
         worst_stall_ms,
         reliable: on_time.len() >= 2.min(samples.len()) && stalled <= on_time.len(),
     })
-}
-
-/// How late, ms, a server that passes once a second may run its pass
-/// (its loop's own work, a coarse clock's tick).
-const PASS_LATE_MS: f64 = 20.0;
-
-/// The whole seconds, ms, a server that compares whole-second stamps in a
-/// pass once a second surely keeps an idle connection (lighttpd: its
-/// stamp is the clock read at its last pass, which may be a second old,
-/// and it closes at the first pass with more than `N` seconds between the
-/// stamps; so it keeps more than `N − 1` s and at most `N + 2` s). The
-/// longest close seen bounds `N` from below: `N > longest − 2 s`, so
-/// `N − 1 ≥ ⌊longest − 2 s⌋` in whole seconds. The closes seen do not
-/// give `N` from above closer than a second: the earliest is never taken
-/// from the lowest alone.
-pub fn stamped_keep_ms(samples: &[CloseSample]) -> f64 {
-    let longest = samples
-        .iter()
-        .map(CloseSample::idle_lo_ms)
-        .fold(0.0, f64::max);
-    (((longest - 2000.0 - PASS_LATE_MS) / 1000.0).floor() * 1000.0).max(0.0)
-}
-
-/// How far, ms, idle times may spread beyond a pass period before they
-/// are taken for stamps coarser than the idle time.
-const STAMPS_MARGIN_MS: f64 = 100.0;
-
-/// Passes once a second whose closes spread over more than a period of
-/// idle time: an exact threshold checked in passes closes within a period
-/// of it, so the server compares something coarser than the idle time, as
-/// lighttpd's whole-second stamps a pass old. (Not every such server
-/// shows it: fresh stamps close within a period too.)
-fn stamps_seen(pattern: &Pattern, varies: f64) -> bool {
-    matches!(*pattern, Pattern::Passes { period_ms, .. }
-        if (period_ms - 1000.0).abs() <= grid_tolerance(1000.0)
-            && varies > period_ms + STAMPS_MARGIN_MS)
 }
 
 /// The earliest close a pattern allows, and how it was found.
@@ -380,24 +360,6 @@ fn passes_pattern(samples: &[CloseSample], varies: f64, lowest: f64) -> (Pattern
     (pattern, earliest)
 }
 
-/// Each round's samples and passes, rounds without a pass left out
-/// (rounds follow one another, so a pass of one round closed none of
-/// another's connections).
-fn passes_by_round(samples: &[CloseSample]) -> Vec<(Vec<CloseSample>, Vec<Pass>)> {
-    let mut rounds: Vec<u32> = samples.iter().map(|s| s.round).collect();
-    rounds.sort_unstable();
-    rounds.dedup();
-    rounds
-        .iter()
-        .map(|&r| {
-            let own: Vec<CloseSample> = samples.iter().copied().filter(|s| s.round == r).collect();
-            let passes = passes(&own);
-            (own, passes)
-        })
-        .filter(|(_, passes)| !passes.is_empty())
-        .collect()
-}
-
 /// Whether rounds whose passes moved closed at the same lowest idle time
 /// (each round's `(lowest, phase gap)`), within what their phase gaps
 /// allow: then the close depends on the idle time alone, not on where a
@@ -418,221 +380,8 @@ const MIN_ROUND: usize = 3;
 /// earliest close unknown.
 const COARSE_SHARE: f64 = 0.5;
 
-/// The lowest idle time at which `samples` allow a close, ms.
-fn lowest_of(samples: &[CloseSample]) -> f64 {
-    samples
-        .iter()
-        .map(CloseSample::idle_lo_ms)
-        .fold(f64::INFINITY, f64::min)
-}
-
-/// The widest gap, ms, between the phases at which `samples` went idle
-/// (their start times modulo `period_ms`, on a circle).
-fn phase_gap(samples: &[CloseSample], period_ms: f64) -> f64 {
-    let mut phases: Vec<f64> = samples
-        .iter()
-        .map(|s| s.idle_from_ms.rem_euclid(period_ms))
-        .collect();
-    phases.sort_by(f64::total_cmp);
-    let (Some(first), Some(last)) = (phases.first(), phases.last()) else {
-        return period_ms;
-    };
-    let around = first + period_ms - last;
-    phases
-        .windows(2)
-        .map(|w| w[1] - w[0])
-        .fold(around, f64::max)
-}
-
-/// How far a pass may stand from its place on a grid of `period_ms`.
-fn grid_tolerance(period_ms: f64) -> f64 {
-    (0.02 * period_ms).max(2.0)
-}
-
-/// The widest gap, ms, between consecutive moments at which `samples`
-/// went idle. Of the connections a pass closes, the one that went idle
-/// last closes soonest; a pass that closes some but not all of a round's
-/// connections closes one that reached the timeout less than this before
-/// it. (The gap in time, not in phase modulo the period: passes drift.)
-pub fn start_gap(samples: &[CloseSample]) -> f64 {
-    let mut starts: Vec<f64> = samples.iter().map(|s| s.idle_from_ms).collect();
-    starts.sort_by(f64::total_cmp);
-    starts.windows(2).map(|w| w[1] - w[0]).fold(0.0, f64::max)
-}
-
-fn spread_of(samples: &[CloseSample]) -> f64 {
-    let idle: Vec<f64> = samples.iter().map(CloseSample::idle_ms).collect();
-    Spread::of(&idle).map_or(0.0, |s| s.max - s.min)
-}
-
-/// Whether the first pass of every round falls on the first round's grid.
-fn pass_phase(by_round: &[(Vec<CloseSample>, Vec<Pass>)], period_ms: f64) -> PassPhase {
-    let firsts: Vec<f64> = by_round.iter().map(|(_, passes)| passes[0].at_ms).collect();
-    if firsts.len() < 2 {
-        return PassPhase::Unchecked;
-    }
-    let moved = firsts[1..]
-        .iter()
-        .map(|at| {
-            let off = (at - firsts[0]).rem_euclid(period_ms);
-            off.min(period_ms - off)
-        })
-        .fold(0.0, f64::max);
-    if moved > (0.02 * period_ms).max(PASS_GAP_MS) {
-        PassPhase::Moved { by_ms: moved }
-    } else {
-        PassPhase::Fixed
-    }
-}
-
-/// Closes at one instant: when the first was seen, the earliest it can
-/// have come, and how many connections it closed.
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct Pass {
-    at_ms: f64,
-    lo_ms: f64,
-    members: usize,
-}
-
-/// The samples' closes grouped into passes, in time order.
-fn passes(samples: &[CloseSample]) -> Vec<Pass> {
-    let mut sorted = samples.to_vec();
-    sorted.sort_by(|a, b| a.closed_ms.total_cmp(&b.closed_ms));
-    let mut passes: Vec<Pass> = Vec::new();
-    let mut last = f64::NEG_INFINITY;
-    for sample in sorted {
-        match passes.last_mut() {
-            Some(pass) if sample.closed_ms - last <= PASS_GAP_MS => {
-                pass.members += 1;
-                pass.lo_ms = pass.lo_ms.min(sample.closed_lo_ms);
-            }
-            _ => passes.push(Pass {
-                at_ms: sample.closed_ms,
-                lo_ms: sample.closed_lo_ms,
-                members: 1,
-            }),
-        }
-        last = sample.closed_ms;
-    }
-    passes
-}
-
-/// The passes' period and whether they lie on a grid; `None` when the
-/// closes do not look like passes. `varies`: the idle times' range, which
-/// passes on a grid keep within one period.
-fn find_period(passes: &[Pass], varies: f64) -> Option<(f64, bool)> {
-    let intervals: Vec<f64> = passes.windows(2).map(|w| w[1].at_ms - w[0].at_ms).collect();
-    let shortest = intervals.iter().copied().fold(f64::INFINITY, f64::min);
-    let tolerance = grid_tolerance;
-    if passes.len() >= 3 {
-        let steps: Vec<f64> = intervals.iter().map(|d| (d / shortest).round()).collect();
-        let total: f64 = steps.iter().sum();
-        let period = (passes[passes.len() - 1].at_ms - passes[0].at_ms) / total;
-        let mut k = 0.0;
-        let fits = passes.iter().enumerate().all(|(i, pass)| {
-            if i > 0 {
-                k += steps[i - 1];
-            }
-            (pass.at_ms - passes[0].at_ms - k * period).abs() <= tolerance(period)
-        });
-        if fits && varies <= period + tolerance(period) {
-            return Some((period, true));
-        }
-    }
-    // Shared instants: most closes came with another connection's.
-    let shared: usize = passes
-        .iter()
-        .filter(|p| p.members > 1)
-        .map(|p| p.members)
-        .sum();
-    let total: usize = passes.iter().map(|p| p.members).sum();
-    (2 * shared >= total).then_some((shortest, false))
-}
-
-/// The largest lower bound on the timeout the passes give: a connection
-/// still open at a pass had been idle less than the timeout then.
-fn pass_bound(samples: &[CloseSample], passes: &[Pass], grid: Option<f64>) -> Option<f64> {
-    let mut best: Option<f64> = None;
-    for sample in samples {
-        let own = passes
-            .iter()
-            .rposition(|p| p.at_ms <= sample.closed_ms)
-            .unwrap_or(0);
-        let mut bounds = Vec::new();
-        if own > 0 {
-            let before = passes[own - 1];
-            if before.lo_ms > sample.idle_from_ms {
-                bounds.push(before.lo_ms - sample.idle_from_ms);
-            }
-        }
-        if let Some(period) = grid {
-            let bound = sample.idle_lo_ms() - period;
-            if bound > 0.0 {
-                bounds.push(bound);
-            }
-        }
-        for bound in bounds {
-            best = Some(best.map_or(bound, |b: f64| b.max(bound)));
-        }
-    }
-    best
-}
-
 #[cfg(test)]
-pub mod samples {
-    //! Close samples of model servers, for the tests here and in
-    //! [`super::super::advice`].
-
-    use super::CloseSample;
-
-    /// Connections of `round` going idle at `starts` and closed at
-    /// `close(start)`, seen 0.3 ms after each close with a 3 ms window.
-    pub fn closed(round: u32, starts: &[f64], close: impl Fn(f64) -> f64) -> Vec<CloseSample> {
-        starts
-            .iter()
-            .map(|&s| CloseSample {
-                round,
-                idle_from_ms: s,
-                closed_ms: close(s) + 0.3,
-                closed_lo_ms: close(s) - 2.7,
-                response_window_ms: 0.0,
-            })
-            .collect()
-    }
-
-    /// A server with timeout `t` closing in passes every `p` ms at
-    /// `phase + k p`.
-    pub fn periodic(round: u32, t: f64, p: f64, phase: f64, starts: &[f64]) -> Vec<CloseSample> {
-        closed(round, starts, |s| phase + ((s + t - phase) / p).ceil() * p)
-    }
-
-    /// lighttpd at `n` s: a pass each second, `phase` ms past its clock's
-    /// whole second, closing what has more than `n` whole seconds between
-    /// its stamps.
-    pub fn stamped(round: u32, n: f64, phase: f64, starts: &[f64]) -> Vec<CloseSample> {
-        closed(round, starts, |s| {
-            ((s / 1000.0).floor() + n + 1.0) * 1000.0 + phase
-        })
-    }
-
-    /// lighttpd 1.4 at `n` s, as its source has it: a connection's stamp
-    /// is the whole second of its loop's last pass, `lag` ms before its
-    /// response (up to its 1 s poll: the first response on a connection is
-    /// made in the accept callback, before the clock is read again); it
-    /// closes at the first pass, `phase` ms into a second, whose whole
-    /// second is more than `n` past the stamp.
-    pub fn lighttpd(round: u32, n: f64, lag: f64, phase: f64, starts: &[f64]) -> Vec<CloseSample> {
-        closed(round, starts, |s| {
-            (((s - lag) / 1000.0).floor() + n + 1.0) * 1000.0 + phase
-        })
-    }
-
-    pub fn spread_starts(from: f64, n: usize, span: f64) -> Vec<f64> {
-        (0..n)
-            .map(|i| from + i as f64 * span / (n - 1) as f64)
-            .collect()
-    }
-}
+pub mod samples;
 
 #[cfg(test)]
 mod tests {
@@ -813,6 +562,59 @@ mod tests {
         // An exact threshold checked in passes a second apart is not.
         let exact = periodic(1, 2000.0, 1000.0, 300.0, &spread_starts(100.0, 8, 1000.0));
         assert!(!analyse(&exact).unwrap().whole_seconds);
+    }
+
+    #[test]
+    fn float_stamps_checked_in_passes_up_to_two_seconds_apart_are_no_whole_seconds() {
+        // waitress, channel_timeout 2 s, cleanup_interval 1 s: passes
+        // about a second apart, one nearly two (its loop woke just before
+        // the interval ended), the phase moved 64 ms between rounds. Its
+        // closes spread over 2.0 to 3.8 s, all at or past 2 s: one exact
+        // threshold, no stamps of a coarser clock.
+        let one = [1000.4; 4];
+        let mut samples = waitress(1, 2000.0, 210.0, &one, &spread_starts(100.0, 8, 1000.0));
+        let two = [1000.4, 1064.0, 1000.4, 1843.2, 1000.4];
+        samples.extend(waitress(
+            2,
+            2000.0,
+            5212.0,
+            &two,
+            &spread_starts(5350.0, 8, 1000.0),
+        ));
+        let closes = analyse(&samples).unwrap();
+        assert!(closes.spread.min >= 2000.0, "{closes:?}");
+        assert!(closes.spread.max - closes.spread.min > 1500.0, "{closes:?}");
+        assert!(
+            matches!(closes.pattern, Pattern::Passes { period_ms, phase: PassPhase::Moved { .. }, .. }
+                if (period_ms - 1000.0).abs() < 5.0),
+            "{closes:?}"
+        );
+        assert!(!closes.whole_seconds, "{closes:?}");
+        assert!(!closes.lowered_by_period, "{closes:?}");
+        // No more than a start gap (8 starts over 1 s: 143 ms) below it.
+        let earliest = closes.earliest_ms.unwrap();
+        assert!((1850.0..=2000.0).contains(&earliest), "{closes:?}");
+    }
+
+    #[test]
+    fn stamps_of_varying_age_close_below_the_setting_and_are_whole_seconds() {
+        // lighttpd at 2 s, not known by name: each connection's stamp the
+        // clock as read at its loop's last pass, up to a second old, so
+        // some close well below 2 s while others outlive passes at which
+        // they were idle longer.
+        for phase in [30.0, 480.0, 910.0] {
+            let starts = spread_starts(100.0, 16, 1000.0);
+            let samples = closed(1, &starts, |s| {
+                let lag = (s * 7.3).rem_euclid(1000.0);
+                (((s - lag) / 1000.0).floor() + 3.0) * 1000.0 + phase
+            });
+            let closes = analyse(&samples).unwrap();
+            if phase < 500.0 {
+                assert!(closes.spread.min < 2000.0, "phase {phase}: {closes:?}");
+            }
+            assert!(closes.whole_seconds, "phase {phase}: {closes:?}");
+            assert!(closes.earliest_ms.unwrap() <= 1000.0, "{closes:?}");
+        }
     }
 
     #[test]

@@ -119,6 +119,25 @@ impl Idle {
             _ => Some(Closed::Fin),
         }
     }
+
+    /// One round of `samples`, each closed by a FIN, from a keep-alive
+    /// HTTP/1.1 server: for tests of what is made of them.
+    #[cfg(test)]
+    pub fn of_samples(samples: &[CloseSample]) -> Idle {
+        Idle {
+            promise: ResponseHead {
+                minor_version: 1,
+                status: 200,
+                ..ResponseHead::default()
+            },
+            connections: samples.len(),
+            samples: samples.to_vec(),
+            closes: closes::analyse(samples),
+            fins: samples.len(),
+            rounds: 1,
+            ..Idle::before_any_round(Duration::from_secs(1))
+        }
+    }
 }
 
 /// Runs the idle measurement; `epoch` is the start of the probe's timeline.

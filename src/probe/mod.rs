@@ -53,6 +53,8 @@ use target::Target;
 
 /// Runs the subcommand: `args` are what follows `probe` on the command
 /// line. Prints the report on stdout, or one line on stderr and exits 1 or 2.
+/// A run that measured nothing of the server's (its closes came during the
+/// probe's own stalls) prints its report, then that line, and exits 1.
 pub fn main<I, T>(args: I) -> ExitCode
 where
     I: IntoIterator<Item = T>,
@@ -68,13 +70,16 @@ where
             } else {
                 print!("{}", report.text());
             }
-            ExitCode::SUCCESS
+            report.unmeasured().map_or(ExitCode::SUCCESS, failed)
         }
-        Err(failure) => {
-            eprintln!("keepalive-server probe: error: {failure}");
-            ExitCode::from(failure.exit_code())
-        }
+        Err(failure) => failed(failure),
     }
+}
+
+/// Says why on stderr, and the exit status that goes with it.
+fn failed(failure: Failure) -> ExitCode {
+    eprintln!("keepalive-server probe: error: {failure}");
+    ExitCode::from(failure.exit_code())
 }
 
 /// Measures the server `args` names.
@@ -126,7 +131,12 @@ pub fn probe(args: &ProbeArgs) -> Result<Report, Failure> {
         .max_requests
         .filter(|&n| args.max_requests > 0 && n <= args.max_requests);
     let persistent = idle.promise.persistent();
-    let spread = idle.closes.map(|closes| closes.spread);
+    // Closes seen mostly during the probe's own stalls are not the
+    // server's: no idle timeout from them, and no sweep at it.
+    let spread = idle
+        .closes
+        .filter(|closes| closes.reliable)
+        .map(|closes| closes.spread);
     let sweep = match (&points, spread) {
         (Some(points), Some(spread)) if persistent => Some(sweep::sweep(
             &target,

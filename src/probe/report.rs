@@ -7,7 +7,8 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::advice::Advice;
-use super::closes::{PassPhase, Pattern};
+use super::closes::{Closes, PassPhase, Pattern};
+use super::failure::Failure;
 use super::idle::{Idle, connections};
 use super::sweep::{Sweep, SweepPoint};
 use super::tls::{TlsClose, TlsJson};
@@ -21,7 +22,9 @@ pub struct Report {
     pub url: String,
     pub method: &'static str,
     pub idle: Idle,
-    /// `None` when no connection closed within `--max-wait`.
+    /// `None` when no connection closed within `--max-wait`, or when the
+    /// closes were mostly seen during the probe's own stalls (not reliable:
+    /// the figures would be the probe's, not the server's).
     pub idle_timeout_ms: Option<Spread>,
     pub max_wait: Duration,
     /// Requests tried on one connection (`--max-requests`; 0: skipped).
@@ -103,9 +106,36 @@ impl Report {
         })
     }
 
+    /// The closes, reduced, when they are the server's: `None` when none
+    /// closed, or when most were seen during the probe's own stalls.
+    fn server_closes(&self) -> Option<Closes> {
+        self.idle.closes.filter(|closes| closes.reliable)
+    }
+
+    /// The idle times seen, ms, when they are the server's.
+    fn server_idle_ms(&self) -> Option<Spread> {
+        self.idle_timeout_ms
+            .filter(|_| self.idle.closes.is_none_or(|closes| closes.reliable))
+    }
+
+    /// Why the run measured nothing of the server's, as the failure it
+    /// exits with: most closes came during the probe's own stalls, so
+    /// every figure of them would be the probe's.
+    pub fn unmeasured(&self) -> Option<Failure> {
+        let closes = self.idle.closes.filter(|closes| !closes.reliable)?;
+        Some(Failure::Server(format!(
+            "{}: nothing measured: {} of {} closes came during stalls of the probe itself (seen \
+             up to {:.0} ms late), so their figures would be the probe's, not the server's",
+            self.url,
+            closes.stalled,
+            closes.stalled + closes.on_time,
+            closes.worst_stall_ms
+        )))
+    }
+
     /// The period of the server's close passes, ms, when it closes in passes.
     pub fn close_period_ms(&self) -> Option<f64> {
-        match self.idle.closes?.pattern {
+        match self.server_closes()?.pattern {
             Pattern::Passes { period_ms, .. } => Some(period_ms),
             _ => None,
         }
@@ -131,7 +161,7 @@ impl Report {
             http_version: promise.version(),
             advertised_timeout_s: promise.keep_alive_timeout,
             advertised_max: promise.keep_alive_max,
-            idle_timeout_ms: self.idle_timeout_ms.map(|s| Spread {
+            idle_timeout_ms: self.server_idle_ms().map(|s| Spread {
                 min: hundredths(s.min),
                 median: hundredths(s.median),
                 max: hundredths(s.max),
@@ -148,9 +178,11 @@ impl Report {
         serde_json::to_string_pretty(&json).unwrap_or_default()
     }
 
-    /// The figures behind the advice, for the JSON.
+    /// The figures behind the advice, for the JSON: those of the closes
+    /// only when they are the server's; the probe's own stalls always.
     fn basis(&self) -> Basis {
-        let closes = self.idle.closes;
+        let closes = self.server_closes();
+        let stalls = self.idle.closes;
         let (period, phase, moved) = match closes.map(|c| c.pattern) {
             Some(Pattern::Passes {
                 period_ms, phase, ..
@@ -171,11 +203,11 @@ impl Report {
             lowered_by_period: closes.is_some_and(|c| c.lowered_by_period),
             whole_second_stamps: closes.is_some_and(|c| c.whole_seconds),
             stalled_closes_redone: self.idle.redone,
-            stalled_closes_left: closes.map_or(0, |c| c.stalled),
-            worst_stall_ms: hundredths(closes.map_or(0.0, |c| c.worst_stall_ms)),
+            stalled_closes_left: stalls.map_or(0, |c| c.stalled),
+            worst_stall_ms: hundredths(stalls.map_or(0.0, |c| c.worst_stall_ms)),
             probe_late_wakeups: self.idle.late_wakeups,
             probe_worst_late_ms: hundredths(self.idle.worst_late_ms),
-            reliable: closes.is_none_or(|c| c.reliable),
+            reliable: stalls.is_none_or(|c| c.reliable),
         }
     }
 
@@ -239,9 +271,15 @@ impl Report {
             idle.resets,
             humantime::format_duration(idle.stagger)
         );
-        match self.idle_timeout_ms {
+        match self.server_idle_ms() {
             _ if !promise.persistent() => {
                 let _ = writeln!(s, "idle:      no keep-alive: closes after every response");
+            }
+            None if self.unmeasured().is_some() => {
+                let line = format!(
+                    "not measured: the closes came during stalls of the probe itself; {closes}"
+                );
+                s.push_str(&labelled("idle:", &line));
             }
             Some(spread) => {
                 let _ = writeln!(
@@ -295,71 +333,85 @@ impl Report {
         let idle = &self.idle;
         let promise = &idle.promise;
         if let Some(closes) = idle.closes.filter(|_| promise.persistent()) {
-            let earliest = closes
-                .earliest_ms
-                .map_or("not known".to_owned(), |ms| format!("{ms:.1} ms"));
-            let line = match closes.pattern {
-                Pattern::Steady => None,
-                Pattern::Passes {
-                    period_ms,
-                    on_grid,
-                    passes,
-                    phase,
-                } => Some(format!(
-                    "every {period_ms:.1} ms ({passes} seen{}{}): a connection closes {:.1} to \
-                     {:.1} ms after its response, by when it went idle; the earliest possible \
-                     {earliest}",
-                    if on_grid { ", on a grid" } else { "" },
-                    match phase {
-                        PassPhase::Unchecked => String::new(),
-                        PassPhase::Fixed => ", the same phase every round".to_owned(),
-                        PassPhase::Moved { by_ms } => {
-                            format!(", moving {by_ms:.0} ms between rounds")
-                        }
-                    },
-                    closes.spread.min,
-                    closes.spread.max
-                )),
-                Pattern::OnePass => Some(format!(
-                    "every close came in one pass: passes are further apart than {}; the \
-                     earliest possible close is {earliest}",
-                    humantime::format_duration(idle.stagger)
-                )),
-                Pattern::Irregular => Some(format!(
-                    "closes vary with when the connection went idle, in no passes found; the \
-                     earliest is taken as {earliest}"
-                )),
-            };
-            if let Some(line) = line {
-                s.push_str(&labelled("passes:", &line));
+            if closes.reliable {
+                self.text_pattern(&closes, s);
             }
             if idle.redone > 0 || closes.stalled > 0 {
-                let late = match idle.late_wakeups {
-                    0 => String::new(),
-                    1 => format!(
-                        "; the probe woke up late once, by {:.0} ms",
-                        idle.worst_late_ms
-                    ),
-                    n => format!(
-                        "; the probe woke up late {n} times, by up to {:.0} ms",
-                        idle.worst_late_ms
-                    ),
-                };
-                let line = format!(
-                    "{} closes seen during a stall of the probe were measured again; {} left \
-                     (up to {:.0} ms late), counted from before the stall{late}{}",
-                    idle.redone,
-                    closes.stalled,
-                    closes.worst_stall_ms,
-                    if closes.reliable {
-                        ""
-                    } else {
-                        ": this run is not reliable"
-                    }
-                );
-                s.push_str(&labelled("stalls:", &line));
+                self.text_stalls(&closes, s);
             }
         }
+    }
+
+    /// How the closes came: one line unless each connection has a timer.
+    fn text_pattern(&self, closes: &Closes, s: &mut String) {
+        let idle = &self.idle;
+        let earliest = closes
+            .earliest_ms
+            .map_or("not known".to_owned(), |ms| format!("{ms:.1} ms"));
+        let line = match closes.pattern {
+            Pattern::Steady => None,
+            Pattern::Passes {
+                period_ms,
+                on_grid,
+                passes,
+                phase,
+            } => Some(format!(
+                "every {period_ms:.1} ms ({passes} seen{}{}): a connection closes {:.1} to \
+                 {:.1} ms after its response, by when it went idle; the earliest possible \
+                 {earliest}",
+                if on_grid { ", on a grid" } else { "" },
+                match phase {
+                    PassPhase::Unchecked => String::new(),
+                    PassPhase::Fixed => ", the same phase every round".to_owned(),
+                    PassPhase::Moved { by_ms } => {
+                        format!(", moving {by_ms:.0} ms between rounds")
+                    }
+                },
+                closes.spread.min,
+                closes.spread.max
+            )),
+            Pattern::OnePass => Some(format!(
+                "every close came in one pass: passes are further apart than {}; the \
+                 earliest possible close is {earliest}",
+                humantime::format_duration(idle.stagger)
+            )),
+            Pattern::Irregular => Some(format!(
+                "closes vary with when the connection went idle, in no passes found; the \
+                 earliest is taken as {earliest}"
+            )),
+        };
+        if let Some(line) = line {
+            s.push_str(&labelled("passes:", &line));
+        }
+    }
+
+    /// The probe's own stalls, and whether they leave the run reliable.
+    fn text_stalls(&self, closes: &Closes, s: &mut String) {
+        let idle = &self.idle;
+        let late = match idle.late_wakeups {
+            0 => String::new(),
+            1 => format!(
+                "; the probe woke up late once, by {:.0} ms",
+                idle.worst_late_ms
+            ),
+            n => format!(
+                "; the probe woke up late {n} times, by up to {:.0} ms",
+                idle.worst_late_ms
+            ),
+        };
+        let line = format!(
+            "{} closes seen during a stall of the probe were measured again; {} left \
+             (up to {:.0} ms late), counted from before the stall{late}{}",
+            idle.redone,
+            closes.stalled,
+            closes.worst_stall_ms,
+            if closes.reliable {
+                ""
+            } else {
+                ": this run is not reliable"
+            }
+        );
+        s.push_str(&labelled("stalls:", &line));
     }
 
     /// The round trip and the request limit.
@@ -473,7 +525,80 @@ fn labelled(label: &str, text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::labelled;
+    use super::*;
+    use crate::probe::closes::CloseSample;
+
+    /// A report of `samples` as the probe would make it.
+    fn report(samples: &[CloseSample]) -> Report {
+        let idle = Idle::of_samples(samples);
+        let max_wait = Duration::from_secs(300);
+        let advice = super::super::advice::advise("http://h/", &idle, None, Some(0.1), max_wait);
+        Report {
+            url: "http://h/".to_owned(),
+            method: "GET",
+            idle_timeout_ms: idle.closes.filter(|c| c.reliable).map(|c| c.spread),
+            idle,
+            max_wait,
+            max_requests_tried: 0,
+            max_requests: None,
+            round_trip_ms: Some(0.1),
+            round_trips: 5,
+            sweep: None,
+            advice,
+            elapsed: Duration::from_secs(3),
+            tls: false,
+        }
+    }
+
+    /// Connections going idle 200 ms apart, closed by a server's 2 s
+    /// timer, seen `late(i)` ms late with `window(i)` ms of doubt about
+    /// their responses.
+    fn closed_at_2s(late: impl Fn(usize) -> f64, window: f64) -> Vec<CloseSample> {
+        (0..6)
+            .map(|i| {
+                let s = i as f64 * 200.0;
+                CloseSample {
+                    round: 1,
+                    idle_from_ms: s + window,
+                    closed_ms: s + 2000.5 + late(i),
+                    closed_lo_ms: s + 1999.5,
+                    response_window_ms: window,
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_starved_probe_reports_none_of_its_own_stalls_as_the_servers() {
+        // Every close seen 100-300 ms late, every response read late: the
+        // idle times seen (1.7 to 2.1 s) are the probe's.
+        let starved = report(&closed_at_2s(|i| 100.0 + 100.0 * (i % 3) as f64, 150.0));
+        let json: serde_json::Value = serde_json::from_str(&starved.json()).unwrap();
+        assert_eq!(json["idle_timeout_ms"], serde_json::Value::Null, "{json:#}");
+        assert_eq!(json["close_period_ms"], serde_json::Value::Null, "{json:#}");
+        let basis = &json["advice_basis"];
+        for key in ["earliest_close_ms", "pass_period_ms", "start_gap_ms"] {
+            assert_eq!(basis[key], serde_json::Value::Null, "{key}: {json:#}");
+        }
+        assert_eq!(basis["reliable"], false, "{json:#}");
+        assert_eq!(basis["stalled_closes_left"], 6, "{json:#}");
+        let failure = starved.unmeasured().expect("nothing measured");
+        assert_eq!(failure.exit_code(), 1);
+        assert!(failure.to_string().contains("6 of 6 closes"), "{failure}");
+        let text = starved.text();
+        assert!(text.contains("idle:      not measured"), "{text}");
+        assert!(!text.contains("closes after"), "{text}");
+        assert!(!text.contains("passes:"), "{text}");
+        let words = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(words.contains("this run is not reliable"), "{text}");
+        // The same closes seen on time are the server's.
+        let on_time = report(&closed_at_2s(|_| 0.0, 0.0));
+        assert!(on_time.unmeasured().is_none());
+        let json: serde_json::Value = serde_json::from_str(&on_time.json()).unwrap();
+        let min = json["idle_timeout_ms"]["min"].as_f64().unwrap();
+        assert!((2000.0..2001.0).contains(&min), "{json:#}");
+        assert!(on_time.text().contains("closes after 2000.5 ms"));
+    }
 
     #[test]
     fn long_paragraphs_wrap_under_their_label() {

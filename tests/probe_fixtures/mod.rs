@@ -2,8 +2,10 @@
 //! and Node's http server run as child processes (killed when dropped;
 //! nginx with a temporary prefix, config and error log, in one process),
 //! and small fixtures written here: a server that closes idle connections
-//! with a reset, one that closes them in periodic passes (as lighttpd and
-//! coarse timer wheels do), one that answers only a connection's first
+//! with a reset, one that closes them in periodic passes (on a grid, as
+//! coarse timer wheels do; following its load, as gunicorn's gthread loop
+//! does; or at its loop's wake-ups, as waitress does), one that answers
+//! only a connection's first
 //! request, one that is not HTTP, one that never answers, and three that
 //! answer without end: `100 Continue` again and again, a response head or
 //! a body trickled a byte at a time.
@@ -319,7 +321,7 @@ const OK: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n";
 /// `t + timeout`, so its idle time is anywhere from `timeout` to
 /// `timeout + period`, by when it went idle.
 pub fn periodic_closer(timeout: Duration, period: Duration) -> SocketAddr {
-    closing_in_passes(timeout, period, false)
+    closing_in_passes(timeout, period, PassesAt::Grid)
 }
 
 /// As [`periodic_closer`], but its passes follow its load, as gunicorn's
@@ -327,10 +329,32 @@ pub fn periodic_closer(timeout: Duration, period: Duration) -> SocketAddr {
 /// connection is accepted or a request answered, and `period` after the
 /// last pass when nothing happens. The close still needs `timeout` idle.
 pub fn load_following_closer(timeout: Duration, period: Duration) -> SocketAddr {
-    closing_in_passes(timeout, period, true)
+    closing_in_passes(timeout, period, PassesAt::Load)
 }
 
-fn closing_in_passes(timeout: Duration, period: Duration, follows_load: bool) -> SocketAddr {
+/// As [`periodic_closer`], but its passes come as waitress's cleanup
+/// does: its loop wakes on every event and at most `interval` after the
+/// last wake-up, and runs a pass at the first wake-up `interval` or more
+/// after the last pass. A wake-up just before the interval ends puts the
+/// next pass nearly two intervals on; here one comes after every second
+/// pass (as an event would), so the idle times always spread over more
+/// than an interval, all at or past `timeout` (an exact float stamp).
+pub fn interval_closer(timeout: Duration, interval: Duration) -> SocketAddr {
+    closing_in_passes(timeout, interval, PassesAt::Interval)
+}
+
+/// When a fixture's passes come.
+#[derive(Clone, Copy, PartialEq)]
+enum PassesAt {
+    /// At whole multiples of the period from its start.
+    Grid,
+    /// At every event, and a period after the last pass without one.
+    Load,
+    /// At the first wake-up a period after the last pass (waitress).
+    Interval,
+}
+
+fn closing_in_passes(timeout: Duration, period: Duration, at: PassesAt) -> SocketAddr {
     /// Each connection: a handle to shut it, and since when it is idle.
     type Idle = Arc<Mutex<Vec<(u64, TcpStream, Option<Instant>)>>>;
     let conns: Idle = Arc::default();
@@ -340,12 +364,25 @@ fn closing_in_passes(timeout: Duration, period: Duration, follows_load: bool) ->
     let (activity, woken) = std::sync::mpsc::channel::<()>();
     std::thread::spawn(move || {
         let epoch = Instant::now();
+        let mut next = epoch + period;
+        let early = period.saturating_sub(Duration::from_millis(10));
         for k in 1u32.. {
-            if follows_load {
-                let _ = woken.recv_timeout(period);
-            } else {
-                let at = epoch + period * k;
-                std::thread::sleep(at.saturating_duration_since(Instant::now()));
+            match at {
+                PassesAt::Grid => {
+                    let at = epoch + period * k;
+                    std::thread::sleep(at.saturating_duration_since(Instant::now()));
+                }
+                PassesAt::Load => {
+                    let _ = woken.recv_timeout(period);
+                }
+                PassesAt::Interval => {
+                    let wake = if k % 2 == 0 { early } else { period };
+                    let _ = woken.recv_timeout(wake);
+                    while Instant::now() < next {
+                        let _ = woken.recv_timeout(period);
+                    }
+                    next = Instant::now() + period;
+                }
             }
             let now = Instant::now();
             passes.lock().unwrap().retain(|(_, stream, since)| {
