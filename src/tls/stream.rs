@@ -157,7 +157,7 @@ impl TlsConn {
     /// alert rustls made is sent first, best effort).
     pub fn read(&mut self, tcp: &mut TcpStream, out: &mut [u8]) -> io::Result<Plain> {
         let read = self.read_records(tcp, out);
-        self.received.release();
+        self.received.release(self.socket_drained);
         read
     }
 
@@ -367,7 +367,7 @@ impl TlsConn {
     pub fn watch(&mut self, tcp: &mut TcpStream, budget: u32) -> io::Result<WatchRead> {
         let watched = self.watch_records(tcp, budget);
         self.leftover.clear();
-        self.received.release();
+        self.received.release(true);
         watched
     }
 
