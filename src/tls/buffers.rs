@@ -22,7 +22,8 @@ use std::cell::RefCell;
 
 /// One spare buffer's size: a whole record of the largest kind (TLS 1.2's
 /// 18,437 B on the wire) to read into, or the backlog limit's worth of
-/// plaintext encrypted (32 KiB plus each record's header and tag).
+/// plaintext encrypted (32 KiB plus each record's header and tag) behind
+/// a response head's record.
 pub const BUFFER_SIZE: usize = 34 * 1024;
 /// Most bytes received and not yet processed: a handshake flight rustls
 /// must see whole (its messages may reach 64 KiB) and a record behind it.
@@ -152,6 +153,11 @@ pub struct Unsent {
 impl Unsent {
     pub fn is_empty(&self) -> bool {
         self.start == self.end
+    }
+
+    /// How many bytes wait.
+    pub fn len(&self) -> usize {
+        self.end - self.start
     }
 
     /// The bytes to send.
