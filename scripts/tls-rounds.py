@@ -2,10 +2,14 @@
 """Memory across repeated attacks on the TLS port: the same attack made in
 rounds on one server, its resident size sampled through each round.
 
-  handshakes  N connections each send a ClientHello and then nothing, so
-              every handshake is held open half done (default 10,000)
-  stalls      N connections complete a handshake and then send half of a
-              16 KiB application-data record (default 500)
+  half-hellos  N connections each send half a ClientHello and then
+               nothing: each handshake held waiting for the rest of its
+               first record (default 10,000)
+  handshakes   N connections each send a whole ClientHello and then
+               nothing: each handshake held half done, waiting for the
+               client's Finished (default 10,000)
+  stalls       N connections complete a handshake and then send half of a
+               16 KiB application-data record (default 500)
 
 Each round opens the N connections, holds them for --hold seconds while
 sampling the server's RSS from /proc, closes them all and waits until the
@@ -13,9 +17,14 @@ server's descriptors are back to where they began. Prints one line per
 round: peak RSS, RSS after, descriptors after. A second round that costs
 more than the first means what the first freed was not reused.
 
+The server runs as scripts/faults.py starts it (two workers), with
+--headers-timeout 120s so no round is cut short by the server.
+
 Usage: scripts/tls-rounds.py SCENARIO [--bin PATH] [-n N] [--rounds R]
-         [--hold S] [--workers W]
+         [--hold S]
 Needs openssl (for a throwaway certificate) and `ulimit -n` above N + 100.
+BENCHMARKS.md ("TLS: 256 KiB answers, and stalls round after round") has
+the figures.
 """
 
 import argparse
