@@ -4,6 +4,16 @@
 //! only while it holds bytes, as nginx does with
 //! `SSL_MODE_RELEASE_BUFFERS`: an idle TLS connection holds neither.
 //!
+//! Part of a record that waits for the peer's next bytes is not left in a
+//! lent buffer: it moves to one of its own size (with room for half as
+//! much again) and the lent one goes back. A connection stalled mid-record
+//! (a half-sent ClientHello, a request record cut short) then holds what
+//! it was sent, not 34 KiB. That also keeps an attack's second round as
+//! cheap as its first: a new buffer is zeroed by `calloc` for free, its
+//! untouched pages never resident, but one reused from what the first
+//! round freed is zeroed whole, so lent buffers held by stalled
+//! connections were resident in full from the second round on.
+//!
 //! The spares are per worker thread (each worker runs one event loop on
 //! its own thread), so taking and giving back is a `Vec` push and pop, no
 //! lock and no zeroing once warm; at most [`MAX_SPARE`] are kept.
@@ -12,11 +22,14 @@ use std::cell::RefCell;
 
 /// One spare buffer's size: a whole record of the largest kind (TLS 1.2's
 /// 18,437 B on the wire) to read into, or the backlog limit's worth of
-/// plaintext encrypted (32 KiB plus each record's header and tag).
+/// plaintext encrypted (32 KiB plus each record's header and tag) behind
+/// a response head's record.
 pub const BUFFER_SIZE: usize = 34 * 1024;
 /// Most bytes received and not yet processed: a handshake flight rustls
 /// must see whole (its messages may reach 64 KiB) and a record behind it.
 const RECEIVE_LIMIT: usize = 0xffff + 4 + 18_437;
+/// Least room given to the part of a record kept while waiting.
+const MIN_KEPT: usize = 512;
 /// How many spare buffers a worker keeps: enough for the connections
 /// busy at once in one turn.
 const MAX_SPARE: usize = 64;
@@ -79,18 +92,25 @@ impl Received {
     /// Drops everything (the connection failed).
     pub fn clear(&mut self) {
         self.used = 0;
-        self.release();
+        self.release(false);
     }
 
-    /// Room to read into, borrowing a buffer first and growing it when a
-    /// handshake flight fills it; `None` when [`RECEIVE_LIMIT`] is reached.
+    /// Room to read into, borrowing a buffer first (or moving a part kept
+    /// while waiting back into one, once that is full) and growing it when
+    /// a handshake flight fills it; `None` when [`RECEIVE_LIMIT`] is reached.
     pub fn spare(&mut self) -> Option<&mut [u8]> {
         let buf = self.buf.get_or_insert_with(take);
         if self.used == buf.len() {
             if buf.len() >= RECEIVE_LIMIT {
                 return None;
             }
-            buf.resize((buf.len() * 2).min(RECEIVE_LIMIT), 0);
+            if buf.len() < BUFFER_SIZE {
+                let mut lent = take();
+                lent[..self.used].copy_from_slice(&buf[..self.used]);
+                *buf = lent;
+            } else {
+                buf.resize((buf.len() * 2).min(RECEIVE_LIMIT), 0);
+            }
         }
         Some(&mut buf[self.used..])
     }
@@ -100,12 +120,24 @@ impl Received {
         self.used += n;
     }
 
-    /// Gives the buffer back if it holds nothing.
-    pub fn release(&mut self) {
-        if self.used == 0
-            && let Some(buf) = self.buf.take()
-        {
+    /// Gives the buffer back if it holds nothing. If it holds part of a
+    /// record and the peer must send more first (`waiting`: the socket is
+    /// empty), keeps only that part, in a buffer of its own with room for
+    /// half as much again, and gives the larger one back.
+    pub fn release(&mut self, waiting: bool) {
+        let Some(buf) = self.buf.take() else {
+            return;
+        };
+        let kept = (self.used + self.used / 2).max(MIN_KEPT);
+        if self.used == 0 {
             give(buf);
+        } else if waiting && kept < buf.len() {
+            let mut own = vec![0; kept];
+            own[..self.used].copy_from_slice(&buf[..self.used]);
+            give(buf);
+            self.buf = Some(own);
+        } else {
+            self.buf = Some(buf);
         }
     }
 }
@@ -121,6 +153,11 @@ pub struct Unsent {
 impl Unsent {
     pub fn is_empty(&self) -> bool {
         self.start == self.end
+    }
+
+    /// How many bytes wait.
+    pub fn len(&self) -> usize {
+        self.end - self.start
     }
 
     /// The bytes to send.
@@ -176,11 +213,55 @@ mod tests {
         received.filled(5);
         received.discard(2);
         assert_eq!(received.bytes(), b"llo");
-        received.release();
-        assert!(received.buf.is_some(), "bytes remain: the buffer stays");
+        received.release(false);
+        assert_eq!(
+            received.capacity(),
+            BUFFER_SIZE,
+            "more to read: the lent buffer stays"
+        );
         received.discard(3);
-        received.release();
+        received.release(false);
         assert!(received.buf.is_none());
+    }
+
+    /// Reads `bytes` as the socket would give them.
+    fn receive(received: &mut Received, bytes: &[u8]) {
+        let room = received.spare().unwrap();
+        room[..bytes.len()].copy_from_slice(bytes);
+        received.filled(bytes.len());
+    }
+
+    impl Received {
+        fn capacity(&self) -> usize {
+            self.buf.as_ref().map_or(0, Vec::len)
+        }
+    }
+
+    #[test]
+    fn part_of_a_record_waiting_for_the_peer_keeps_only_its_size() {
+        let mut received = Received::default();
+        let record: Vec<u8> = (0..8000u32).map(|i| i as u8).collect();
+        receive(&mut received, &record[..3000]);
+        received.release(true);
+        assert_eq!(received.capacity(), 4500, "its bytes and half as much room");
+        receive(&mut received, &record[3000..4500]);
+        received.release(true);
+        assert_eq!(
+            received.capacity(),
+            4500,
+            "read into the room it had: not moved"
+        );
+        receive(&mut received, &record[4500..]);
+        assert_eq!(
+            received.capacity(),
+            BUFFER_SIZE,
+            "full: moved into a lent buffer"
+        );
+        assert_eq!(received.bytes(), &record[..]);
+        received.discard(7990);
+        received.release(true);
+        assert_eq!(received.capacity(), MIN_KEPT, "what is left is small");
+        assert_eq!(received.bytes(), &record[7990..]);
     }
 
     #[test]

@@ -22,7 +22,8 @@
 //! The received and unsent bytes live in buffers the worker lends
 //! (`buffers`) only while there are some, as nginx does with
 //! `SSL_MODE_RELEASE_BUFFERS`: an idle TLS connection keeps rustls's keys
-//! and session state (~3.4 KiB, see BENCHMARKS.md), no buffer.
+//! and session state (~3.4 KiB, see BENCHMARKS.md), no buffer; one that
+//! waits for the rest of a record keeps only the part it has.
 //!
 //! - [`ServerTls`]: the certificate and key as loaded (`--tls-cert`,
 //!   `--tls-key`), checked to match, ALPN `http/1.1` and `http/1.0` (a

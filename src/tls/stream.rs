@@ -10,10 +10,11 @@
 //! send returns at once, so the connection flushes it before reading on.
 //!
 //! Output is bounded as a plain connection's is: plaintext is encrypted,
-//! [`BACKLOG_LIMIT`] at a time, only once the records before it are sent,
-//! and those count as pending output (a response is not done, and the
-//! connection is writing, until they have left), so a begun response is
-//! sent whole and a slow reader holds at most the output buffer plus this.
+//! [`BACKLOG_LIMIT`] at a time, only once the records before it are sent
+//! (or are a few bytes, as a response's head), and those count as pending
+//! output (a response is not done, and the connection is writing, until
+//! they have left), so a begun response is sent whole and a slow reader
+//! holds at most the output buffer plus this.
 
 use std::io::{self, IoSlice, Read};
 use std::sync::Arc;
@@ -24,7 +25,7 @@ use rustls::server::{ServerConnectionData, UnbufferedServerConnection};
 use rustls::unbuffered::{EncryptError, WriteTraffic};
 
 use super::TlsVersion;
-use super::buffers::{Received, Unsent};
+use super::buffers::{BUFFER_SIZE, Received, Unsent};
 use super::plain_http::Opening;
 use super::records::{Encrypt, EncryptResult, Leftover, PlainSink, Records};
 use crate::readiness::{interrupted, would_block};
@@ -38,6 +39,11 @@ pub const BACKLOG_LIMIT: usize = 32 * 1024;
 const RECORD_OVERHEAD: usize = 64;
 /// Plaintext per record.
 const RECORD_PLAINTEXT: usize = 16 * 1024;
+/// Most unsent bytes more plaintext is encrypted behind: a response's
+/// head encrypted just before its body, so both go in one write.
+const FEW_UNSENT: usize = 1024;
+// Those and a whole backlog's records fit a lent buffer as it is.
+const _: () = assert!(FEW_UNSENT + BACKLOG_LIMIT + 3 * RECORD_OVERHEAD <= BUFFER_SIZE);
 
 /// What a read through TLS gave.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,7 +163,7 @@ impl TlsConn {
     /// alert rustls made is sent first, best effort).
     pub fn read(&mut self, tcp: &mut TcpStream, out: &mut [u8]) -> io::Result<Plain> {
         let read = self.read_records(tcp, out);
-        self.received.release();
+        self.received.release(self.socket_drained);
         read
     }
 
@@ -267,9 +273,10 @@ impl TlsConn {
         if self.closed {
             return slices.iter().map(|s| s.len()).sum();
         }
-        // Only once the last records are out: they never move, and the
-        // next are encrypted whole behind nothing.
-        if !self.unsent.is_empty() || slices.iter().all(|s| s.is_empty()) {
+        // Behind a few unsent bytes (a response's head, the tail of a
+        // partial send), so they leave in the same write; behind more,
+        // only once they are out, so at most these few ever move.
+        if self.unsent.len() > FEW_UNSENT || slices.iter().all(|s| s.is_empty()) {
             return 0;
         }
         let room = BACKLOG_LIMIT;
@@ -367,7 +374,7 @@ impl TlsConn {
     pub fn watch(&mut self, tcp: &mut TcpStream, budget: u32) -> io::Result<WatchRead> {
         let watched = self.watch_records(tcp, budget);
         self.leftover.clear();
-        self.received.release();
+        self.received.release(true);
         watched
     }
 

@@ -3,12 +3,18 @@
 
 /// This process's resident set, in KiB.
 pub fn vm_rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    vm_rss_kib_of("self")
+}
+
+/// The resident set of `process` (`"self"` or a pid), in KiB.
+pub fn vm_rss_kib_of(process: &str) -> u64 {
+    let path = format!("/proc/{process}/status");
+    let status = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     status
         .lines()
         .find_map(|line| line.strip_prefix("VmRSS:"))
         .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS in /proc/self/status")
+        .unwrap_or_else(|| panic!("VmRSS in {path}"))
 }
 
 /// Descriptors open in this process (an in-process server's and the test's).
