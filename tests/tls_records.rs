@@ -121,6 +121,45 @@ fn the_clients_key_update_is_followed_and_answered_in_new_keys() {
 }
 
 #[test]
+fn the_clients_key_update_is_answered_at_once_without_a_request() {
+    // RFC 8446 §4.6.3 lets the answer wait for the server's next record,
+    // but a client with Nagle on then waits for a delayed ACK before its
+    // next request leaves: the answer goes as soon as the update is read.
+    let cert = TestCert::new();
+    let server = cert.serve(|_| {});
+    let mut client: TlsClient = cert.connect(server.addr);
+    assert_eq!(client.get("/").1, "Hello, World!");
+    let stream = &mut client.stream;
+    stream.conn.refresh_traffic_keys().unwrap();
+    while stream.conn.wants_write() {
+        stream.conn.write_tls(&mut stream.sock).unwrap();
+    }
+    stream.sock.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+    let begun = Instant::now();
+    let mut chunk = [0u8; 4096];
+    let n = match stream.sock.read(&mut chunk) {
+        Ok(n) => n,
+        Err(e) => panic!(
+            "no answer to the KeyUpdate after {:?}: {e}",
+            begun.elapsed()
+        ),
+    };
+    assert!(n > 0, "closed instead of answering the KeyUpdate");
+    // A KeyUpdate and nothing else: no application data came with it.
+    stream.conn.read_tls(&mut &chunk[..n]).unwrap();
+    stream.conn.process_new_packets().unwrap();
+    let mut plain = [0u8; 64];
+    assert!(
+        matches!(stream.conn.reader().read(&mut plain), Err(e) if e.kind() == io::ErrorKind::WouldBlock),
+        "application data came with the KeyUpdate's answer"
+    );
+    // The connection goes on in the new keys, both ways.
+    let (head, body) = client.get("/");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(body, "Hello, World!");
+}
+
+#[test]
 fn a_request_record_trickled_after_a_response_meets_the_headers_timeout() {
     let cert = TestCert::new();
     let server = cert.serve(|c| {

@@ -174,9 +174,10 @@ pub(super) fn flush(
             }
         }
         let had_backlog = tls.has_backlog();
+        let control = tls.backlog_is_control();
         let sent = tls.send(stream, closes_next && !owed)?;
         if had_backlog {
-            *moved = true;
+            *moved |= !control;
             wrote = true;
         }
         if !sent {
