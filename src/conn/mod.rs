@@ -11,7 +11,7 @@
 //! response (finishing that response drives it again).
 //!
 //! Hangups are state, not just an event flag: a peer that hung up is
-//! remembered (its `hangup` flag) so that every later pass, from the ready
+//! remembered (by the transport, which knows its peer) so that every later pass, from the ready
 //! list or a writable edge, reads on to the EOF instead of stopping at a
 //! short read and waiting for an edge that will never come again. An error
 //! (a reset) ends the connection in the turn it arrives: nothing sent can
@@ -56,10 +56,6 @@ use crate::timers::{Micros, TimerId};
 
 /// Reads per readiness event before yielding to other connections.
 const READ_BUDGET: u32 = 16;
-/// Writes of a generated body per pass before yielding, as READ_BUDGET
-/// does for reads: a fast reader of a large `/bytes` answer cannot hold
-/// the worker for the whole body (2 × 256 KiB per turn).
-const GENERATE_BUDGET: u32 = 2;
 /// A lingering connection closes after this long without input (nginx's
 /// `lingering_timeout`): a client that has stopped sending will send nothing
 /// that could turn the close into a reset.
@@ -117,30 +113,16 @@ pub struct Conn {
     deadline: Option<TimerId>,
     /// What `deadline` measures; meaningful only while it is `Some`.
     deadline_purpose: Purpose,
-    /// Bytes drained while closing.
-    lingered: u32,
+    /// Input was dropped unread since the exchange began closing (its
+    /// last response queued): the close must drain, not reset.
+    dropped_input: bool,
     /// Requests received as of the last timer sync.
     received_at_sync: u32,
-    /// Bytes moved since the last timer sync.
-    moved: bool,
-    /// On the worker's list of connections to sync this turn.
+    /// On the worker's list of connections whose timers it syncs at the
+    /// start of the next turn (or sooner, see `Worker::restamp`).
     pub touched: bool,
     /// Stopped reading with input maybe waiting: drive again next turn.
     pub wants_more: bool,
-    /// A readiness event said the peer hung up: read on to the EOF, even
-    /// past short reads, in this pass and every later one.
-    hangup: bool,
-    /// The client shut its write side (read returned 0).
-    peer_closed: bool,
-    /// What the worker's poll asks of the socket (see [`Conn::register`]).
-    registered: Registered,
-    /// A write has backed up: from then on the poll asks the socket for
-    /// writability too. Never cleared, on purpose: under edge triggering an
-    /// EPOLLOUT edge comes only after a write found the send buffer full
-    /// (the kernel wakes writers only then), so keeping the interest costs
-    /// nothing, while dropping it would cost an `epoll_ctl` each time a
-    /// response backs up and drains.
-    polls_writable: bool,
 }
 
 impl Conn {
@@ -164,15 +146,10 @@ impl Conn {
             activity_purpose: Purpose::KeepAlive,
             deadline: None,
             deadline_purpose: Purpose::LingerTotal,
-            lingered: 0,
+            dropped_input: false,
             received_at_sync: 0,
-            moved: false,
             touched: false,
             wants_more: false,
-            hangup: false,
-            peer_closed: false,
-            registered: Registered::No,
-            polls_writable: false,
         }
     }
 
@@ -216,7 +193,9 @@ impl Conn {
                 Flow::Close(CloseCause::Reset)
             }
             _ => {
-                self.hangup |= readiness.hangup;
+                if readiness.hangup {
+                    self.transport.peer_hung_up();
+                }
                 self.drive(ctx)
             }
         };
@@ -297,7 +276,7 @@ impl Conn {
     /// idle connection.
     fn expire_idle(&mut self, ctx: &mut Ctx<'_>) -> Flow {
         match self.drive(ctx) {
-            Flow::Open if !self.moved => {}
+            Flow::Open if !self.transport.moved() => {}
             flow => return flow,
         }
         // The observer hears of the idle end as the state changes: to
@@ -389,7 +368,7 @@ impl Conn {
         loop {
             if let Some(buffers) = self.buffers.as_deref_mut() {
                 let dropped = self.session.process(buffers, ctx);
-                self.lingered = self.lingered.saturating_add(dropped as u32);
+                self.dropped_input |= dropped > 0;
             }
             // Drained, with a `Connection: close` response queued: the
             // close follows this flush at once (see `settle`).
@@ -414,7 +393,7 @@ impl Conn {
             }
             // The output is flushed: every response queued so far is sent.
             if let Some(cause) = self.session.closing() {
-                if self.peer_closed {
+                if self.transport.peer_closed() {
                     return Flow::Close(cause);
                 }
                 if self.session.aborts() {
@@ -428,10 +407,12 @@ impl Conn {
                 {
                     return Flow::Close(cause);
                 }
-            } else if self.peer_closed && !self.session.is_delayed(self.buffers.as_deref()) {
+            } else if self.transport.peer_closed()
+                && !self.session.is_delayed(self.buffers.as_deref())
+            {
                 return Flow::Close(CloseCause::Client);
             }
-            if self.peer_closed {
+            if self.transport.peer_closed() {
                 return Flow::Open; // a delayed answer is still owed
             }
             if drained {
@@ -443,12 +424,14 @@ impl Conn {
             }
             reads += 1;
             match self.read(ctx) {
-                Ok(ReadOutcome::Got { short }) => drained = short && !self.hangup,
-                Ok(ReadOutcome::Eof) => self.peer_closed = true,
+                Ok(Got::Data { short, .. }) => {
+                    drained = short && self.transport.short_read_drains();
+                }
+                Ok(Got::Eof) => {} // the transport knows: `peer_closed`
                 // The input waits on the output. If this pass just made room
                 // there, process again: no edge would come to do it.
-                Ok(ReadOutcome::Full) if wrote => {}
-                Ok(ReadOutcome::Full) => return Flow::Open,
+                Ok(Got::Full) if wrote => {}
+                Ok(Got::Full) => return Flow::Open,
                 Err(e) if would_block(&e) => return self.settle(ctx),
                 Err(e) if interrupted(&e) => {}
                 Err(_) => return Flow::Close(CloseCause::Reset),
@@ -500,7 +483,7 @@ impl Conn {
     /// their way, and a close with unread input is a reset that can cut
     /// the response still in flight.)
     fn closes_at_once(&self, ctx: &Ctx<'_>) -> bool {
-        self.lingered == 0 && closes_when_flushed(&self.session) && !ctx.draining
+        !self.dropped_input && closes_when_flushed(&self.session) && !ctx.draining
     }
 }
 
@@ -520,11 +503,10 @@ mod timers;
 mod transport;
 mod watch;
 
-use socket::{ReadOutcome, Registered};
 pub use state::{Activity, Drain, State};
 use timers::Purpose;
 pub use transport::Transport;
-use transport::{Ending, Flushed};
+use transport::{Ending, Flushed, Got};
 use watch::FinWatch;
 pub use watch::IDLE_WATCH_MS;
 

@@ -287,7 +287,7 @@ impl Events1 {
         let poll = Poll::new().unwrap();
         let interest = Interest::READABLE | Interest::WRITABLE;
         conn.transport
-            .register(poll.registry(), Token(0), interest, false)
+            .register_for(poll.registry(), Token(0), interest)
             .unwrap();
         Events1 {
             poll,
@@ -394,7 +394,9 @@ fn an_idle_connection_keeps_only_a_small_slab_entry() {
     // carries a selector id with debug assertions on (8 bytes more, 16
     // with the padding of the transport that holds it).
     let stream_extra = if cfg!(debug_assertions) { 16 } else { 0 };
-    assert!(std::mem::size_of::<Conn>() <= 144 + stream_extra);
+    // 136 B in a release build (144 before issue 38 moved the peer's and
+    // the socket's flags into the transport: 182 B per idle connection).
+    assert!(std::mem::size_of::<Conn>() <= 136 + stream_extra);
     assert_eq!(std::mem::size_of::<Option<crate::timers::TimerId>>(), 4);
 }
 

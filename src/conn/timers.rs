@@ -86,7 +86,7 @@ impl Conn {
         now: Micros,
         settings: &Settings,
     ) {
-        let moved = std::mem::take(&mut self.moved);
+        let moved = self.transport.take_moved();
         let received = self.session.received();
         let new_request = std::mem::replace(&mut self.received_at_sync, received) != received;
         let activity = self.wanted_activity(settings);
