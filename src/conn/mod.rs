@@ -86,6 +86,32 @@ impl Readiness {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Flow {
     Open,
+    /// Open, and stopped with input maybe waiting (a read or write budget
+    /// spent): the worker drives it again next turn (its ready list).
+    More,
+    Close(CloseCause),
+}
+
+impl Flow {
+    /// The connection lives on.
+    pub fn is_open(self) -> bool {
+        !matches!(self, Flow::Close(_))
+    }
+}
+
+/// Where a pass of [`Conn::drive`] stopped, which says the state it
+/// enters (see [`Conn::writing`], [`Conn::waiting`]).
+enum Stop {
+    /// Output waits for the socket: a writable edge will come.
+    Blocked,
+    /// A generated body's write budget is spent: writing, and driven
+    /// again next turn.
+    Yielded,
+    /// The read budget is spent: driven again next turn.
+    ReadBudget,
+    /// The output is flushed, and the input drained (or waiting on a
+    /// response): the connection waits where its exchange stands.
+    Waits,
     Close(CloseCause),
 }
 
@@ -121,8 +147,6 @@ pub struct Conn {
     /// On the worker's list of connections whose timers it syncs at the
     /// start of the next turn (or sooner, see `Worker::restamp`).
     pub touched: bool,
-    /// Stopped reading with input maybe waiting: drive again next turn.
-    pub wants_more: bool,
 }
 
 impl Conn {
@@ -149,7 +173,6 @@ impl Conn {
             dropped_input: false,
             received_at_sync: 0,
             touched: false,
-            wants_more: false,
         }
     }
 
@@ -158,8 +181,7 @@ impl Conn {
     /// registered with the poll. A one-request connection that completes
     /// here costs accept, recv, send and close, nothing more.
     pub fn on_accept(&mut self, ctx: &mut Ctx<'_>) -> Flow {
-        let flow = self.drive(ctx);
-        self.follow(flow, ctx)
+        self.drive(ctx)
     }
 
     /// How logs name this connection at loop time `now`.
@@ -185,7 +207,7 @@ impl Conn {
     /// an error (a reset) ends any other connection at once; else it is
     /// driven.
     pub fn on_ready(&mut self, readiness: Readiness, ctx: &mut Ctx<'_>) -> Flow {
-        let flow = match self.state {
+        match self.state {
             State::Watching(watch) if readiness.error => self.peer_closed_after_fin(watch, ctx),
             State::Watching(watch) => self.watch_peer(watch, ctx),
             _ if readiness.error => {
@@ -198,26 +220,19 @@ impl Conn {
                 }
                 self.drive(ctx)
             }
-        };
-        self.follow(flow, ctx)
+        }
     }
 
-    /// A turn on the ready list: the read budget ran out last time.
+    /// A turn on the ready list: a budget ran out last time.
     pub fn on_ready_again(&mut self, ctx: &mut Ctx<'_>) -> Flow {
-        let flow = match self.state {
+        match self.state {
             State::Watching(watch) => self.watch_peer(watch, ctx),
             _ => self.drive(ctx),
-        };
-        self.follow(flow, ctx)
+        }
     }
 
     /// One of this connection's timers fired (and is gone from the lists).
     pub fn on_timer(&mut self, slot: Slot, ctx: &mut Ctx<'_>) -> Flow {
-        let flow = self.timer_fired(slot, ctx);
-        self.follow(flow, ctx)
-    }
-
-    fn timer_fired(&mut self, slot: Slot, ctx: &mut Ctx<'_>) -> Flow {
         let purpose = match slot {
             Slot::Activity => {
                 self.activity = None;
@@ -361,8 +376,25 @@ impl Conn {
     /// under edge triggering new data brings a new event, so the loop stops
     /// there instead of spending a syscall on the `WouldBlock` (as nginx
     /// does), unless the peer hung up and its EOF is still to be read.
+    ///
+    /// Where the pass stops says the state the connection enters: the
+    /// one writer, [`Conn::enter`], is called here (and by the read that
+    /// begins a request or ends a handshake, see `Conn::read`), never
+    /// after the event.
     fn drive(&mut self, ctx: &mut Ctx<'_>) -> Flow {
-        self.wants_more = false;
+        let (next, flow) = match self.pass(ctx) {
+            Stop::Blocked => (self.writing(), Flow::Open),
+            Stop::Yielded => (State::Writing, Flow::More),
+            Stop::ReadBudget => (self.waiting(), Flow::More),
+            Stop::Waits => (self.waiting(), Flow::Open),
+            Stop::Close(cause) => return Flow::Close(cause),
+        };
+        self.enter(next, ctx);
+        flow
+    }
+
+    /// One pass of [`Conn::drive`]: where it stopped.
+    fn pass(&mut self, ctx: &mut Ctx<'_>) -> Stop {
         let mut reads = 0;
         let mut drained = false;
         loop {
@@ -379,12 +411,9 @@ impl Conn {
             self.note_departure(ctx);
             let wrote = match self.flush(closes_next, ctx.filler) {
                 Ok(Flushed::All { wrote }) => wrote,
-                Ok(Flushed::Blocked) => return Flow::Open,
-                Ok(Flushed::Yielded) => {
-                    self.wants_more = true;
-                    return Flow::Open;
-                }
-                Err(_) => return Flow::Close(CloseCause::Reset),
+                Ok(Flushed::Blocked) => return Stop::Blocked,
+                Ok(Flushed::Yielded) => return Stop::Yielded,
+                Err(_) => return Stop::Close(CloseCause::Reset),
             };
             if generated {
                 // The generated body is out: requests buffered behind it
@@ -394,33 +423,32 @@ impl Conn {
             // The output is flushed: every response queued so far is sent.
             if let Some(cause) = self.session.closing() {
                 if self.transport.peer_closed() {
-                    return Flow::Close(cause);
+                    return Stop::Close(cause);
                 }
                 if self.session.aborts() {
                     self.transport.abort();
-                    return Flow::Close(cause);
+                    return Stop::Close(cause);
                 }
                 // An error response may interrupt a body still arriving:
                 // send FIN now and drain, so the client reads the response
                 // rather than a reset.
                 if !closes_when_flushed(&self.session) && !self.transport.shut_write(self.ending())
                 {
-                    return Flow::Close(cause);
+                    return Stop::Close(cause);
                 }
             } else if self.transport.peer_closed()
                 && !self.session.is_delayed(self.buffers.as_deref())
             {
-                return Flow::Close(CloseCause::Client);
+                return Stop::Close(CloseCause::Client);
             }
             if self.transport.peer_closed() {
-                return Flow::Open; // a delayed answer is still owed
+                return Stop::Waits; // a delayed answer is still owed
             }
             if drained {
                 return self.settle(ctx);
             }
             if reads == READ_BUDGET {
-                self.wants_more = true;
-                return Flow::Open;
+                return Stop::ReadBudget;
             }
             reads += 1;
             match self.read(ctx) {
@@ -431,10 +459,10 @@ impl Conn {
                 // The input waits on the output. If this pass just made room
                 // there, process again: no edge would come to do it.
                 Ok(Got::Full) if wrote => {}
-                Ok(Got::Full) => return Flow::Open,
+                Ok(Got::Full) => return Stop::Waits,
                 Err(e) if would_block(&e) => return self.settle(ctx),
                 Err(e) if interrupted(&e) => {}
-                Err(_) => return Flow::Close(CloseCause::Reset),
+                Err(_) => return Stop::Close(CloseCause::Reset),
             }
         }
     }
@@ -445,10 +473,10 @@ impl Conn {
     /// if the client sent nothing more (no unread data, so the close sends
     /// FIN, not RST); otherwise it lingers, draining, until the client
     /// closes or goes quiet.
-    fn settle(&mut self, ctx: &mut Ctx<'_>) -> Flow {
+    fn settle(&mut self, ctx: &mut Ctx<'_>) -> Stop {
         match self.session.closing() {
-            Some(cause) if self.closes_at_once(ctx) => return Flow::Close(cause),
-            Some(cause) if !self.transport.shut_write(self.ending()) => return Flow::Close(cause),
+            Some(cause) if self.closes_at_once(ctx) => return Stop::Close(cause),
+            Some(cause) if !self.transport.shut_write(self.ending()) => return Stop::Close(cause),
             Some(_) | None => {}
         }
         if self.session.is_idle(self.buffers.as_deref()) {
@@ -466,11 +494,11 @@ impl Conn {
                 // response still in flight.
                 self.session.stop_persisting(CloseCause::Shutdown);
                 if !self.transport.shut_write(self.ending()) {
-                    return Flow::Close(CloseCause::Shutdown);
+                    return Stop::Close(CloseCause::Shutdown);
                 }
             }
         }
-        Flow::Open
+        Stop::Waits
     }
 }
 

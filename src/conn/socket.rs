@@ -93,6 +93,7 @@ impl Conn {
             } else {
                 buffers.input.filled(n);
             }
+            self.after_read(n, ctx);
         }
         Ok(got)
     }

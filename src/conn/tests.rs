@@ -306,7 +306,7 @@ impl Events1 {
 /// one more pass if the read budget ran out (the ready list).
 fn handle(conn: &mut Conn, readiness: Readiness, worker: &mut Worker) -> Flow {
     match conn.on_ready(readiness, &mut worker.ctx()) {
-        Flow::Open if conn.wants_more => conn.on_ready_again(&mut worker.ctx()),
+        Flow::More => conn.on_ready_again(&mut worker.ctx()),
         flow => flow,
     }
 }

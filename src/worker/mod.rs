@@ -305,7 +305,7 @@ impl Worker {
             lending,
         );
         let mut flow = handle(conn, &mut ctx);
-        if flow == Flow::Open
+        if flow.is_open()
             && conn.registration_due()
             && let Err(e) = conn.register(self.poll.registry(), Token(key))
         {
@@ -313,13 +313,13 @@ impl Worker {
             flow = Flow::Close(CloseCause::Error);
         }
         match flow {
-            Flow::Open => {
+            Flow::Open | Flow::More => {
                 conn.account(false, &mut ctx);
                 if !conn.touched {
                     conn.touched = true;
                     self.touched.push(key as u32);
                 }
-                if conn.wants_more {
+                if flow == Flow::More {
                     self.ready.push(key as u32);
                 }
             }
