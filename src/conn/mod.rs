@@ -52,7 +52,7 @@ use crate::readiness::{interrupted, would_block};
 use crate::session::Session;
 use crate::stats::CloseCause;
 use crate::stats::timing::ConnStamps;
-use crate::timers::{Micros, TimerId};
+use crate::timers::Micros;
 
 /// Reads per readiness event before yielding to other connections.
 const READ_BUDGET: u32 = 16;
@@ -132,21 +132,13 @@ pub struct Conn {
     state: State,
     /// Present while the connection has work; back in the pool when idle.
     buffers: Option<Box<Buffers>>,
+    /// Its HTTP exchange (see `session`).
     session: Session,
-    activity: Option<TimerId>,
-    /// What `activity` measures; meaningful only while it is `Some`.
-    activity_purpose: Purpose,
-    deadline: Option<TimerId>,
-    /// What `deadline` measures; meaningful only while it is `Some`.
-    deadline_purpose: Purpose,
+    /// Its two timers (see [`timers`]).
+    slots: TimerSlots,
     /// Input was dropped unread since the exchange began closing (its
     /// last response queued): the close must drain, not reset.
     dropped_input: bool,
-    /// Requests received as of the last timer sync.
-    received_at_sync: u32,
-    /// On the worker's list of connections whose timers it syncs at the
-    /// start of the next turn (or sooner, see `Worker::restamp`).
-    pub touched: bool,
 }
 
 impl Conn {
@@ -166,13 +158,8 @@ impl Conn {
             state,
             buffers: None,
             session: Session::new(),
-            activity: None,
-            activity_purpose: Purpose::KeepAlive,
-            deadline: None,
-            deadline_purpose: Purpose::LingerTotal,
+            slots: TimerSlots::new(),
             dropped_input: false,
-            received_at_sync: 0,
-            touched: false,
         }
     }
 
@@ -233,16 +220,7 @@ impl Conn {
 
     /// One of this connection's timers fired (and is gone from the lists).
     pub fn on_timer(&mut self, slot: Slot, ctx: &mut Ctx<'_>) -> Flow {
-        let purpose = match slot {
-            Slot::Activity => {
-                self.activity = None;
-                self.activity_purpose
-            }
-            Slot::Deadline => {
-                self.deadline = None;
-                self.deadline_purpose
-            }
-        };
+        let purpose = self.slots.fired(slot);
         let ConnLabel { id, peer, .. } = ctx.conn;
         tracing::debug!(conn = id, %peer, ?slot, ?purpose, state = ?self.state, "timer expired");
         let cause = match purpose {
@@ -358,12 +336,7 @@ impl Conn {
     /// (its transport closes first: the FIN follows as the stream drops).
     fn free(&mut self, cause: CloseCause, ctx: &mut Ctx<'_>) {
         self.transport.close(cause, self.ending(), ctx);
-        if let Some(id) = self.activity.take() {
-            ctx.timers.unenroll(id);
-        }
-        if let Some(id) = self.deadline.take() {
-            ctx.timers.unenroll(id);
-        }
+        self.slots.cancel(ctx.timers);
         if let Some(buffers) = self.buffers.take() {
             ctx.pool.give(buffers);
         }
@@ -532,7 +505,7 @@ mod transport;
 mod watch;
 
 pub use state::{Activity, Drain, State};
-use timers::Purpose;
+use timers::{Purpose, TimerSlots};
 pub use transport::Transport;
 use transport::{Ending, Flushed, Got};
 use watch::FinWatch;

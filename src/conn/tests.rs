@@ -172,7 +172,7 @@ fn a_request_begun_behind_another_in_one_read_gets_its_own_headers_timer() {
     assert_eq!(conn.state(), State::ReadingHead);
     let timers = &mut worker.resources.timers;
     conn.sync_timers(0, timers, 0, &worker.settings);
-    let first = conn.activity.expect("the headers timer");
+    let first = conn.slots.activity().expect("the headers timer");
     assert_eq!(timers.deadline(first), headers_us);
 
     // The rest of request 1 and the start of request 2 arrive together:
@@ -187,7 +187,7 @@ fn a_request_begun_behind_another_in_one_read_gets_its_own_headers_timer() {
     assert_eq!(conn.state(), State::ReadingHead);
     let timers = &mut worker.resources.timers;
     conn.sync_timers(0, timers, 5_000_000, &worker.settings);
-    let second = conn.activity.expect("the headers timer");
+    let second = conn.slots.activity().expect("the headers timer");
     assert_eq!(timers.deadline(second), 5_000_000 + headers_us);
 
     // More of request 2 in a later turn: the same request, the same
@@ -199,7 +199,7 @@ fn a_request_begun_behind_another_in_one_read_gets_its_own_headers_timer() {
     );
     let timers = &mut worker.resources.timers;
     conn.sync_timers(0, timers, 9_000_000, &worker.settings);
-    let third = conn.activity.expect("the headers timer");
+    let third = conn.slots.activity().expect("the headers timer");
     assert_eq!(timers.deadline(third), 5_000_000 + headers_us);
 }
 

@@ -92,7 +92,9 @@ pub struct Worker {
     settings: Arc<Settings>,
     shared: Arc<WorkerShared>,
     control: Arc<Control>,
-    /// Connections whose timers need syncing at the next turn.
+    /// Connections whose timers need syncing at the start of the next
+    /// turn (or sooner, see [`Worker::restamp`]). A key may appear twice:
+    /// the second sync, with the same reading, finds nothing to do.
     touched: Vec<u32>,
     /// Connections that stopped reading with input left: drive next turn.
     ready: Vec<u32>,
@@ -315,8 +317,9 @@ impl Worker {
         match flow {
             Flow::Open | Flow::More => {
                 conn.account(false, &mut ctx);
-                if !conn.touched {
-                    conn.touched = true;
+                // Synced once a turn, however often touched: a second sync
+                // with the same reading finds nothing to do.
+                if self.touched.last() != Some(&(key as u32)) {
                     self.touched.push(key as u32);
                 }
                 if flow == Flow::More {
@@ -358,7 +361,6 @@ impl Worker {
     fn sync_touched(&mut self, now: Micros) {
         for key in self.touched.drain(..) {
             if let Some(conn) = self.conns.get_mut(key as usize) {
-                conn.touched = false;
                 conn.sync_timers(key, &mut self.resources.timers, now, &self.settings);
             }
         }
