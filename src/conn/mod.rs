@@ -11,9 +11,10 @@
 //! response (finishing that response drives it again).
 //!
 //! Hangups are state, not just an event flag: a peer that hung up is
-//! remembered (by the transport, which knows its peer) so that every later pass, from the ready
-//! list or a writable edge, reads on to the EOF instead of stopping at a
-//! short read and waiting for an edge that will never come again. An error
+//! remembered (by the transport, which knows its peer) so that every
+//! later pass, from the ready list or a writable edge, reads on to the EOF
+//! instead of stopping at a short read and waiting for an edge that will
+//! never come again. An error
 //! (a reset) ends the connection in the turn it arrives: nothing sent can
 //! reach the peer any more.
 //!
@@ -33,8 +34,8 @@
 //! connection tells of its idle gaps (a reuse, judged near the end of the
 //! promise on kernel stamps) is [`reuse`]'s.
 //!
-//! Timers are not touched while bytes move. A connection only records that
-//! something happened; once per loop turn the worker calls
+//! Timers are not touched while bytes move. Its transport only records
+//! that bytes moved; once per loop turn the worker calls
 //! [`Conn::sync_timers`] with a clock reading taken after that activity, and
 //! the connection decides in one place ([`Conn::wanted_activity`],
 //! [`Conn::wanted_deadline`]) what its two slots hold. Stamping with a

@@ -221,7 +221,7 @@ impl Conn {
                 refed: true,
             });
         }
-        // A head still held by the transport (see `Conn::reached`) is
+        // A head still held by the transport (see `Conn::waiting`) is
         // being received too.
         let receiving =
             self.state == State::ReadingHead || self.session.is_receiving(self.buffers.as_deref());
