@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The keep-alive race behind a proxy, as the README's "Diagnosing a
-# keep-alive race" walks through it: nginx in front of keepalive-server,
+# The keep-alive race behind a proxy, as docs/lab.md ("A walkthrough
+# with nginx in front") walks through it: nginx in front of keepalive-server,
 # first misconfigured (nginx keeps idle upstream connections longer than
 # the server does), then fixed. Each round sends POSTs through nginx (which
 # it does not retry) from a few clients that pause just about the server's

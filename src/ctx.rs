@@ -1,11 +1,13 @@
 //! What a worker lends a connection while it handles one event (the turn's
 //! clock reading, the timer lists, the buffer pool, the Date cache, the
 //! access log, the settings and counters, and the observer that hears
-//! what happens at the idle boundary), the [`Resources`] it lends them
-//! from, and what a timer in those lists stands for.
+//! what happens at the idle boundary), and the [`Resources`] it lends
+//! them from. What a timer in those lists stands for is
+//! [`crate::timer_event`]'s.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::SystemTime;
 
 use crate::access_log::{AccessLog, AccessRecord, Entry};
 use crate::app::filler::FillerFile;
@@ -16,31 +18,9 @@ use crate::http::Status;
 use crate::observe::{Event, Observer};
 use crate::pool::BufferPool;
 use crate::stats::Stats;
+use crate::timer_event::TimerEvent;
 use crate::timers::{Micros, TimerLists};
 use crate::tls::TlsVersion;
-
-/// What a timer in a worker's lists stands for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TimerEvent {
-    /// One of a connection's two timers.
-    Conn { key: u32, slot: Slot },
-    /// The cached Date value is a second old.
-    DateExpired,
-    /// Try accept() again after running out of descriptors.
-    AcceptResume,
-    /// Give memory freed by a burst back to the system (see `memory`).
-    ReturnMemory,
-}
-
-/// Which of a connection's two timers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Slot {
-    /// Refreshed by activity (keep-alive idle, inactivity) or fixed for a
-    /// phase (headers deadline, `/delay`, linger).
-    Activity,
-    /// The whole-request deadline: activity never moves it.
-    Deadline,
-}
 
 /// The worker's resources, lent for one event.
 pub struct Ctx<'a> {
@@ -65,17 +45,41 @@ pub struct Ctx<'a> {
     /// The `/bytes` filler as a file, when the worker has one.
     pub filler: Option<&'a FillerFile>,
     /// The loop clock, for placing a kernel receive stamp on its timeline.
-    pub clock: LoopTime,
-    /// When this event's first bytes reached the socket, in loop time, if
-    /// the connection read them with the kernel's stamp (an idle
-    /// connection near its deadline: `conn::Conn::read`).
-    pub arrived: Option<Micros>,
-    /// When its response's last write began, by a fresh reading, on such
-    /// a connection.
-    pub departed: Option<Micros>,
+    clock: LoopTime,
+    /// The event's wire times, written by the connection as it reads and
+    /// writes and read back by it when it accounts for the event: see
+    /// [`Ctx::stamp_arrival`] and [`Ctx::stamp_departure`].
+    arrived: Option<Micros>,
+    departed: Option<Micros>,
 }
 
 impl Ctx<'_> {
+    /// This event's first bytes reached the socket at `wall` (the kernel's
+    /// receive stamp, `None` when the read had none): noted in loop time.
+    /// Only a read near the end of the keep-alive promise is stamped
+    /// (`conn::Conn::read`).
+    pub fn stamp_arrival(&mut self, wall: Option<SystemTime>) {
+        self.arrived = wall.map(|wall| self.clock.at_wall(wall));
+    }
+
+    /// When this event's first bytes reached the socket, in loop time, if
+    /// the read that took them was stamped ([`Ctx::stamp_arrival`]).
+    pub fn arrived(&self) -> Option<Micros> {
+        self.arrived
+    }
+
+    /// The response's last write begins now: noted by a fresh clock
+    /// reading (the turn's was taken before the request was even read).
+    pub fn stamp_departure(&mut self) {
+        self.departed = Some(self.clock.now());
+    }
+
+    /// When the response's last write began, if noted
+    /// ([`Ctx::stamp_departure`]).
+    pub fn departed(&self) -> Option<Micros> {
+        self.departed
+    }
+
     /// Tells the observer that `event` happened, now, on this connection.
     pub fn observe(&mut self, event: Event<'_>) {
         let ConnLabel { id, peer, .. } = self.conn;
@@ -160,7 +164,7 @@ pub struct Resources {
     /// The `/bytes` filler as a file, for `sendfile` (`None` where no
     /// filler file could be made: the filler is then written from memory).
     pub filler: Option<FillerFile>,
-    /// The worker's loop clock (see [`Ctx::clock`]).
+    /// The worker's loop clock (see [`Ctx::stamp_arrival`]).
     pub clock: LoopTime,
 }
 

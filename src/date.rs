@@ -104,8 +104,8 @@ mod tests {
         assert_eq!(*cache.current(&mut timers, 10, 1u8), first);
         assert_eq!(timers.len(), 1);
         // The timer fires within a second and invalidates the value.
-        let (_, event) = timers.expire(1_000_000).expect("date timer due");
-        assert_eq!(event, 1);
+        let due = timers.expire(1_000_000).expect("date timer due");
+        assert_eq!(due.payload, 1);
         cache.invalidate();
         assert_eq!(cache.cached(), None);
         cache.current(&mut timers, 1_000_000, 1u8);

@@ -14,17 +14,20 @@
 //! - [`http`]: request parsing, body framing, responses.
 //! - [`app`]: what is answered: the demonstration routes, each response's
 //!   keep-alive terms, and the test controls that set a connection's.
-//! - [`timers`]: the pure, clock-injected timer lists.
+//! - [`timers`]: the pure, clock-injected timer lists; [`timer_event`]:
+//!   what a timer in a worker's lists stands for.
 //! - [`pool`], [`ctx`], [`stats`], [`date`]: buffers, what a worker lends a
 //!   connection, counters and request timing, the cached `Date` header;
 //!   [`tally`]: the counters and histograms themselves, a leaf;
 //!   [`readiness`]: the named predicates of the readiness contract;
+//!   [`rx_stamps`]: kernel receive stamps, for reads whose arrival time
+//!   decides a verdict (shared with the measuring client);
 //!   `memory`: handing memory freed after a burst back to the system.
 //!
 //! Beside it:
 //! - [`observe`]: the events the serving path reports (accepted, reused
 //!   after an idle gap, responses done, an idle end, after the idle FIN);
-//!   [`lab`]: the keep-alive lab that learns from them (peers, verdicts,
+//!   [`peer_observer`]: what learns from them (peers, verdicts,
 //!   its metrics); [`advice`]: the one advice model turning what is known
 //!   of a server's idle close into a safe pool idle timeout, for `/peers`
 //!   and the probe alike.
@@ -37,10 +40,10 @@
 //! - [`admin`], [`introspect`]: the admin listener and the worker snapshots
 //!   it shows.
 //! - [`probe`]: `keepalive-server probe URL`, measuring any server's real
-//!   keep-alive behaviour; [`measure`]: its timed client connections and
-//!   receive stamps, shared with tools/kas-soak.
+//!   keep-alive behaviour; [`measure`]: its timed client connections,
+//!   shared with tools/kas-soak.
 //! - [`guard`]: `keepalive-server lab -- COMMAND`, the race guard for CI:
-//!   runs a test suite against the lab and fails it when a client would
+//!   runs a test suite against a server it starts and fails it when a client would
 //!   race the server at the idle boundary.
 
 pub mod access_log;
@@ -54,19 +57,21 @@ pub mod guard;
 pub mod http;
 pub mod in_flight;
 pub mod introspect;
-pub mod lab;
 pub mod logging;
 pub mod measure;
 pub mod observe;
+pub mod peer_observer;
 pub mod pool;
 pub mod probe;
 pub mod readiness;
 pub mod reload;
+pub mod rx_stamps;
 pub mod server;
 pub mod session;
 pub mod shared;
 pub mod stats;
 pub mod tally;
+pub mod timer_event;
 pub mod timers;
 pub mod tls;
 

@@ -8,11 +8,12 @@
 //! The serving path (worker, conn, session, http, timers) knows only
 //! this interface: a connection reports through the [`Observer`] its
 //! context lends it, and the worker holds its observer by a trait
-//! (`introspect::WorkerObserver`), never by type. What is learned from
-//! the events (the keep-alive lab's peer table, histograms, verdicts and
-//! its metrics, `lab::LabStats`) lives behind it, in `lab`, which the
-//! server hands each worker; a server without the lab would hand
-//! [`Ignore`].
+//! ([`WorkerObserver`]), never by type. What is learned from the events
+//! (the peer table, histograms, verdicts and their metrics,
+//! `peer_observer::ObserverStats`) lives behind it, in `peer_observer`,
+//! which the server hands each worker; a server without it would hand
+//! [`Ignore`]. The worker passes what its observer shows ([`Findings`])
+//! on to the admin listener without looking inside.
 //!
 //! Times are loop-clock microseconds ([`Micros`]): `now` is the reading
 //! taken after the poll that delivered what the event reports, so a gap
@@ -20,8 +21,12 @@
 //! from the loop's next turn (but it holds the loop's wake-up: only the
 //! delay after an idle FIN is taken on the kernel's stamps).
 
+use std::any::Any;
+use std::fmt;
 use std::net::IpAddr;
+use std::sync::Arc;
 
+use crate::config::Settings;
 use crate::timers::Micros;
 
 /// Who is told what happens on the server's connections.
@@ -44,6 +49,53 @@ pub struct Ignore;
 
 impl Observer for Ignore {
     fn observe(&mut self, _: IpAddr, _: Micros, _: Event<'_>) {}
+}
+
+impl WorkerObserver for Ignore {
+    fn reload(&mut self, _: &Settings) {}
+}
+
+/// The observer a worker holds, by this trait alone: it hears the
+/// serving path's events, takes the settings of a reload, and shows what
+/// it has learned in the worker's snapshot.
+pub trait WorkerObserver: Observer + Send {
+    /// Settings were reloaded (SIGHUP): what it keeps follows them.
+    fn reload(&mut self, settings: &Settings);
+
+    /// What it has learned by loop time `now`, for the worker's snapshot
+    /// (by default, nothing).
+    fn findings(&self, _now: Micros) -> Findings {
+        Findings::default()
+    }
+}
+
+/// What an observer has learned, as a worker's snapshot carries it: the
+/// serving path passes it on without knowing its type, and the observer's
+/// own module reads it back ([`Findings::get`]) for the admin listener.
+#[derive(Clone, Default)]
+pub struct Findings(Option<Arc<dyn Any + Send + Sync>>);
+
+impl Findings {
+    /// `what` an observer shows.
+    pub fn new<T: Any + Send + Sync>(what: T) -> Self {
+        Findings(Some(Arc::new(what)))
+    }
+
+    /// What was shown, if it is a `T` (`None`: nothing, or another type).
+    pub fn get<T: Any>(&self) -> Option<&T> {
+        self.0.as_deref().and_then(|what| what.downcast_ref())
+    }
+}
+
+impl fmt::Debug for Findings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let shown = if self.0.is_some() {
+            "Findings(..)"
+        } else {
+            "Findings(none)"
+        };
+        f.write_str(shown)
+    }
 }
 
 /// Something that happened on one connection.
@@ -131,7 +183,9 @@ impl Closer {
 pub enum AfterFin {
     /// Sent a request (the first bytes after the FIN), this long after it:
     /// a request that lost the race. It crossed the FIN in flight (the
-    /// client could not have known) when the delay is under the round trip.
+    /// client could not have known) when the delay is 0; within a round
+    /// trip after the FIN, whether the client could have seen it cannot be
+    /// told (`lab::peers::Crossing`).
     /// The delay runs from the FIN's `shutdown` to the request's kernel
     /// receive stamp (0: it was in before the FIN left), or between loop
     /// readings where there is no stamp (TLS).
@@ -145,4 +199,18 @@ pub enum AfterFin {
     },
     /// Closed (FIN or reset), this long after it.
     Closed { delay_us: Micros },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn findings_give_back_what_was_shown_and_only_as_its_type() {
+        let shown = Findings::new(vec![1u32, 2]);
+        assert_eq!(shown.get::<Vec<u32>>(), Some(&vec![1, 2]));
+        assert_eq!(shown.get::<String>(), None);
+        assert_eq!(Findings::default().get::<Vec<u32>>(), None);
+        assert_eq!(Ignore.findings(0).get::<Vec<u32>>(), None);
+    }
 }

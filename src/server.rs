@@ -14,7 +14,8 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::access_log::AccessLogSink;
 use crate::config::Settings;
-use crate::lab::{Lab, LabStats};
+use crate::peer_observer::peers::LazyBoard;
+use crate::peer_observer::{ObserverStats, PeerObserver};
 use crate::shared::{Control, Remote, WorkerShared};
 use crate::stats::Stats;
 use crate::worker::{WAKER, Worker};
@@ -68,14 +69,19 @@ impl Server {
             access_log: self.access_log,
         });
         let mut workers = Vec::new();
+        // Where every worker's peer observer pairs a lazy pool's closes with its next
+        // connection, which may land on another worker.
+        let lazy = Arc::new(LazyBoard::shared());
         for (index, listener) in self.listeners.into_iter().enumerate() {
             let poll = Poll::new()?;
             let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
             let shared = Arc::new(WorkerShared::default());
-            // The worker's observer: the keep-alive lab, writing its
+            // The worker's observer: the peer observer, writing its
             // figures where `/metrics` reads them.
-            let lab = Lab::new(Arc::clone(&shared.lab), self.settings.peers_window_us)
-                .telling_agents_apart(self.settings.clients_by_agent);
+            let observer =
+                PeerObserver::new(Arc::clone(&shared.observer), self.settings.peers_window_us)
+                    .sharing_lazy_board(Arc::clone(&lazy))
+                    .telling_agents_apart(self.settings.clients_by_agent);
             let worker = Worker::new(
                 index,
                 poll,
@@ -83,7 +89,7 @@ impl Server {
                 Arc::clone(&self.settings),
                 Arc::clone(&shared),
                 Arc::clone(&control),
-                Box::new(lab),
+                Box::new(observer),
             )?;
             let thread = std::thread::Builder::new()
                 .name(format!("worker-{index}"))
@@ -228,9 +234,9 @@ impl ServerHandle {
         self.workers.iter().map(|w| &w.shared.stats)
     }
 
-    /// Each worker's keep-alive lab figures.
-    pub fn lab_stats(&self) -> impl Iterator<Item = &LabStats> {
-        self.workers.iter().map(|w| w.shared.lab.as_ref())
+    /// Each worker's peer observer figures.
+    pub fn observer_stats(&self) -> impl Iterator<Item = &ObserverStats> {
+        self.workers.iter().map(|w| w.shared.observer.as_ref())
     }
 
     /// A handle that can only observe the workers and stop them: for the

@@ -395,14 +395,15 @@ fn the_startup_line_says_the_packaged_config_turns_the_test_controls_off() {
     assert!(line.ends_with(" test_controls=off"), "{line}");
 }
 
-/// The README's own `--check` line, run as it says: from the root.
+/// The guide's own `--check` line (docs/configuration.md), run as it
+/// says: from the root.
 #[test]
-fn the_readme_check_command_works_from_the_repository_root() {
+fn the_documented_check_command_works_from_the_repository_root() {
     const COMMAND: &str = "keepalive-server --config config/server.toml --check";
-    let readme = std::fs::read_to_string(repo_path("README.md")).unwrap();
+    let guide = std::fs::read_to_string(repo_path("docs/configuration.md")).unwrap();
     assert!(
-        readme.contains(COMMAND),
-        "the README no longer says {COMMAND}"
+        guide.contains(COMMAND),
+        "docs/configuration.md no longer says {COMMAND}"
     );
     let args: Vec<&str> = COMMAND.split(' ').skip(1).collect();
     let mut cmd = command(&args);

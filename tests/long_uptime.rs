@@ -145,7 +145,7 @@ fn watch_straddling(wrap: u64) -> Result<(), String> {
     let counted = Instant::now();
     let delay_us: u64 = server
         .handle
-        .lab_stats()
+        .observer_stats()
         .map(|s| s.late_request_delay.read().sum)
         .sum();
     // The server's FIN came before the client saw it, and after the

@@ -139,6 +139,47 @@ fn node_closes_a_second_after_keep_alive_timeout() {
     assert_sweep_splits_at_zero(&report);
 }
 
+/// Python's `http.server` keeps no connection alive (HTTP/1.0): every
+/// client is told its own "do not pool" setting, never a 0 it would read
+/// as "no limit", and one request per connection is said in the singular.
+#[test]
+fn a_server_that_keeps_nothing_alive_is_told_each_clients_do_not_pool() {
+    let Some(python) = probe_fixtures::python_http_server() else {
+        return;
+    };
+    let url = format!("http://{}/", python.addr);
+    let probed = probe(&[&url]);
+    assert_eq!(probed.code, Some(0), "{}", probed.stderr);
+    let text = &probed.stdout;
+    for words in [
+        "closes a connection after 1 request\n",
+        "DisableKeepAlives: true",
+        "keepAlive: false",
+        "max_keepalive_connections=0",
+        "CURLOPT_FORBID_REUSE=1",
+        "max_requests_per_connection: 1",
+        "option http-server-close",
+    ] {
+        assert!(text.contains(words), "{words:?} not in {text}");
+    }
+    for never in [
+        "(0 *",
+        "timeout: 0 ",
+        "idle_timeout: 0s",
+        "under 0 ms",
+        "ConnectionPool(5, 0",
+        "1 requests",
+    ] {
+        assert!(!text.contains(never), "{never:?} in {text}");
+    }
+    let json = probe(&["--json", &url]);
+    let report: Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(report["safe_pool_idle_timeout_ms"], 0, "{report:#}");
+    let advice = report["advice"].as_str().unwrap();
+    assert!(advice.contains("keep no idle connections"), "{advice}");
+    assert!(!advice.contains("(0 *"), "{advice}");
+}
+
 #[test]
 fn a_server_that_resets_idle_connections_is_seen_as_rst() {
     let addr = probe_fixtures::resetting_server(Duration::from_secs(1));

@@ -148,7 +148,7 @@ fn the_watch_after_close_notify_tells_a_late_request_from_the_peers_close() {
     let peer_closes = |server: &TestServer| -> u64 {
         server
             .handle
-            .lab_stats()
+            .observer_stats()
             .map(|s| s.peer_close_delay.read().count())
             .sum()
     };

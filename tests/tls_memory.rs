@@ -4,7 +4,7 @@
 //! requests, against the same over plain HTTP. The clients keep only their
 //! sockets (their own TLS state is dropped), so what stays live is the
 //! server's. The only test in this binary, so nothing else allocates
-//! meanwhile. README ("HTTPS") quotes the figures it prints.
+//! meanwhile. docs/https.md quotes the figures it prints.
 
 mod counting_alloc;
 mod support;

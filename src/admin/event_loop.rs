@@ -126,7 +126,7 @@ impl AdminLoop {
     }
 
     fn fire_due_timers(&mut self, now: Micros) {
-        while let Some(due) = self.timers.pop_due(now) {
+        while let Some(due) = self.timers.expire(now) {
             match due.payload {
                 AdminTimer::Client(key) => {
                     if let Some(client) = self.clients.get_mut(key) {

@@ -27,7 +27,7 @@ pub enum Route {
     BadInterval,
     Metrics,
     Timers,
-    /// `/peers`: the keep-alive lab's per-client report.
+    /// `/peers`: the peer observer's per-client report.
     Peers,
     Healthz,
     NotFound,

@@ -14,9 +14,9 @@ use std::fmt::{Display, Write as _};
 
 use crate::http::Method;
 use crate::introspect::{ConnCounts, Snapshot};
-use crate::lab::LabStats;
-use crate::lab::stats::{AFTER_FIN_US, IDLE_CLOSE_AGE_US, REUSE_US};
 use crate::observe::Closer;
+use crate::peer_observer::ObserverStats;
+use crate::peer_observer::stats::{AFTER_FIN_US, IDLE_CLOSE_AGE_US, REUSE_US};
 use crate::shared::Remote;
 use crate::stats::{
     CONNECTION_DURATION_US, CloseCause, HistogramData, REQUEST_DURATION_US,
@@ -322,12 +322,12 @@ fn render_tls(out: &mut Exposition, remote: &Remote) {
     }
 }
 
-/// The keep-alive lab's families: who closes idle connections first and
+/// The peer observer's families: who closes idle connections first and
 /// when, reuse headroom, and what peers do after the server's idle FIN.
 fn render_lab(out: &mut Exposition, remote: &Remote) {
-    let sum = |read: fn(&LabStats) -> u64| remote.lab_stats().map(read).sum::<u64>();
-    let histogram = |bounds: &'static [u64], pick: fn(&LabStats) -> HistogramData| {
-        HistogramData::sum_of(bounds, remote.lab_stats().map(pick))
+    let sum = |read: fn(&ObserverStats) -> u64| remote.observer_stats().map(read).sum::<u64>();
+    let histogram = |bounds: &'static [u64], pick: fn(&ObserverStats) -> HistogramData| {
+        HistogramData::sum_of(bounds, remote.observer_stats().map(pick))
     };
     let by_closer: Vec<(&str, HistogramData)> = Closer::ALL
         .iter()
@@ -368,7 +368,7 @@ fn render_lab(out: &mut Exposition, remote: &Remote) {
         "counter",
         &format!(
             "Reuses with less than {} ms left before the idle deadline.",
-            crate::lab::NEAR_MISS_US / 1000
+            crate::peer_observer::NEAR_MISS_US / 1000
         ),
         sum(|s| s.near_misses.get()),
     );

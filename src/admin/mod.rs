@@ -7,7 +7,7 @@
 //! - `GET /events`: its Server-Sent Events feed: the [`view::View`] JSON
 //!   every 250 ms (`?interval=` 100 ms to 5 s), only while a viewer is on.
 //! - `GET /metrics`: Prometheus text exposition.
-//! - `GET /peers`: the keep-alive lab's per-client report (verdicts and
+//! - `GET /peers`: the peer observer's per-client report (verdicts and
 //!   advice over the recent window, totals since start), as JSON.
 //! - `GET /timers`: the same JSON as the feed, once: each worker's timer
 //!   lists labelled with what they hold, the ref count, the cached Date.

@@ -9,8 +9,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 
 use crate::introspect::{AGE_SAMPLE, ConnCounts, KindCount, ListView, REST_BUCKETS, Snapshot};
-use crate::lab::peers::PeersSnapshot;
-use crate::lab::report::{PeersReport, ServerIdle};
+use crate::peer_observer::PeerFindings;
+use crate::peer_observer::peers::PeersSnapshot;
+use crate::peer_observer::report::{PeersReport, ServerIdle};
 use crate::shared::Remote;
 use crate::stats::{CloseCause, HistogramData, TIMER_LATENESS_US, TimerKind};
 
@@ -117,7 +118,7 @@ pub fn peers_report(workers: &[Snapshot]) -> PeersReport {
             idle_timeout_ms: w.timeouts.keep_alive_ms,
         },
     );
-    let merged = PeersSnapshot::merge(workers.iter().map(|w| w.peers.clone()));
+    let merged = PeersSnapshot::merge(workers.iter().map(|w| PeerFindings::of(&w.findings).peers));
     PeersReport::new(&merged, server)
 }
 

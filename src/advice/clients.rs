@@ -8,7 +8,14 @@
 //! send no `User-Agent` at all (Node's `http.Agent`) get [`UNNAMED`]'s.
 //!
 //! Each entry was checked against its own documentation for its unit, its
-//! meaning and where it is set (the source is named beside it).
+//! meaning and where it is set (the source is named beside it). Each also
+//! has its own "do not pool" setting, told where the safe value is 0:
+//! several read a 0 timeout as "no limit" (Go, Node, Envoy) and OkHttp
+//! refuses one. The whole-second settings (JDK, libcurl) were tried against
+//! the real clients at a 2 s server and kept connections up to a second
+//! past their value, so they are told a second less, and below 2 s the
+//! retry or "do not pool" instead. The "do not pool" settings are taken
+//! from each client's documentation, not yet tried against the client.
 
 use super::trim;
 
@@ -18,6 +25,9 @@ pub struct Client {
     /// What people call it.
     pub name: &'static str,
     setting: Setting,
+    /// How it is told to keep no idle connections at all, in its own
+    /// terms (a value of 0 means "no limit" to several of them).
+    no_pool: &'static str,
 }
 
 /// How a client is told to keep idle connections at most so long; `{}` is
@@ -28,11 +38,14 @@ enum Setting {
     Millis(&'static str),
     /// A setting in seconds, fractions allowed.
     Seconds(&'static str),
-    /// A setting in whole seconds (rounded down, never up), and what to
-    /// do under a second, where it cannot go.
+    /// A setting in whole seconds, on a coarse clock checked only at some
+    /// moments: set to N it was seen to reuse a connection idle up to a
+    /// second past N (libcurl 7.88.1 at 1: 1,980-1,999 ms; JDK 17.0.15 at
+    /// 1: 1,986-1,996 ms, a request lost), so N is a second under the safe
+    /// value; `retry` is what covers the race where no N is that low.
     WholeSeconds {
         template: &'static str,
-        under_a_second: &'static str,
+        retry: &'static str,
     },
     /// nginx's time: whole seconds as `2s`, else milliseconds (`1900ms`),
     /// never rounded to a second (a 1 s server is not told `0s`).
@@ -58,6 +71,8 @@ const KNOWN: &[(&str, Client)] = &[
                  true, timeout: {} })); Node lowers it to a server's Keep-Alive: timeout less a \
                  second",
             ),
+            no_pool: "keepAlive: false on the http.Agent passed as httpAgent (new http.Agent({ \
+             keepAlive: false }))",
         },
     ),
     // Go net/http Transport.IdleConnTimeout, a time.Duration; zero: no limit.
@@ -68,6 +83,7 @@ const KNOWN: &[(&str, Client)] = &[
             setting: Setting::Millis(
                 "IdleConnTimeout on its http.Transport ({} * time.Millisecond)",
             ),
+            no_pool: "DisableKeepAlives: true on its http.Transport",
         },
     ),
     // httpx.Limits(keepalive_expiry=...): float seconds.
@@ -76,6 +92,7 @@ const KNOWN: &[(&str, Client)] = &[
         Client {
             name: "httpx",
             setting: Setting::Seconds("keepalive_expiry={} in httpx.Limits"),
+            no_pool: "max_keepalive_connections=0 in httpx.Limits",
         },
     ),
     // aiohttp TCPConnector(keepalive_timeout=...): float seconds.
@@ -84,6 +101,7 @@ const KNOWN: &[(&str, Client)] = &[
         Client {
             name: "aiohttp",
             setting: Setting::Seconds("keepalive_timeout={} on its TCPConnector"),
+            no_pool: "force_close=True on its TCPConnector",
         },
     ),
     // requests/urllib3: no idle expiry in the pool; HTTPAdapter(max_retries)
@@ -98,6 +116,8 @@ const KNOWN: &[(&str, Client)] = &[
                  total=2, allowed_methods=None) for requests that are safe to repeat), or send \
                  Connection: close when calls are further apart than the server's timeout",
             ),
+            no_pool: "send Connection: close on each request (session.headers[\"Connection\"] = \
+                 \"close\")",
         },
     ),
     (
@@ -109,6 +129,7 @@ const KNOWN: &[(&str, Client)] = &[
                  closed connection (urllib3.Retry on the PoolManager, for requests safe to \
                  repeat)",
             ),
+            no_pool: "send Connection: close on each request (headers={\"Connection\": \"close\"})",
         },
     ),
     // java.net.http module docs: jdk.httpclient.keepalive.timeout, whole
@@ -119,10 +140,11 @@ const KNOWN: &[(&str, Client)] = &[
             name: "Java HttpClient",
             setting: Setting::WholeSeconds {
                 template: "-Djdk.httpclient.keepalive.timeout={}",
-                under_a_second: "it takes whole seconds, and 0 is not a documented value: retry \
-                                 a request that fails with an IOException on a reused connection \
-                                 (for requests safe to repeat)",
+                retry: "retry a request that fails with an IOException on a reused connection \
+                        (for requests safe to repeat)",
             },
+            no_pool: "send Connection: close on each request (a restricted header: allow it with \
+                      -Djdk.httpclient.allowRestrictedHeaders=connection)",
         },
     ),
     // OkHttp ConnectionPool(maxIdleConnections, keepAliveDuration, TimeUnit).
@@ -133,6 +155,8 @@ const KNOWN: &[(&str, Client)] = &[
             setting: Setting::Millis(
                 "keepAliveDuration in its ConnectionPool (ConnectionPool(5, {}, TimeUnit.MILLISECONDS))",
             ),
+            no_pool: "ConnectionPool(0, 1, TimeUnit.SECONDS) (no idle connection kept; OkHttp \
+                      refuses a keepAliveDuration of 0)",
         },
     ),
     // libcurl CURLOPT_MAXAGE_CONN: long, seconds idle allowed for reuse
@@ -144,9 +168,10 @@ const KNOWN: &[(&str, Client)] = &[
             setting: Setting::WholeSeconds {
                 template: "CURLOPT_MAXAGE_CONN={} in libcurl (the curl tool reuses connections \
                            only within one run)",
-                under_a_second: "it takes whole seconds: set CURLOPT_FORBID_REUSE=1 in libcurl \
-                                 (keep no idle connections)",
+                retry: "retry a request that fails with CURLE_GOT_NOTHING or \
+                        CURLE_SEND_ERROR on a reused connection (for requests safe to repeat)",
             },
+            no_pool: "CURLOPT_FORBID_REUSE=1 in libcurl",
         },
     ),
 ];
@@ -160,6 +185,7 @@ const UNDICI: Client = Client {
          keepAliveTimeout: {}, keepAliveMaxTimeout: {} }); a server's Keep-Alive hint overrides \
          the first, up to the second)",
     ),
+    no_pool: "pipelining: 0 on its Agent (new Agent({ pipelining: 0 }): 0 disables keep-alive)",
 };
 
 /// Node's built-in `fetch` (undici) sends exactly this.
@@ -170,6 +196,8 @@ const NODE_FETCH: Client = Client {
          dispatcher (setGlobalDispatcher(new Agent({ keepAliveTimeout: {}, keepAliveMaxTimeout: \
          {} })))",
     ),
+    no_pool: "pipelining: 0 on an undici Agent passed as the dispatcher \
+              (setGlobalDispatcher(new Agent({ pipelining: 0 })): 0 disables keep-alive)",
 };
 
 /// The pools of clients that send no `User-Agent` by default, for a peer
@@ -184,11 +212,13 @@ pub const UNNAMED: &[Client] = &[
         setting: Setting::Millis(
             "timeout: {} on the agent (new http.Agent({ keepAlive: true, timeout: {} }))",
         ),
+        no_pool: "keepAlive: false on the agent (new http.Agent({ keepAlive: false }))",
     },
     // agentkeepalive README: freeSocketTimeout, ms (default 4000).
     Client {
         name: "agentkeepalive",
         setting: Setting::Millis("freeSocketTimeout: {} on its Agent"),
+        no_pool: "keepAlive: false on its Agent",
     },
     UNDICI,
     // reqwest ClientBuilder::pool_idle_timeout (hyper's), Option<Duration>,
@@ -198,6 +228,7 @@ pub const UNNAMED: &[Client] = &[
         setting: Setting::Millis(
             "pool_idle_timeout(Duration::from_millis({})) on its ClientBuilder",
         ),
+        no_pool: "pool_max_idle_per_host(0) on its ClientBuilder",
     },
 ];
 
@@ -211,6 +242,8 @@ pub const PROXIES: &[Client] = &[
         setting: Setting::NginxTime(
             "keepalive_timeout {}; in the upstream block (beside keepalive N;)",
         ),
+        no_pool: "no keepalive directive in the upstream block (nginx then closes each \
+                  upstream connection after its response)",
     },
     // HAProxy 2.6 configuration.txt: pool-purge-delay, a server-line
     // option, "Each <delay> interval, half of the idle connections are
@@ -231,6 +264,8 @@ pub const PROXIES: &[Client] = &[
              connections, so one can outlive several delays and the server's timeout (a delay \
              well under {} ms makes that rarer, never impossible)",
         ),
+        no_pool: "option http-server-close in the backend (it closes the server connection \
+                  after each response)",
     },
     // Envoy: idle_timeout (a protobuf Duration, written "1.9s") in
     // common_http_protocol_options, under the cluster's
@@ -243,6 +278,9 @@ pub const PROXIES: &[Client] = &[
              envoy.extensions.upstreams.http.v3.HttpProtocolOptions \
              (typed_extension_protocol_options)",
         ),
+        no_pool: "max_requests_per_connection: 1 in common_http_protocol_options of the \
+                  cluster's envoy.extensions.upstreams.http.v3.HttpProtocolOptions (one request \
+                  per upstream connection)",
     },
 ];
 
@@ -260,19 +298,29 @@ pub fn recognise(user_agent: &str) -> Option<&'static Client> {
 
 impl Client {
     /// What this client should set to keep idle connections at most
-    /// `safe_ms`, as one phrase: "`IdleConnTimeout` … (1900 ms)", or what
-    /// covers a race where there is no setting.
+    /// `safe_ms`, as one phrase: "`IdleConnTimeout` … (1900 ms)"; at 0 its
+    /// own "do not pool" setting (never a 0 it would read as "no limit");
+    /// where its setting cannot go so low, or there is none, what covers
+    /// a request that loses the race.
     pub fn advice(&self, safe_ms: u64) -> String {
+        if safe_ms == 0 {
+            return self.no_pool.to_owned();
+        }
         let ms = safe_ms.to_string();
         match self.setting {
             Setting::Millis(template) | Setting::Missing(template) => template.replace("{}", &ms),
             Setting::Seconds(template) => template.replace("{}", &trim(safe_ms as f64 / 1000.0)),
-            Setting::WholeSeconds { under_a_second, .. } if safe_ms < 1000 => {
-                format!("its setting takes whole seconds, too coarse for {ms} ms: {under_a_second}")
-            }
-            Setting::WholeSeconds { template, .. } => {
-                template.replace("{}", &(safe_ms / 1000).to_string())
-            }
+            Setting::WholeSeconds { retry, .. } if whole_seconds_under(safe_ms) == 0 => format!(
+                "its setting takes whole seconds on a clock checked only at some moments (set to \
+                 N, it was seen to reuse a connection idle up to a second past N), so it cannot \
+                 keep one under {ms} ms: {retry}, or keep no idle connections: {}",
+                self.no_pool
+            ),
+            Setting::WholeSeconds { template, .. } => format!(
+                "{}; a second under {ms} ms, as it may reuse a connection idle up to a second past \
+                 its setting",
+                template.replace("{}", &whole_seconds_under(safe_ms).to_string())
+            ),
             Setting::NginxTime(template) => match safe_ms % 1000 {
                 0 => template.replace("{}", &format!("{}s", safe_ms / 1000)),
                 _ => template.replace("{}", &format!("{safe_ms}ms")),
@@ -281,14 +329,25 @@ impl Client {
     }
 
     /// Whether the client can be told to keep idle connections at most
-    /// `safe_ms` (it has such a setting, fine enough for the value).
+    /// `safe_ms` > 0 (it has such a setting, fine enough for the value).
     pub fn can_be_set_to(&self, safe_ms: u64) -> bool {
         match self.setting {
             Setting::Missing(_) => false,
-            Setting::WholeSeconds { .. } => safe_ms >= 1000,
-            _ => true,
+            Setting::WholeSeconds { .. } => whole_seconds_under(safe_ms) > 0,
+            _ => safe_ms > 0,
         }
     }
+
+    /// How it is told to keep no idle connections at all.
+    pub fn no_pool(&self) -> &'static str {
+        self.no_pool
+    }
+}
+
+/// The whole-second setting that keeps a connection under `safe_ms` on a
+/// clock that may let it live a second past the setting: 0 if none.
+fn whole_seconds_under(safe_ms: u64) -> u64 {
+    (safe_ms / 1000).saturating_sub(1)
 }
 
 /// Every client and proxy in the table, once each.
@@ -335,9 +394,9 @@ mod tests {
         );
         let java = recognise("Java-http-client/17").unwrap();
         assert!(
-            java.advice(1900).ends_with("timeout=1"),
+            java.advice(60_000).contains("timeout=59;"),
             "{}",
-            java.advice(1900)
+            java.advice(60_000)
         );
         let requests = recognise("python-requests/2.32").unwrap();
         assert!(!requests.can_be_set_to(1900) && !requests.can_be_set_to(60_000));
@@ -395,5 +454,85 @@ mod tests {
         );
         let curl = recognise("curl/8.5.0").unwrap().advice(700);
         assert!(curl.contains("CURLOPT_FORBID_REUSE"), "{curl}");
+    }
+
+    /// Words no client may be told: a value a client refuses or reads as
+    /// "no limit", a plural for one.
+    const NEVER: &[&str] = &["(0 *", "under 0 ms", "ConnectionPool(5, 0,", "1 requests"];
+    /// Settings no client may be told to set to 0.
+    const NEVER_ZERO: &[&str] = &[
+        "timeout: ",
+        "Timeout: ",
+        "idle_timeout: ",
+        "keepalive_expiry=",
+        "keepalive_timeout=",
+        "keepalive.timeout=",
+        "MAXAGE_CONN=",
+        "keepalive_timeout ",
+        "from_millis(",
+    ];
+
+    /// `text` sets `setting` to the digit `value` (not 0.5, not 500).
+    fn sets(text: &str, setting: &str, value: char) -> bool {
+        text.match_indices(setting).any(|(at, _)| {
+            let mut after = text[at + setting.len()..].chars();
+            after.next() == Some(value)
+                && after.next().is_none_or(|c| !c.is_ascii_digit() && c != '.')
+        })
+    }
+
+    #[test]
+    fn every_client_is_told_values_it_can_keep_in_its_own_terms() {
+        use crate::advice::PoolLimit;
+        use crate::advice::fix::{Keeper, fix, table};
+        for client in every() {
+            for safe in [0, 500, 1900, 60_000] {
+                let limit = PoolLimit::from(Some(safe));
+                let words = [
+                    client.advice(safe),
+                    fix(limit, Keeper::Client(client)),
+                    table(safe),
+                ];
+                for text in &words {
+                    for never in NEVER {
+                        assert!(!text.contains(never), "{never:?} in {text}");
+                    }
+                    for setting in NEVER_ZERO {
+                        assert!(!sets(text, setting, '0'), "{setting:?}0 in {text}");
+                    }
+                }
+                let coarse = matches!(client.setting, Setting::WholeSeconds { .. });
+                let out_of_reach = safe == 0 || (coarse && safe < 2000);
+                if out_of_reach {
+                    for text in &words[..2] {
+                        assert!(
+                            text.contains(client.no_pool),
+                            "{} {safe}: {text}",
+                            client.name
+                        );
+                    }
+                }
+                if coarse {
+                    // Never the whole seconds that were seen to fail: 1 s
+                    // of setting reused connections idle up to 1,999 ms.
+                    for setting in ["keepalive.timeout=", "MAXAGE_CONN="] {
+                        assert!(!sets(&words[0], setting, '1'), "{}", words[0]);
+                    }
+                }
+            }
+        }
+        let java = recognise("Java-http-client/17").unwrap();
+        assert!(
+            java.advice(1900)
+                .contains("allowRestrictedHeaders=connection")
+        );
+        assert!(java.advice(1900).contains("retry"));
+        let go = recognise("Go-http-client/1.1").unwrap();
+        assert!(go.advice(0).contains("DisableKeepAlives: true"));
+        let node = UNNAMED
+            .iter()
+            .find(|c| c.name == "Node http.Agent")
+            .unwrap();
+        assert!(node.advice(0).contains("keepAlive: false"));
     }
 }

@@ -5,7 +5,7 @@
 //! proxy's when the pool's keeper is not known).
 
 use super::clients::{self, Client, PROXIES, UNNAMED};
-use super::trim;
+use super::{PoolLimit, trim};
 
 /// Who keeps the idle connections the advice is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,25 +28,33 @@ pub enum Keeper {
 }
 
 /// The headline: what a pool in front should do with idle connections,
-/// at most `safe` ms; `rounded` says how the value was rounded, if it was.
-pub fn headline(safe: u64, rounded: &str) -> String {
-    match safe {
-        0 => format!(
-            "A client or proxy pool in front of this server should keep no idle connections \
-             (0 ms{rounded}): it closes them too soon to reuse safely."
-        ),
-        safe => format!(
-            "A client or proxy pool in front of this server should close idle connections after \
-             at most {safe} ms ({} s{rounded}).",
-            trim(safe as f64 / 1000.0)
-        ),
+/// by `limit`; `unrounded` is the value, ms, before it was rounded down.
+pub fn headline(limit: PoolLimit, unrounded: f64) -> String {
+    match limit {
+        PoolLimit::AtMost(safe) => {
+            let rounded = match safe as f64 == unrounded.floor() {
+                true => String::new(),
+                false => format!(
+                    ", {:.0} ms rounded down to two significant digits",
+                    unrounded.floor()
+                ),
+            };
+            format!(
+                "A client or proxy pool in front of this server should close idle connections \
+                 after at most {safe} ms ({} s{rounded}).",
+                trim(safe as f64 / 1000.0)
+            )
+        }
+        PoolLimit::DoNotPool | PoolLimit::Unknown => "A client or proxy pool in front of this \
+            server should keep no idle connections: it closes them too soon to reuse safely."
+            .to_owned(),
     }
 }
 
 /// What `keeper` should change: its setting for `safe` ms, or (no value
 /// known safe) what else covers the race.
-pub fn fix(safe: Option<u64>, keeper: Keeper) -> String {
-    let Some(safe) = safe else {
+pub fn fix(limit: PoolLimit, keeper: Keeper) -> String {
+    let Some(safe) = limit.ms() else {
         return "No pool idle timeout is known to be safe: raise the server's keep-alive \
                 timeout above how long the client keeps idle connections, or have the client \
                 retry a request that meets a closed connection."
@@ -54,24 +62,30 @@ pub fn fix(safe: Option<u64>, keeper: Keeper) -> String {
     };
     match keeper {
         Keeper::Proxy => format!(
-            "A proxy forwards these requests: keep its idle upstream connections {safe} ms or \
-             less ({}).",
+            "A proxy forwards these requests: {} ({}).",
+            keep(safe, "upstream connections"),
             settings(PROXIES.iter(), safe)
         ),
         Keeper::ProxyOrClients(client) => {
             let clients = match client {
-                Some(client) => fix(Some(safe), Keeper::Client(client)),
-                None => fix(Some(safe), Keeper::Unknown),
+                Some(client) => fix(limit, Keeper::Client(client)),
+                None => fix(limit, Keeper::Unknown),
             };
             format!(
                 "This address's connections named several clients (User-Agents taking turns, \
                  or some named one and some none), with no Forwarded, X-Forwarded-For or Via: \
                  likely a proxy that adds none (nginx and HAProxy add none by default), else \
-                 several clients behind one address. If a proxy, keep its idle upstream \
-                 connections {safe} ms or less ({}). If the clients: {clients}",
+                 several clients behind one address. If a proxy, {} ({}). If the clients: \
+                 {clients}",
+                keep(safe, "upstream connections"),
                 settings(PROXIES.iter(), safe)
             )
         }
+        Keeper::Client(client) if safe == 0 => format!(
+            "Have {} keep no idle connections: {}.",
+            client.name,
+            client.advice(0)
+        ),
         Keeper::Client(client) if client.can_be_set_to(safe) => format!(
             "Set {}'s {} ({safe} ms or less).",
             client.name,
@@ -82,15 +96,23 @@ pub fn fix(safe: Option<u64>, keeper: Keeper) -> String {
             client.name,
             client.advice(safe)
         ),
+        Keeper::Unknown if safe == 0 => "Have this client keep no idle connections (turn its \
+            pool's keep-alive off, or send Connection: close on each request)."
+            .to_owned(),
         Keeper::Unknown => format!(
             "Lower this client's pool idle timeout to {safe} ms or less (or raise the server's \
              keep-alive timeout above how long the client keeps idle connections)."
         ),
         Keeper::Unnamed => format!(
             "This client sent no User-Agent (Node's http.Agent sends none), so which pool it is \
-             cannot be told: keep its idle connections {safe} ms or less in its own setting \
-             ({}), or raise the server's keep-alive timeout above how long it keeps them.",
+             cannot be told: {} in its own setting ({}), or raise the server's keep-alive \
+             timeout above how long it keeps them.",
+            keep(safe, "connections"),
             settings(UNNAMED.iter(), safe)
+        ),
+        Keeper::Anyone if safe == 0 => format!(
+            "In a pool in front, keep no idle connections: {}.",
+            settings(clients::every(), safe)
         ),
         Keeper::Anyone => format!("In a pool in front: {}.", settings(clients::every(), safe)),
     }
@@ -100,16 +122,24 @@ pub fn fix(safe: Option<u64>, keeper: Keeper) -> String {
 /// that adds no forwarding header passes its clients' `User-Agent` on, and
 /// then the fix is the proxy's. `None` where the keeper is already a proxy
 /// or no value is known safe.
-pub fn unless_a_proxy(safe: Option<u64>, keeper: Keeper) -> Option<String> {
-    let safe = safe?;
+pub fn unless_a_proxy(limit: PoolLimit, keeper: Keeper) -> Option<String> {
+    let safe = limit.ms()?;
     match keeper {
         Keeper::Client(_) | Keeper::Unknown | Keeper::Unnamed => Some(format!(
             "(If a proxy that adds no X-Forwarded-For relays these requests, as nginx and \
-             HAProxy do by default, the fix is the proxy's instead: keep its idle upstream \
-             connections {safe} ms or less ({}).)",
+             HAProxy do by default, the fix is the proxy's instead: {} ({}).)",
+            keep(safe, "upstream connections"),
             settings(silent_proxies(), safe)
         )),
         Keeper::Proxy | Keeper::ProxyOrClients(_) | Keeper::Anyone => None,
+    }
+}
+
+/// "keep its idle `what` 1900 ms or less", or at 0 "keep no idle `what`".
+fn keep(safe: u64, what: &str) -> String {
+    match safe {
+        0 => format!("keep no idle {what}"),
+        safe => format!("keep its idle {what} {safe} ms or less"),
     }
 }
 
@@ -146,27 +176,27 @@ mod tests {
     #[test]
     fn each_keeper_is_told_its_own_setting() {
         let go = clients::recognise("Go-http-client/1.1").unwrap();
-        let text = fix(Some(1900), Keeper::Client(go));
+        let text = fix(PoolLimit::AtMost(1900), Keeper::Client(go));
         assert!(text.contains("IdleConnTimeout"), "{text}");
-        let text = fix(Some(1900), Keeper::Proxy);
+        let text = fix(PoolLimit::AtMost(1900), Keeper::Proxy);
         assert!(
             text.contains("nginx: ") && text.contains("Envoy: "),
             "{text}"
         );
-        let text = fix(Some(1900), Keeper::Anyone);
+        let text = fix(PoolLimit::AtMost(1900), Keeper::Anyone);
         assert!(text.starts_with("In a pool in front: "), "{text}");
         assert!(
             text.contains("httpx: ") && text.contains("HAProxy: "),
             "{text}"
         );
-        let text = fix(Some(1900), Keeper::Unnamed);
+        let text = fix(PoolLimit::AtMost(1900), Keeper::Unnamed);
         for words in ["no User-Agent", "timeout: 1900", "freeSocketTimeout: 1900"] {
             assert!(text.contains(words), "{words:?} not in {text}");
         }
         assert!(text.contains("keepAliveTimeout: 1900"), "{text}");
         assert!(!text.contains("this client's pool idle timeout"), "{text}");
         let go = Some(go);
-        let text = fix(Some(1900), Keeper::ProxyOrClients(go));
+        let text = fix(PoolLimit::AtMost(1900), Keeper::ProxyOrClients(go));
         for words in [
             "likely a proxy",
             "keepalive_timeout 1900ms",
@@ -174,22 +204,26 @@ mod tests {
         ] {
             assert!(text.contains(words), "{words:?} not in {text}");
         }
-        let hedge = unless_a_proxy(Some(1900), Keeper::Unnamed).unwrap();
+        let hedge = unless_a_proxy(PoolLimit::AtMost(1900), Keeper::Unnamed).unwrap();
         assert!(hedge.contains("nginx: keepalive_timeout 1900ms"), "{hedge}");
         assert!(
             hedge.contains("HAProxy: ") && hedge.contains("retry-on"),
             "{hedge}"
         );
-        assert_eq!(unless_a_proxy(Some(1900), Keeper::Proxy), None);
-        let text = fix(None, Keeper::Anyone);
+        assert_eq!(unless_a_proxy(PoolLimit::AtMost(1900), Keeper::Proxy), None);
+        let text = fix(PoolLimit::Unknown, Keeper::Anyone);
         assert!(text.contains("retry"), "{text}");
     }
 
     #[test]
     fn the_headline_says_keep_none_at_zero() {
-        assert!(headline(0, "").contains("keep no idle connections"));
-        let text = headline(1900, ", 1939 ms rounded down");
-        assert!(text.contains("at most 1900 ms (1.9 s, 1939 ms"), "{text}");
+        let none = headline(PoolLimit::DoNotPool, 0.4);
+        assert!(none.contains("keep no idle connections"), "{none}");
+        let text = headline(PoolLimit::AtMost(1900), 1939.5);
+        assert!(
+            text.contains("at most 1900 ms (1.9 s, 1939 ms rounded down"),
+            "{text}"
+        );
     }
 
     #[test]

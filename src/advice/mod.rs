@@ -16,8 +16,13 @@
 //! client, the close times equal the server's (the response and the FIN
 //! both travel one way), so both sources subtract the same round trip.
 //!
-//! Rules, in order: a server that closes after every response gets 0 (keep
-//! no idle connections); a close whose earliest point is unknown (closes in
+//! The number and its words are apart: [`pool_limit`] gives the number
+//! alone, a [`PoolLimit`] (a value, "do not pool", or "unknown"), from a
+//! chain of steps kept as numbers, and [`safe_pool_idle_timeout`] renders the
+//! words from the same steps.
+//!
+//! Rules, in order: a server that closes after every response gets
+//! [`PoolLimit::DoNotPool`] (keep no idle connections); a close whose earliest point is unknown (closes in
 //! passes too far apart to see) gets no number; reuses that failed below
 //! where the closes put the limit mean only an idle time at which every
 //! reuse was answered is offered, or no number; otherwise
@@ -113,41 +118,174 @@ pub struct IdleCloseFacts {
     pub highest_success_below_failure_ms: Option<f64>,
 }
 
+/// The safe pool idle timeout, the number alone: what a pool in front
+/// should do with idle connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PoolLimit {
+    /// Close idle connections after at most this many ms (above 0).
+    AtMost(u64),
+    /// Keep no idle connections: the server closes them too soon to
+    /// reuse, or after every response.
+    DoNotPool,
+    /// No value is known safe, or (the server kept every connection)
+    /// none is needed.
+    Unknown,
+}
+
+impl PoolLimit {
+    /// As a number of ms: `Some(0)` keeps no idle connections, `None` is
+    /// no value (the JSON's `safe_pool_idle_timeout_ms`).
+    pub fn ms(self) -> Option<u64> {
+        match self {
+            PoolLimit::AtMost(ms) => Some(ms),
+            PoolLimit::DoNotPool => Some(0),
+            PoolLimit::Unknown => None,
+        }
+    }
+}
+
+impl From<Option<u64>> for PoolLimit {
+    /// The limit a number of ms stands for (as [`PoolLimit::ms`] gives it).
+    fn from(ms: Option<u64>) -> Self {
+        match ms {
+            Some(0) => PoolLimit::DoNotPool,
+            Some(ms) => PoolLimit::AtMost(ms),
+            None => PoolLimit::Unknown,
+        }
+    }
+}
+
 /// The safe pool idle timeout and why.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Advice {
-    /// ms; `Some(0)`: keep no idle connections; `None`: no value is known
-    /// safe, or (the server kept every connection) none is needed.
-    pub safe_pool_idle_timeout_ms: Option<u64>,
+    pub limit: PoolLimit,
     /// What the value is and how it follows from the facts.
     pub explanation: String,
     /// The server promises more than it keeps.
     pub warning: Option<String>,
 }
 
-/// The safe pool idle timeout for a server, and its explanation, in four
-/// steps: the limit the closes set, lowered below any failed reuse, stated
-/// (rounded down), then what the advertised timeout is worth.
+/// The safe pool idle timeout for a server: the number alone, in three
+/// steps: the limit the closes set, lowered below any failed reuse,
+/// rounded down.
+pub fn pool_limit(facts: &IdleCloseFacts) -> PoolLimit {
+    Reasoning::of(facts).limit()
+}
+
+/// The safe pool idle timeout for a server and its explanation: the
+/// number from [`pool_limit`]'s steps, the words rendered from them, then
+/// what the advertised timeout is worth.
 pub fn safe_pool_idle_timeout(facts: &IdleCloseFacts) -> Advice {
-    if !facts.keeps_alive {
-        return Advice {
-            safe_pool_idle_timeout_ms: Some(0),
-            explanation: "The server closes the connection after every response (it does not \
-                keep connections alive): a pool gains nothing by keeping idle connections to \
-                it; open a new one per request."
-                .to_owned(),
-            warning: None,
-        };
-    }
-    let mut words = String::new();
-    let closes = limit_from_closes(facts, &mut words);
-    let limit = below_failures(facts, closes, &mut words);
-    let safe = state_the_value(limit, &mut words);
-    let warning = judge_the_promise(facts, safe, &mut words);
+    let reasoning = Reasoning::of(facts);
+    let limit = reasoning.limit();
+    let mut words = reasoning.words(facts);
+    judge_the_promise(facts, limit, &mut words);
     Advice {
-        safe_pool_idle_timeout_ms: safe,
+        limit,
         explanation: words.trim().to_owned(),
-        warning,
+        warning: broken_promise(facts),
+    }
+}
+
+/// Why the closes set no limit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum NoLimit {
+    /// [`Close::Unknown`] or [`Close::NotWithin`]: the facts say why.
+    FromCloses,
+    /// A reuse failed below the closes' limit, and none below it was seen
+    /// answered.
+    NoneAnswered,
+}
+
+/// The steps from the facts to the limit, as numbers: what the words are
+/// rendered from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Reasoning {
+    /// The server keeps connections alive at all.
+    keeps_alive: bool,
+    /// The highest idle time, ms, a reuse may leave at by the closes
+    /// alone (`E − round trip − guard`, within the promise).
+    from_closes: Option<f64>,
+    /// A failed reuse below that limit: when it failed, and the idle time
+    /// at which every reuse below it was answered, if one was.
+    failure: Option<(f64, Option<f64>)>,
+    /// The highest idle time, ms, before rounding, or why there is none.
+    limit: Result<f64, NoLimit>,
+}
+
+impl Reasoning {
+    fn of(facts: &IdleCloseFacts) -> Reasoning {
+        let from_closes = limit_from_closes(facts);
+        let mut reasoning = Reasoning {
+            keeps_alive: facts.keeps_alive,
+            from_closes,
+            failure: None,
+            limit: from_closes.ok_or(NoLimit::FromCloses),
+        };
+        let Some(failed) = facts.lowest_failure_ms else {
+            return reasoning;
+        };
+        let below_failure = failed - guard(failed);
+        // Closes too soon to keep anything: no reuse, nothing to fail.
+        if from_closes.is_some_and(|limit| limit <= 0.0 || limit <= below_failure) {
+            return reasoning;
+        }
+        let answered = facts
+            .highest_success_below_failure_ms
+            .filter(|&ok| ok < failed);
+        reasoning.failure = Some((failed, answered));
+        reasoning.limit = answered
+            .map(|ok| ok.min(below_failure))
+            .ok_or(NoLimit::NoneAnswered);
+        reasoning
+    }
+
+    /// The value: rounded down to two significant digits.
+    fn limit(&self) -> PoolLimit {
+        match (self.keeps_alive, self.limit) {
+            (false, _) => PoolLimit::DoNotPool,
+            (true, Err(_)) => PoolLimit::Unknown,
+            (true, Ok(limit)) => match round_down(limit) {
+                0 => PoolLimit::DoNotPool,
+                ms => PoolLimit::AtMost(ms),
+            },
+        }
+    }
+
+    /// The words: the value first (or why there is none last), then the
+    /// closes' sentences and the failure's.
+    fn words(&self, facts: &IdleCloseFacts) -> String {
+        if !self.keeps_alive {
+            return "The server closes the connection after every response (it does not keep \
+                    connections alive): a pool gains nothing by keeping idle connections to it; \
+                    open a new one per request."
+                .to_owned();
+        }
+        let mut words = match self.from_closes {
+            Some(_) => closes_words(facts),
+            None => no_close_words(&facts.close),
+        };
+        if let Some((failed, answered)) = self.failure {
+            let _ = write!(
+                words,
+                " A reuse failed after {failed:.0} ms idle, earlier than the closes allow for"
+            );
+            match answered {
+                Some(ok) => {
+                    let _ = write!(
+                        words,
+                        "; every reuse after {ok:.0} ms idle was answered, so that is the limit."
+                    );
+                }
+                None => words.push_str(
+                    ", and none below it was seen answered: no idle timeout is known to be safe.",
+                ),
+            }
+        }
+        if let Ok(limit) = self.limit {
+            words = format!("{} {words}", fix::headline(self.limit(), limit.max(0.0)));
+        }
+        words
     }
 }
 
@@ -170,35 +308,46 @@ fn round_trip(facts: &IdleCloseFacts) -> (f64, String) {
     }
 }
 
-/// Step 1: the limit the closes set (`E − round trip − guard`, within the
-/// promise): the highest idle time, ms, a reuse may leave at, or why there
-/// is none, with the sentences that say so added to `words`.
-fn limit_from_closes(facts: &IdleCloseFacts, words: &mut String) -> Result<f64, String> {
-    let (earliest, seen, period) = match &facts.close {
-        Close::At {
-            earliest_ms,
-            seen_ms,
-            period_ms,
-        } => (*earliest_ms, *seen_ms, *period_ms),
-        Close::Unknown { why } => {
-            return Err(format!("{why}: no idle timeout is known to be safe."));
-        }
-        Close::NotWithin { watched_ms } => {
-            return Err(format!(
-                "The server kept idle connections more than {} s: its idle timeout does not \
-                 limit a pool in front of it (use the pool's own).",
-                trim(watched_ms / 1000.0)
-            ));
-        }
-    };
-    words.push_str(&close_words(facts.source, earliest, seen, period));
-    // What a server keeps past what it advertises is grace against the
-    // race, not room for a pool to use: the advice stays within the promise.
-    let promise = facts
+/// What a server advertises below its earliest close, ms: what a server
+/// keeps past its promise is grace against the race, not room for a pool
+/// to use, so the advice stays within the promise.
+fn promise_below(facts: &IdleCloseFacts, earliest: f64) -> Option<f64> {
+    facts
         .advertised_ms
         .map(|ms| ms as f64)
-        .filter(|&promise| promise < earliest);
-    let basis = promise.unwrap_or(earliest);
+        .filter(|&promise| promise < earliest)
+}
+
+/// The earliest close, ms, when the facts hold one.
+fn earliest(facts: &IdleCloseFacts) -> Option<f64> {
+    match facts.close {
+        Close::At { earliest_ms, .. } => Some(earliest_ms),
+        _ => None,
+    }
+}
+
+/// Step 1: the limit the closes set (`E − round trip − guard`, within the
+/// promise): the highest idle time, ms, a reuse may leave at, if the
+/// closes set one.
+fn limit_from_closes(facts: &IdleCloseFacts) -> Option<f64> {
+    let earliest = earliest(facts)?;
+    let basis = promise_below(facts, earliest).unwrap_or(earliest);
+    Some(basis - round_trip(facts).0 - guard(basis))
+}
+
+/// Step 1's words where the closes set a limit: when the server closes,
+/// the promise kept within, and the margin a reuse leaves.
+fn closes_words(facts: &IdleCloseFacts) -> String {
+    let Close::At {
+        earliest_ms,
+        seen_ms,
+        period_ms,
+    } = facts.close
+    else {
+        return String::new();
+    };
+    let mut words = close_words(facts.source, earliest_ms, seen_ms, period_ms);
+    let promise = promise_below(facts, earliest_ms);
     if let Some(promise) = promise {
         let _ = write!(
             words,
@@ -207,104 +356,58 @@ fn limit_from_closes(facts: &IdleCloseFacts, words: &mut String) -> Result<f64, 
             promise / 1000.0
         );
     }
+    let basis = promise.unwrap_or(earliest_ms);
     let (round_trip, round_trip_words) = round_trip(facts);
-    let margin = round_trip + guard(basis);
     let _ = write!(
         words,
-        " A reuse must leave {margin:.0} ms before that: {round_trip_words} and {:.0} ms for the \
+        " A reuse must leave {:.0} ms before that: {round_trip_words} and {:.0} ms for the \
          client's own timer.",
+        round_trip + guard(basis),
         guard(basis)
     );
-    Ok(basis - margin)
+    words
 }
 
-/// Step 2: a reuse that failed below where the closes put the limit
-/// leaves only an idle time at which every reuse was answered, or none.
-fn below_failures(
-    facts: &IdleCloseFacts,
-    from_closes: Result<f64, String>,
-    words: &mut String,
-) -> Result<f64, String> {
-    let Some(failed) = facts.lowest_failure_ms else {
-        return from_closes;
-    };
-    let below_failure = failed - guard(failed);
-    match from_closes {
-        // Closes too soon to keep anything: no reuse, nothing to fail.
-        Ok(limit) if limit <= 0.0 || limit <= below_failure => return Ok(limit),
-        Ok(_) => {}
-        Err(why) => words.push_str(&why),
-    }
-    let _ = write!(
-        words,
-        " A reuse failed after {failed:.0} ms idle, earlier than the closes allow for"
-    );
-    match facts.highest_success_below_failure_ms {
-        Some(ok) if ok < failed => {
-            let _ = write!(
-                words,
-                "; every reuse after {ok:.0} ms idle was answered, so that is the limit."
-            );
-            Ok(ok.min(below_failure))
-        }
-        _ => Err(
-            ", and none below it was seen answered: no idle timeout is known to be safe."
-                .to_owned(),
+/// Step 1's words where the closes set no limit.
+fn no_close_words(close: &Close) -> String {
+    match close {
+        Close::At { .. } => String::new(),
+        Close::Unknown { why } => format!("{why}: no idle timeout is known to be safe."),
+        Close::NotWithin { watched_ms } => format!(
+            "The server kept idle connections more than {} s: its idle timeout does not limit a \
+             pool in front of it (use the pool's own).",
+            trim(watched_ms / 1000.0)
         ),
     }
 }
 
-/// Step 3: the value, rounded down, put first in the words; or why there
-/// is none, put last.
-fn state_the_value(limit: Result<f64, String>, words: &mut String) -> Option<u64> {
-    let limit = match limit {
-        Ok(limit) => limit.max(0.0),
-        Err(why) => {
-            words.push_str(&why);
-            return None;
-        }
-    };
-    let safe = round_down(limit);
-    let rounded = match safe as f64 == limit.floor() {
-        true => String::new(),
-        false => format!(
-            ", {:.0} ms rounded down to two significant digits",
-            limit.floor()
-        ),
-    };
-    let head = fix::headline(safe, &rounded);
-    *words = format!("{head} {words}");
-    Some(safe)
-}
-
-/// Step 4: what the advertised `Keep-Alive: timeout` is worth: a warning
-/// when it promises more than the server keeps, else a sentence.
-fn judge_the_promise(
-    facts: &IdleCloseFacts,
-    safe: Option<u64>,
-    words: &mut String,
-) -> Option<String> {
-    let earliest = match facts.close {
-        Close::At { earliest_ms, .. } => Some(earliest_ms),
-        _ => None,
-    };
+/// A warning when the advertised `Keep-Alive: timeout` promises more
+/// than the server keeps.
+fn broken_promise(facts: &IdleCloseFacts) -> Option<String> {
+    let earliest = earliest(facts)?;
+    let advertised = facts.advertised_ms?;
     // A measured close may read a few ms early (the measurement's own
     // uncertainty is taken off it): only a clear shortfall is a warning.
-    let tolerance = |earliest: f64| match facts.source {
+    let tolerance = match facts.source {
         Source::Configured => 0.0,
         Source::MeasuredFromClient => (earliest * 0.005).max(5.0),
     };
-    match (facts.advertised_ms, earliest) {
-        (Some(advertised), Some(earliest))
-            if advertised as f64 > earliest + tolerance(earliest) =>
-        {
-            return Some(format!(
-                "the server advertises Keep-Alive: timeout={} but closes idle connections after \
-                 {earliest:.0} ms: clients that trust the header will race",
-                advertised / 1000
-            ));
-        }
-        _ if safe.is_none() => {}
+    (facts.keeps_alive && advertised as f64 > earliest + tolerance).then(|| {
+        format!(
+            "the server advertises Keep-Alive: timeout={} but closes idle connections after \
+             {earliest:.0} ms: clients that trust the header will race",
+            advertised / 1000
+        )
+    })
+}
+
+/// Step 4: what the advertised `Keep-Alive: timeout` is worth, a sentence
+/// added to `words` when there is a value and no warning.
+fn judge_the_promise(facts: &IdleCloseFacts, limit: PoolLimit, words: &mut String) {
+    if !facts.keeps_alive || limit == PoolLimit::Unknown || broken_promise(facts).is_some() {
+        return;
+    }
+    match (facts.advertised_ms, earliest(facts)) {
         (Some(advertised), Some(earliest))
             if advertised as f64 + trust_margin(round_trip(facts).0) > earliest =>
         {
@@ -328,7 +431,6 @@ fn judge_the_promise(
         }
         (None, _) => words.push_str(" It advertises no Keep-Alive timeout: configure the pool's."),
     }
-    None
 }
 
 /// What the advertised timeout must leave before the earliest close for a
@@ -433,7 +535,7 @@ mod tests {
     fn the_limit_is_the_earliest_close_less_round_trip_and_guard_rounded_down() {
         let advice = safe_pool_idle_timeout(&measured(3000.0, Some(1.0)));
         // 3000 - (1 + 60) = 2939, rounded down.
-        assert_eq!(advice.safe_pool_idle_timeout_ms, Some(2900));
+        assert_eq!(advice.limit.ms(), Some(2900));
         says(&advice, "2939 ms rounded down");
         says(&advice, "measured from the client");
     }
@@ -460,8 +562,8 @@ mod tests {
             safe_pool_idle_timeout(&peers),
             safe_pool_idle_timeout(&probe),
         );
-        assert_eq!(peers.safe_pool_idle_timeout_ms, Some(1900));
-        assert_eq!(probe.safe_pool_idle_timeout_ms, Some(1900));
+        assert_eq!(peers.limit.ms(), Some(1900));
+        assert_eq!(probe.limit.ms(), Some(1900));
         says(&peers, "configured");
         // Without a round trip the server side allows one, and says so.
         let unknown = IdleCloseFacts {
@@ -469,7 +571,7 @@ mod tests {
             ..measured(2000.0, None)
         };
         let advice = safe_pool_idle_timeout(&unknown);
-        assert_eq!(advice.safe_pool_idle_timeout_ms, Some(1800));
+        assert_eq!(advice.limit.ms(), Some(1800));
         says(&advice, "assumed");
     }
 
@@ -485,7 +587,7 @@ mod tests {
         };
         let advice = safe_pool_idle_timeout(&facts);
         // 2010 - 0.2 - 40.2 = 1969.6.
-        assert_eq!(advice.safe_pool_idle_timeout_ms, Some(1900));
+        assert_eq!(advice.limit.ms(), Some(1900));
         says(&advice, "passes every 1000 ms");
     }
 
@@ -495,16 +597,16 @@ mod tests {
         facts.lowest_failure_ms = Some(900.0);
         facts.highest_success_below_failure_ms = Some(700.0);
         let advice = safe_pool_idle_timeout(&facts);
-        assert_eq!(advice.safe_pool_idle_timeout_ms, Some(700));
+        assert_eq!(advice.limit.ms(), Some(700));
         // None answered below the failure: no number.
         facts.highest_success_below_failure_ms = None;
         let advice = safe_pool_idle_timeout(&facts);
-        assert_eq!(advice.safe_pool_idle_timeout_ms, None);
+        assert_eq!(advice.limit.ms(), None);
         says(&advice, "no idle timeout is known");
         // A failure past the deadline changes nothing.
         facts.lowest_failure_ms = Some(1005.0);
         let advice = safe_pool_idle_timeout(&facts);
-        assert_eq!(advice.safe_pool_idle_timeout_ms, Some(970));
+        assert_eq!(advice.limit.ms(), Some(970));
     }
 
     #[test]
@@ -514,24 +616,21 @@ mod tests {
             why: "every close came in one pass".into(),
         };
         let advice = safe_pool_idle_timeout(&facts);
-        assert_eq!(advice.safe_pool_idle_timeout_ms, None);
+        assert_eq!(advice.limit.ms(), None);
         says(&advice, "one pass");
         facts.close = Close::NotWithin { watched_ms: 300.0 };
         let advice = safe_pool_idle_timeout(&facts);
-        assert_eq!(advice.safe_pool_idle_timeout_ms, None);
+        assert_eq!(advice.limit.ms(), None);
         says(&advice, "more than 0.3 s");
     }
 
     #[test]
     fn no_keep_alive_and_too_soon_mean_keep_none() {
         let mut facts = measured(10.0, Some(1.0));
-        assert_eq!(
-            safe_pool_idle_timeout(&facts).safe_pool_idle_timeout_ms,
-            Some(0)
-        );
+        assert_eq!(pool_limit(&facts).ms(), Some(0));
         facts.keeps_alive = false;
         let advice = safe_pool_idle_timeout(&facts);
-        assert_eq!(advice.safe_pool_idle_timeout_ms, Some(0));
+        assert_eq!(advice.limit.ms(), Some(0));
         says(&advice, "after every response");
     }
 
@@ -547,6 +646,30 @@ mod tests {
         facts.advertised_ms = Some(2000);
         let advice = safe_pool_idle_timeout(&facts);
         says(&advice, "may still race");
+    }
+
+    #[test]
+    fn the_number_comes_without_the_words() {
+        let facts = measured(2000.0, Some(0.1));
+        assert_eq!(pool_limit(&facts), PoolLimit::AtMost(1900));
+        let advice = safe_pool_idle_timeout(&facts);
+        assert_eq!(advice.limit, PoolLimit::AtMost(1900));
+        assert!(advice.explanation.starts_with("A client or proxy pool"));
+        says(&advice, "at most 1900 ms");
+        let closed = IdleCloseFacts {
+            keeps_alive: false,
+            ..facts.clone()
+        };
+        assert_eq!(pool_limit(&closed), PoolLimit::DoNotPool);
+        assert_eq!(pool_limit(&measured(15.0, Some(0.1))), PoolLimit::DoNotPool);
+        let unknown = IdleCloseFacts {
+            close: Close::NotWithin { watched_ms: 9000.0 },
+            ..facts
+        };
+        assert_eq!(pool_limit(&unknown), PoolLimit::Unknown);
+        assert_eq!(PoolLimit::from(Some(0)), PoolLimit::DoNotPool);
+        assert_eq!(PoolLimit::from(Some(1900)).ms(), Some(1900));
+        assert_eq!(PoolLimit::Unknown.ms(), None);
     }
 
     #[test]
@@ -615,8 +738,9 @@ mod tests {
         #[test]
         fn never_at_or_above_a_close_or_a_failure(facts in facts()) {
             let advice = safe_pool_idle_timeout(&facts);
+            prop_assert_eq!(pool_limit(&facts), advice.limit);
             prop_assert!(!advice.explanation.is_empty());
-            if let Some(safe) = advice.safe_pool_idle_timeout_ms {
+            if let Some(safe) = advice.limit.ms() {
                 let safe = safe as f64;
                 if let Close::At { earliest_ms, seen_ms, .. } = facts.close {
                     prop_assert!(safe < earliest_ms, "{safe} vs close {earliest_ms}: {advice:?}");

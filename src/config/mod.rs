@@ -217,8 +217,8 @@ pub struct Settings {
     /// narrower stamp (2³² µs, 2³² ms) to show that nothing wraps.
     /// Read once, when the workers start.
     pub loop_clock_start: u64,
-    /// The lab also tells clients apart by User-Agent, for the race guard
-    /// (`lab::clients`; off for a server).
+    /// The peer observer also tells clients apart by User-Agent, for the
+    /// race guard (`peer_observer::clients`; off for a server).
     pub clients_by_agent: bool,
     /// The listener speaks TLS with this identity (`None`: plain HTTP).
     /// Each connection takes it at accept, so a reload changes it for new

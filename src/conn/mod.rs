@@ -47,12 +47,13 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::SystemTime;
 
 use crate::app::controls::IdleClose;
-use crate::ctx::{ConnLabel, Ctx, Slot};
+use crate::ctx::{ConnLabel, Ctx};
 use crate::pool::Buffers;
 use crate::readiness::{interrupted, would_block};
 use crate::session::Session;
 use crate::stats::CloseCause;
 use crate::stats::timing::ConnStamps;
+use crate::timer_event::Slot;
 use crate::timers::Micros;
 
 /// Reads per readiness event before yielding to other connections.
@@ -289,13 +290,14 @@ impl Conn {
                 // request arriving in between is lost, so the observer
                 // hears of the close after it.
                 self.transport.stamp_arrivals();
+                // The FIN's send time, on the kernel stamps' clock, read
+                // just before the call that sends it: the earliest it can
+                // have left, so a request stamped before it surely came
+                // before the FIN, as the wire would show.
+                let sent = SystemTime::now();
                 if !self.transport.shut_write(self.ending()) {
                     return Flow::Close(CloseCause::KeepAliveTimeout);
                 }
-                // The FIN's send time, on the kernel stamps' clock: the
-                // kernel sent it within the call (on loopback, delivered
-                // it too), so this is the latest it can have left.
-                let sent = SystemTime::now();
                 self.enter(State::Watching(FinWatch::sent(ctx.now, sent)), ctx);
                 Flow::Open
             }

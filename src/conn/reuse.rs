@@ -60,7 +60,7 @@ impl Conn {
     /// wire. Other responses cost no clock read.
     pub fn account(&mut self, closing: bool, ctx: &mut Ctx<'_>) {
         let progress = self.progress();
-        let now = ctx.departed.map_or(ctx.now, |at| at.max(ctx.now));
+        let now = ctx.departed().map_or(ctx.now, |at| at.max(ctx.now));
         let seen = match closing {
             false => self.stamps.observe(progress, now, ctx.stats),
             true => self.stamps.closed(progress, now, ctx.stats),
@@ -86,7 +86,7 @@ impl Conn {
         let (now, settings) = (ctx.now, ctx.settings);
         let idle_timeout_ms = self.idle_timeout_ms(settings);
         let deadline = self.slots.keep_alive().map(|id| ctx.timers.deadline(id));
-        let arrived = ctx.arrived.unwrap_or(now);
+        let arrived = ctx.arrived().unwrap_or(now);
         let gap_us = gap_us.saturating_sub(seen.saturating_sub(arrived));
         let headroom_us = match deadline {
             Some(deadline) => signed(deadline) - signed(arrived),
@@ -136,8 +136,8 @@ impl Conn {
             let buffers = self.buffers.as_deref();
             buffers.is_some_and(|b| b.output.pending() > 0)
         };
-        if ctx.arrived.is_some() && output() {
-            ctx.departed = Some(ctx.clock.now());
+        if ctx.arrived().is_some() && output() {
+            ctx.stamp_departure();
         }
     }
 }

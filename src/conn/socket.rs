@@ -81,7 +81,7 @@ impl Conn {
             false => self.transport.read(spare, ctx)?,
             true => {
                 let (got, stamp) = self.transport.read_stamped(spare, ctx)?;
-                ctx.arrived = stamp.map(|wall| ctx.clock.at_wall(wall));
+                ctx.stamp_arrival(stamp);
                 got
             }
         };

@@ -15,10 +15,11 @@ use mio::{Events, Interest, Poll, Token};
 
 use super::*;
 use crate::config::{Config, Settings};
-use crate::ctx::{Lending, Resources, TimerEvent};
-use crate::measure::rx_stamps;
+use crate::ctx::{Lending, Resources};
 use crate::observe::{Event, Observer};
+use crate::rx_stamps;
 use crate::stats::Stats;
+use crate::timer_event::TimerEvent;
 use crate::timers::Micros;
 
 const GET: &[u8] = b"GET / HTTP/1.1\r\nHost: t\r\n\r\n";
@@ -80,9 +81,10 @@ impl Worker {
                 .timers
                 .expire(Micros::MAX)
                 .expect("a timer is due")
+                .payload
             {
-                (_, TimerEvent::DateExpired) => self.resources.date.invalidate(),
-                (_, event) => {
+                TimerEvent::DateExpired => self.resources.date.invalidate(),
+                event => {
                     let activity = TimerEvent::Conn {
                         key: 0,
                         slot: Slot::Activity,

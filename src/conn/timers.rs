@@ -10,8 +10,8 @@
 
 use super::{Conn, IDLE_WATCH_MS, LINGER_IDLE_MS, LINGER_TOTAL_MS, State};
 use crate::config::Settings;
-use crate::ctx::{Slot, TimerEvent};
 use crate::stats::TimerKind;
+use crate::timer_event::{Slot, TimerEvent};
 use crate::timers::{Micros, TimerId, TimerLists};
 
 /// What a timer slot is measuring (one byte: which request a per-request

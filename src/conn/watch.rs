@@ -37,7 +37,8 @@ pub struct FinWatch {
     /// On the loop clock.
     fin: ShortStamp,
     /// On the wall clock, at the `shutdown` call: the low 32 bits of its
-    /// nanoseconds (exact for spans under 2.1 s either way).
+    /// nanoseconds, read only for spans the loop clock shows are short
+    /// enough (see [`WallNanos::since`]).
     fin_sent: WallNanos,
     late: bool,
 }
@@ -61,21 +62,35 @@ impl FinWatch {
     }
 
     /// How long after the FIN a request arrived, µs: by the kernel's
-    /// receive stamp `arrived` if there is one (0 if the request was in
-    /// before the FIN left: it crossed it), else by loop time `now`.
+    /// receive stamp `arrived` if there is one (rounded up: 0 only if the
+    /// request was in before the FIN left, so it crossed it), else by loop
+    /// time `now`. The loop time also serves when it shows a span too long
+    /// for the stamps' four bytes to tell (a loop stalled past the watch's
+    /// second): the delay is then the loop's, a little long, never wrapped.
     pub fn delay_us(&self, arrived: Option<SystemTime>, now: Micros) -> Micros {
-        match arrived {
-            Some(arrived) => WallNanos::of(arrived).since(self.fin_sent).max(0) as Micros / 1000,
-            None => self.fin.elapsed(now),
+        let by_loop = self.fin.elapsed(now);
+        let by_stamps =
+            arrived.and_then(|arrived| WallNanos::of(arrived).since(self.fin_sent, by_loop));
+        match by_stamps {
+            Some(nanos) => (nanos.max(0) as Micros).div_ceil(1000),
+            None => by_loop,
         }
     }
 }
 
 /// A wall-clock time's nanoseconds since the epoch, low 32 bits: four
-/// bytes for a stamp that is only ever compared with one taken within the
-/// watch's second.
+/// bytes for a stamp compared with one taken within the watch's second.
+/// The difference of two tells a span exactly only under 2³¹ ns (2.1 s)
+/// either way, so it is read only with a bound on the span from another
+/// clock ([`WallNanos::since`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct WallNanos(u32);
+
+/// The longest span, by the bound given, whose stamps' difference is
+/// read: under 2³¹ ns with room to spare for the wall clock's slewing
+/// against the loop's and for a stamp a little past the loop's reading.
+const WALL_SPAN_READ_US: Micros = 2_000_000;
+const _: () = assert!(WALL_SPAN_READ_US * 1000 < 1 << 31, "under the exact span");
 
 impl WallNanos {
     fn of(time: SystemTime) -> Self {
@@ -86,9 +101,13 @@ impl WallNanos {
         WallNanos(nanos as u32)
     }
 
-    /// Nanoseconds from `earlier` to this, negative if it is in fact later.
-    fn since(self, earlier: WallNanos) -> i64 {
-        i64::from(self.0.wrapping_sub(earlier.0) as i32)
+    /// Nanoseconds from `earlier` to this, negative if it is in fact
+    /// later, given `at_most_us`, a bound on the span from another clock
+    /// (the loop's, read after this stamp and before `earlier`'s): `None`
+    /// when the bound is past [`WALL_SPAN_READ_US`], where the low bits
+    /// could have wrapped.
+    fn since(self, earlier: WallNanos, at_most_us: Micros) -> Option<i64> {
+        (at_most_us <= WALL_SPAN_READ_US).then(|| i64::from(self.0.wrapping_sub(earlier.0) as i32))
     }
 }
 
@@ -149,12 +168,37 @@ mod tests {
         let sent = UNIX_EPOCH + Duration::from_nanos(4_294_967_000); // near a wrap
         let watch = FinWatch::sent(1_000_000, sent);
         let stamp = |nanos: i64| Some(sent + Duration::from_nanos(nanos as u64));
-        assert_eq!(watch.delay_us(stamp(12_345), 1_900_000), 12);
+        assert_eq!(watch.delay_us(stamp(12_345), 1_900_000), 13);
+        // A nanosecond after the FIN is after it, not in before it.
+        assert_eq!(watch.delay_us(stamp(1), 1_900_000), 1);
         assert_eq!(watch.delay_us(stamp(900_000_000), 1_000_050), 900_000);
         // In before the FIN left (its `shutdown` still returning): crossed.
         let before = sent - Duration::from_micros(3);
         assert_eq!(watch.delay_us(Some(before), 1_900_000), 0);
         // No stamp: the loop clock.
         assert_eq!(watch.delay_us(None, 1_000_250), 250);
+    }
+
+    #[test]
+    fn a_delay_past_what_the_stamps_tell_is_the_loops_not_a_wrapped_one() {
+        // A loop stalled 3 s into the watch: 3e9 ns is past 2³¹ ns, and the
+        // stamps' low bits alone would read it as -1.29 s (a crossing).
+        let sent = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let watch = FinWatch::sent(1_000_000, sent);
+        let arrived = sent + Duration::from_millis(3_000);
+        let delay_us = watch.delay_us(Some(arrived), 4_000_100);
+        assert_eq!(delay_us, 3_000_100, "by the loop clock");
+        // Right under the bound the stamps still decide.
+        let arrived = sent + Duration::from_millis(1_990);
+        assert_eq!(watch.delay_us(Some(arrived), 3_000_000), 1_990_000);
+    }
+
+    #[test]
+    fn the_stamps_difference_is_read_only_under_its_exact_span() {
+        let fin = WallNanos(u32::MAX - 10);
+        let later = WallNanos(100);
+        assert_eq!(later.since(fin, 1), Some(111), "across the wrap");
+        assert_eq!(fin.since(later, 1), Some(-111));
+        assert_eq!(later.since(fin, WALL_SPAN_READ_US + 1), None);
     }
 }

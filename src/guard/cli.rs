@@ -2,14 +2,14 @@
 //! own [`Config`], flattened in), the guard's `--json` and `--fail-on`,
 //! and the COMMAND after `--`.
 //!
-//! clap checks the whole line once, with the lab's help and usage. The
+//! clap checks the whole line once, with the subcommand's help and usage. The
 //! server's configuration is then loaded as the server loads its own
 //! ([`Config::load_from`]: flags, then `KAS_*` variables, then the
 //! `--config` file), from the flags before `--` less the guard's, with
-//! what the lab needs added: a free port on loopback unless `--listen`
+//! what the guard needs added: a free port on loopback unless `--listen`
 //! is given, the test controls on unless `--test-controls` is given, and
 //! a window as long as any run, so the verdicts cover the whole run; and
-//! the lab tells clients apart by User-Agent as well as by address.
+//! the peer observer tells clients apart by User-Agent as well as by address.
 
 use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
@@ -55,7 +55,7 @@ pub enum FailOn {
 /// What the guard runs: the server's configuration, what it writes, and
 /// the command.
 #[derive(Debug)]
-pub struct LabArgs {
+pub struct GuardArgs {
     pub config: Config,
     /// Where the JSON report goes, if anywhere.
     pub json: Option<PathBuf>,
@@ -71,7 +71,7 @@ const GUARD_FLAGS: [&str; 2] = ["json", "fail-on"];
 /// starts at zero, so the whole run falls in it); the longest allowed.
 const WHOLE_RUN: &str = "365days";
 
-/// The lab's command line, as `--help` shows it.
+/// The `lab` subcommand's command line, as `--help` shows it.
 pub fn command() -> Command {
     Config::command()
         .name("keepalive-server lab")
@@ -126,7 +126,7 @@ pub fn command() -> Command {
 
 /// Parses what follows `lab` (`args` starts with the program name): a
 /// usage error (exit status 2) names the flag, variable or file key.
-pub fn parse(args: Vec<OsString>) -> Result<LabArgs, clap::Error> {
+pub fn parse(args: Vec<OsString>) -> Result<GuardArgs, clap::Error> {
     let cmd = command();
     let matches = cmd
         .clone()
@@ -150,7 +150,7 @@ pub fn parse(args: Vec<OsString>) -> Result<LabArgs, clap::Error> {
         .collect();
     let mut config = Config::load_from(server_args(&args[1..], &matches))?;
     config.clients_by_agent = true;
-    Ok(LabArgs {
+    Ok(GuardArgs {
         config,
         json,
         fail_on,
@@ -178,7 +178,7 @@ fn with_dashes_tip(mut error: clap::Error, args: &[OsString]) -> clap::Error {
 }
 
 /// The server's command line: the flags before `--` less the guard's,
-/// then what the lab needs that the user did not set.
+/// then what the guard needs that the user did not set.
 fn server_args(args: &[OsString], matches: &ArgMatches) -> Vec<OsString> {
     let mut server: Vec<OsString> = vec!["keepalive-server".into()];
     server.extend(server_flags(args));
@@ -243,7 +243,7 @@ mod tests {
         args.iter().map(OsString::from).collect()
     }
 
-    fn parsed(args: &[&str]) -> Result<LabArgs, clap::Error> {
+    fn parsed(args: &[&str]) -> Result<GuardArgs, clap::Error> {
         let mut all = vec!["keepalive-server lab"];
         all.extend_from_slice(args);
         parse(os(&all))
@@ -277,18 +277,18 @@ mod tests {
 
     #[test]
     fn defaults_listen_on_a_free_loopback_port_with_controls_on() {
-        let lab = parsed(&["--keep-alive-timeout", "1s", "--", "true", "-x"]).unwrap();
-        assert_eq!(lab.config.listen, "127.0.0.1:0".parse().unwrap());
-        assert!(lab.config.test_controls);
-        assert_eq!(lab.config.keep_alive_timeout.as_millis(), 1000);
-        assert_eq!(lab.fail_on, FailOn::AtRisk);
-        assert_eq!(lab.json, None);
-        assert_eq!(lab.command, os(&["true", "-x"]));
+        let args = parsed(&["--keep-alive-timeout", "1s", "--", "true", "-x"]).unwrap();
+        assert_eq!(args.config.listen, "127.0.0.1:0".parse().unwrap());
+        assert!(args.config.test_controls);
+        assert_eq!(args.config.keep_alive_timeout.as_millis(), 1000);
+        assert_eq!(args.fail_on, FailOn::AtRisk);
+        assert_eq!(args.json, None);
+        assert_eq!(args.command, os(&["true", "-x"]));
     }
 
     #[test]
     fn guard_flags_and_an_explicit_listen_are_taken() {
-        let lab = parsed(&[
+        let args = parsed(&[
             "--fail-on",
             "race",
             "--json=out.json",
@@ -301,10 +301,10 @@ mod tests {
             "exit 3",
         ])
         .unwrap();
-        assert_eq!(lab.fail_on, FailOn::Race);
-        assert_eq!(lab.json, Some(PathBuf::from("out.json")));
-        assert!(!lab.config.test_controls);
-        assert_eq!(lab.command, os(&["sh", "-c", "exit 3"]));
+        assert_eq!(args.fail_on, FailOn::Race);
+        assert_eq!(args.json, Some(PathBuf::from("out.json")));
+        assert!(!args.config.test_controls);
+        assert_eq!(args.command, os(&["sh", "-c", "exit 3"]));
     }
 
     #[test]

@@ -1,8 +1,8 @@
-//! The guard's verdict on each client: the lab's own (`/peers`, see
-//! [`crate::lab::report`]) over the whole run, made stricter where the
-//! lab gives a client the benefit of the doubt that a guard must not.
+//! The guard's verdict on each client: the peer observer's own (`/peers`,
+//! see [`crate::peer_observer::report`]) over the whole run, made stricter
+//! where the peer observer gives a client the benefit of the doubt that a guard must not.
 //!
-//! The lab reads a client whose idle connections the server closed first,
+//! The peer observer reads a client whose idle connections the server closed first,
 //! with no reuse near the deadline, as `ok`: the server closes first, so
 //! nothing was lost. For a guard that is a client that keeps idle
 //! connections at least as long as the server does: it lost nothing this
@@ -15,14 +15,14 @@ use serde::Serialize;
 
 use crate::advice::clients;
 use crate::advice::fix::{self, Keeper};
-use crate::lab::report::{PeerView, PeersReport, Verdict};
+use crate::peer_observer::report::{PeerView, PeersReport, Verdict};
 
 use super::cli::FailOn;
 
 /// One client as the guard reports it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ClientVerdict {
-    /// Its address (`other`: the peers the lab had to fold together).
+    /// Its address (`other`: the peers the observer had to fold together).
     pub addr: String,
     /// The last `User-Agent` it sent, and the others it sent before.
     pub user_agent: Option<String>,
@@ -79,9 +79,9 @@ impl ClientVerdict {
     }
 }
 
-/// The lab found nothing wrong, yet the server closed some of the client's
-/// idle connections first, and nothing shows the client letting idle
-/// connections go before the server would.
+/// The peer observer found nothing wrong, yet the server closed some of
+/// the client's idle connections first, and nothing shows the client
+/// letting idle connections go before the server would.
 fn kept_until_server_closed(view: &PeerView) -> bool {
     let closes_sooner = view
         .client_idle_timeout_ms
@@ -110,7 +110,7 @@ fn kept_advice(view: &PeerView) -> String {
         (None, None) => Keeper::Unnamed,
         (Some(_), None) => Keeper::Unknown,
     };
-    let fix = fix::fix(view.safe_pool_idle_timeout_ms, keeper);
+    let fix = fix::fix(view.safe_pool_idle_timeout_ms.into(), keeper);
     format!("{happened} {fix}")
 }
 
@@ -119,8 +119,8 @@ mod tests {
     use std::net::IpAddr;
 
     use super::*;
-    use crate::lab::peers::{PeerSnapshot, PeerStats, PeersSnapshot, Recent};
-    use crate::lab::report::ServerIdle;
+    use crate::peer_observer::peers::{PeerSnapshot, PeerStats, PeersSnapshot, Recent};
+    use crate::peer_observer::report::ServerIdle;
 
     const SERVER: ServerIdle = ServerIdle {
         advertised_timeout_s: Some(1),
@@ -154,9 +154,13 @@ mod tests {
             server_idle_closes: 1,
             ..Recent::default()
         };
-        let lab = report(stats, recent);
-        assert_eq!(lab.peers[0].verdict, Verdict::Ok, "the lab's own verdict");
-        let clients = judge(&lab);
+        let observed = report(stats, recent);
+        assert_eq!(
+            observed.peers[0].verdict,
+            Verdict::Ok,
+            "the peer observer's own verdict"
+        );
+        let clients = judge(&observed);
         assert_eq!(clients[0].verdict, Verdict::AtRisk);
         assert!(clients[0].advice.contains("until the server closed it"));
         assert!(

@@ -1,6 +1,6 @@
 //! `keepalive-server lab [SERVER FLAGS] -- COMMAND`: the keep-alive race
-//! guard for CI. It starts the server with the lab on, runs COMMAND (a
-//! test suite) against it with the base URL in `KAS_LAB_URL`, and when
+//! guard for CI. It starts the server with its test controls on, runs
+//! COMMAND (a test suite) against it with the base URL in `KAS_LAB_URL`, and when
 //! COMMAND ends judges every client that connected over the whole run:
 //! a client that lost requests to the server's idle close (`race`), or
 //! that would (`at risk`: reuses near or past the deadline, idle
@@ -12,13 +12,13 @@
 //!                                  closes, the watch after an idle FIN)
 //! ```
 //!
-//! Clients are told apart by address and User-Agent (the lab's
-//! `clients` tables), so a suite's several clients, all on 127.0.0.1, are
+//! Clients are told apart by address and User-Agent (the peer
+//! observer's `clients` tables), so a suite's several clients, all on 127.0.0.1, are
 //! judged one by one.
 //!
 //! The pieces: [`cli`] (the command line, the server's flags among it),
 //! [`run`] (COMMAND and the signals), `settle` (waiting for what the
-//! server can still learn), [`judge`] (the verdicts: the lab's, made
+//! server can still learn), [`judge`] (the verdicts: the peer observer's, made
 //! stricter), [`table`] (what is printed and written).
 
 pub mod cli;
@@ -38,10 +38,11 @@ use std::time::{Duration, Instant};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
-use crate::lab::peers::PeersSnapshot;
-use crate::lab::report::{PeersReport, ServerIdle};
+use crate::peer_observer::PeerFindings;
+use crate::peer_observer::peers::PeersSnapshot;
+use crate::peer_observer::report::{PeersReport, ServerIdle};
 use crate::{Server, ServerHandle, logging};
-use cli::{FailOn, LabArgs};
+use cli::{FailOn, GuardArgs};
 use run::Ended;
 use table::RunReport;
 
@@ -61,9 +62,9 @@ where
     let args: Vec<OsString> = std::iter::once(OsString::from("keepalive-server lab"))
         .chain(args.into_iter().map(Into::into))
         .collect();
-    let lab = cli::parse(args).unwrap_or_else(|e| e.exit());
-    logging::init_at(lab.config.log_format, LOG_LEVEL);
-    match guard(lab) {
+    let guard_args = cli::parse(args).unwrap_or_else(|e| e.exit());
+    logging::init_at(guard_args.config.log_format, LOG_LEVEL);
+    match guard(guard_args) {
         Ok(status) => ExitCode::from(status),
         Err(message) => {
             eprintln!("keepalive-server lab: {message}");
@@ -73,10 +74,10 @@ where
 }
 
 /// Serves, runs COMMAND, judges: the exit status.
-fn guard(lab: LabArgs) -> Result<u8, String> {
+fn guard(args: GuardArgs) -> Result<u8, String> {
     // Tried before COMMAND runs: a FILE that cannot be written is told at
     // once (a usage error), not after the whole suite.
-    if let Some(path) = &lab.json {
+    if let Some(path) = &args.json {
         if let Err(e) = check_writable(path) {
             eprintln!(
                 "keepalive-server lab: cannot write --json {}: {e}",
@@ -88,20 +89,20 @@ fn guard(lab: LabArgs) -> Result<u8, String> {
     // Before COMMAND starts: from then on a signal is the guard's to pass on.
     let mut signals = Signals::new([SIGINT, SIGTERM])
         .map_err(|e| format!("cannot install signal handlers: {e}"))?;
-    let settings = lab.config.settings();
+    let settings = args.config.settings();
     let tls = settings.tls.is_some();
     let server = Server::bind(settings).map_err(|e| e.to_string())?;
     let handle = server
         .start()
         .map_err(|e| format!("cannot start workers: {e}"))?;
-    if let Some(addr) = lab.config.admin {
+    if let Some(addr) = args.config.admin {
         let (bound, _thread) = crate::admin::spawn(addr, handle.remote())
             .map_err(|e| format!("cannot listen for admin on {addr}: {e}"))?;
         eprintln!("keepalive-server lab: admin on {}", base_url(bound, false));
     }
     let started = Instant::now();
     let url = base_url(handle.local_addr(), tls);
-    let child = match run::start(&lab.command, &url) {
+    let child = match run::start(&args.command, &url) {
         Ok(child) => child,
         Err(not_started) => {
             eprintln!("keepalive-server lab: {}", not_started.message);
@@ -117,11 +118,11 @@ fn guard(lab: LabArgs) -> Result<u8, String> {
         Ok(left_open) => left_open,
         Err(signal) => return Ok(interrupted(signal)),
     };
-    let report = judge_run(&handle, &lab, status, started, left_open)?;
+    let report = judge_run(&handle, &args, status, started, left_open)?;
     eprint!("{}", report.text());
     handle.shutdown();
     let exit = exit_status(status, report.clients_pass);
-    if let Some(path) = &lab.json {
+    if let Some(path) = &args.json {
         if let Err(e) = std::fs::write(path, report.json()) {
             eprintln!("keepalive-server lab: cannot write {}: {e}", path.display());
             return Ok(exit.max(1));
@@ -142,11 +143,11 @@ fn check_writable(path: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The lab's peers, judged against the server's own idle timeouts, over
+/// The peer observer's peers, judged against the server's own idle timeouts, over
 /// the whole run.
 fn judge_run(
     handle: &ServerHandle,
-    lab: &LabArgs,
+    args: &GuardArgs,
     status: i32,
     started: Instant,
     connections_left_open: u64,
@@ -158,7 +159,7 @@ fn judge_run(
     if snapshots.len() < handle.remote().worker_count() {
         return Err("a worker did not report its peers".into());
     }
-    let settings = lab.config.settings();
+    let settings = args.config.settings();
     let server = ServerIdle {
         advertised_timeout_s: settings.keep_alive_advertised_secs,
         idle_timeout_ms: settings.keep_alive_ms,
@@ -167,7 +168,10 @@ fn judge_run(
     // "in the last N s" of the run, not of the window's nominal length.
     let window_us = run_window_us(started.elapsed());
     let mut by_agent: BTreeMap<String, Vec<PeersSnapshot>> = BTreeMap::new();
-    for agent in snapshots.into_iter().flat_map(|s| s.clients) {
+    for agent in snapshots
+        .into_iter()
+        .flat_map(|s| PeerFindings::of(&s.findings).clients)
+    {
         by_agent.entry(agent.agent).or_default().push(agent.peers);
     }
     let mut clients = Vec::new();
@@ -177,9 +181,9 @@ fn judge_run(
         clients.extend(judge::judge(&PeersReport::new(&peers, server)));
     }
     clients.sort_by(|a, b| (&a.addr, &a.user_agent).cmp(&(&b.addr, &b.user_agent)));
-    let clients_pass = !clients.iter().any(|c| c.fails(lab.fail_on));
+    let clients_pass = !clients.iter().any(|c| c.fails(args.fail_on));
     Ok(RunReport {
-        command: lab
+        command: args
             .command
             .iter()
             .map(|arg| arg.to_string_lossy().into_owned())
@@ -188,7 +192,7 @@ fn judge_run(
         duration_s: window_us as f64 / 1e6,
         keep_alive: settings.keep_alive,
         server,
-        fail_on: match lab.fail_on {
+        fail_on: match args.fail_on {
             FailOn::Race => "race",
             FailOn::AtRisk => "at-risk",
         },

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use rustix::process::{Pid, Signal, kill_process};
 use signal_hook::iterator::Signals;
 
-/// The variable COMMAND finds the lab's base URL in.
+/// The variable COMMAND finds the server's base URL in.
 pub const URL_VARIABLE: &str = "KAS_LAB_URL";
 /// How often the wait looks at the signals.
 const TICK: Duration = Duration::from_millis(20);

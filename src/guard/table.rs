@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::lab::report::{ServerIdle, Verdict};
+use crate::peer_observer::report::{ServerIdle, Verdict};
 
 use super::judge::ClientVerdict;
 

@@ -8,10 +8,8 @@
 
 use serde::Serialize;
 
-use crate::lab::clients::AgentPeers;
-use crate::lab::peers::PeersSnapshot;
-
 use crate::config::Settings;
+use crate::observe::Findings;
 use crate::stats::TimerKind;
 use crate::timers::{Micros, TimerLists};
 
@@ -108,14 +106,10 @@ pub struct Snapshot {
     pub lists: Vec<ListView>,
     /// What building this snapshot cost the worker, in µs.
     pub cost_us: u64,
-    /// What each client address did at the idle boundary (the keep-alive
-    /// lab); shown merged, as `peers` in the view and as `/peers`.
+    /// What its observer has learned (the peer observer's
+    /// `PeerFindings`, in a server), passed on unread.
     #[serde(skip)]
-    pub peers: PeersSnapshot,
-    /// The same by address and User-Agent, for the race guard (empty
-    /// unless the guard runs the server).
-    #[serde(skip)]
-    pub clients: Vec<AgentPeers>,
+    pub findings: Findings,
 }
 
 /// Every list of `timers` at `now`, sorted by duration, each timer

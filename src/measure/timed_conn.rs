@@ -1,7 +1,7 @@
 //! One measuring client connection on a mio loop: connect, write a request,
 //! read its response, then sit idle until the server closes it, stamping
 //! each step. The response's arrival is the kernel receive stamp of its
-//! last segment ([`super::rx_stamps`]); the other steps are the
+//! last segment ([`crate::rx_stamps`]); the other steps are the
 //! poll wake-up that saw them ([`Seen`]). [`TimedConn::resend`] writes the
 //! request again on an idle connection, for the race sweep.
 //!
@@ -22,8 +22,8 @@ use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
 
 use super::response::{Fed, ResponseHead, ResponseReader};
-use super::rx_stamps::{self, Scratch, Seen};
 use crate::readiness::would_block;
+use crate::rx_stamps::{self, Scratch, Seen};
 use crate::tls::TlsVersion;
 use crate::tls::client::TlsTarget;
 

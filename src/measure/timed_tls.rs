@@ -10,9 +10,9 @@
 
 use std::io::{self, Read, Write};
 
-use super::rx_stamps::{Scratch, Seen};
 use super::timed_conn::{Closed, Phase, TimedConn, connect_failed, is_reset};
 use crate::readiness::would_block;
+use crate::rx_stamps::{Scratch, Seen};
 use crate::tls::TlsVersion;
 use crate::tls::client::plain_http;
 

@@ -9,15 +9,13 @@ use std::time::Duration;
 use super::closes::{Closes, PassPhase, Pattern};
 use super::idle::Idle;
 use super::sweep::Sweep;
-use crate::advice::{Close, IdleCloseFacts, Source, safe_pool_idle_timeout};
+use crate::advice::{Close, IdleCloseFacts, PoolLimit, Source, safe_pool_idle_timeout};
 use crate::measure::timed_conn::Closed;
 
 /// The safe pool timeout and the words around it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Advice {
-    /// ms; `Some(0)`: keep no idle connections; `None`: no value is known
-    /// safe, or the server kept every connection.
-    pub safe_pool_idle_timeout_ms: Option<u64>,
+    pub limit: PoolLimit,
     pub paragraph: String,
     /// The advertised timeout is longer than the real one.
     pub warning: Option<String>,
@@ -165,7 +163,7 @@ pub fn advise(
         );
     }
     Advice {
-        safe_pool_idle_timeout_ms: shared.safe_pool_idle_timeout_ms,
+        limit: shared.limit,
         paragraph,
         warning: shared.warning,
     }
@@ -237,17 +235,8 @@ mod tests {
             samples: samples.to_vec(),
             closes: closes::analyse(samples),
             fins: samples.len(),
-            resets: 0,
-            close_notifies: 0,
-            tls_version: None,
-            still_open: 0,
-            kernel_stamps: true,
-            stray_bytes: 0,
-            stagger: Duration::from_secs(1),
             rounds: 1,
-            redone: 0,
-            late_wakeups: 0,
-            worst_late_ms: 0.0,
+            ..Idle::before_any_round(Duration::from_secs(1))
         }
     }
 
@@ -277,7 +266,7 @@ mod tests {
             Duration::from_secs(300),
         );
         // 2999 - (0.2 + 60) = 2938.8, rounded down.
-        assert_eq!(advice.safe_pool_idle_timeout_ms, Some(2900));
+        assert_eq!(advice.limit.ms(), Some(2900));
         assert_eq!(advice.warning, None);
         // A promise shorter than the real close bounds the advice: what is
         // kept past it is grace, not room.
@@ -289,7 +278,7 @@ mod tests {
             Some(0.2),
             Duration::from_secs(300),
         );
-        assert_eq!(advice.safe_pool_idle_timeout_ms, Some(1900));
+        assert_eq!(advice.limit.ms(), Some(1900));
         assert!(
             advice.paragraph.contains("promises less"),
             "{}",
@@ -326,7 +315,7 @@ mod tests {
             Some(0.2),
             Duration::from_secs(300),
         );
-        assert_eq!(advice.safe_pool_idle_timeout_ms, None);
+        assert_eq!(advice.limit.ms(), None);
         assert!(
             advice.paragraph.contains("no idle time"),
             "{}",
@@ -353,7 +342,7 @@ mod tests {
         );
         assert!(advice.paragraph.contains("stalled"), "{}", advice.paragraph);
         // Counted from 990 ms: 990 - 0.2 - 20 = 969.8.
-        assert_eq!(advice.safe_pool_idle_timeout_ms, Some(960));
+        assert_eq!(advice.limit.ms(), Some(960));
     }
 
     #[test]
@@ -378,7 +367,7 @@ mod tests {
             advice.paragraph
         );
         // Within the promise, less the pool's guard: 65000 - 1300.1.
-        assert_eq!(advice.safe_pool_idle_timeout_ms, Some(63_000));
+        assert_eq!(advice.limit.ms(), Some(63_000));
         // A promise the server keeps to the ms leaves no room for the trip.
         let exact = idle(Some(2), &steady(2000.0, 4));
         let advice = advise(
@@ -410,7 +399,7 @@ mod tests {
             ));
             let idle = idle(Some(t as u64 / 1000), &samples);
             let advice = advise("http://t/", &idle, None, Some(0.2), Duration::from_secs(30));
-            let safe = advice.safe_pool_idle_timeout_ms.unwrap() as f64;
+            let safe = advice.limit.ms().unwrap() as f64;
             assert!(
                 safe >= 0.9 * t && safe < t,
                 "{t}: {safe}: {}",
@@ -442,7 +431,7 @@ mod tests {
             Some(0.05),
             Duration::from_secs(30),
         );
-        let safe = advice.safe_pool_idle_timeout_ms.unwrap();
+        let safe = advice.limit.ms().unwrap();
         assert!((900..1000).contains(&safe), "{safe}: {}", advice.paragraph);
         assert!(
             advice.paragraph.contains("only N − 1 s"),
@@ -477,11 +466,7 @@ mod tests {
             Some(0.2),
             Duration::from_secs(99),
         );
-        assert_eq!(
-            advice.safe_pool_idle_timeout_ms, None,
-            "{}",
-            advice.paragraph
-        );
+        assert_eq!(advice.limit.ms(), None, "{}", advice.paragraph);
         for words in [
             "passes about 30",
             "keepalive-server probe --connections",
@@ -508,7 +493,7 @@ mod tests {
             Some(0.2),
             Duration::from_secs(99),
         );
-        assert_eq!(advice.safe_pool_idle_timeout_ms, None);
+        assert_eq!(advice.limit.ms(), None);
         assert!(
             advice.paragraph.contains("--stagger"),
             "{}",

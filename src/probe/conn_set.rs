@@ -24,8 +24,8 @@ use mio::{Events, Poll, Token};
 use super::closes::STALL_MS;
 use super::failure::{self, Failure};
 use super::target::Target;
-use crate::measure::rx_stamps::{Scratch, Seen};
 use crate::measure::timed_conn::{Phase, TimedConn};
+use crate::rx_stamps::{Scratch, Seen};
 use crate::tls::client::TlsTarget;
 
 /// Events handled per poll: few, so stamps taken at wake-up stay close to

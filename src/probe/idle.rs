@@ -87,6 +87,30 @@ pub struct Idle {
 }
 
 impl Idle {
+    /// The report before any round has run: nothing seen yet, every
+    /// response so far timed by the kernel's stamp, starts spread over
+    /// `stagger`.
+    pub fn before_any_round(stagger: Duration) -> Idle {
+        Idle {
+            promise: ResponseHead::default(),
+            connections: 0,
+            samples: Vec::new(),
+            closes: None,
+            fins: 0,
+            resets: 0,
+            close_notifies: 0,
+            tls_version: None,
+            still_open: 0,
+            kernel_stamps: true,
+            stray_bytes: 0,
+            stagger,
+            rounds: 0,
+            redone: 0,
+            late_wakeups: 0,
+            worst_late_ms: 0.0,
+        }
+    }
+
     /// How the server closes: by the majority of the closes seen.
     pub fn close_style(&self) -> Option<Closed> {
         match (self.fins, self.resets) {
@@ -99,24 +123,7 @@ impl Idle {
 
 /// Runs the idle measurement; `epoch` is the start of the probe's timeline.
 pub fn measure(target: &Target, plan: Plan, epoch: Instant) -> Result<Idle, Failure> {
-    let mut idle = Idle {
-        promise: ResponseHead::default(),
-        connections: 0,
-        samples: Vec::new(),
-        closes: None,
-        fins: 0,
-        resets: 0,
-        close_notifies: 0,
-        tls_version: None,
-        still_open: 0,
-        kernel_stamps: true,
-        stray_bytes: 0,
-        stagger: plan.stagger,
-        rounds: 0,
-        redone: 0,
-        late_wakeups: 0,
-        worst_late_ms: 0.0,
-    };
+    let mut idle = Idle::before_any_round(plan.stagger);
     let mut span = plan.stagger;
     round(target, &plan, plan.connections, span, epoch, &mut idle)?;
     let (mut redos, mut widened, mut checked) = (0, false, false);

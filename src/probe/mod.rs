@@ -47,7 +47,7 @@ pub use conn_set::STALL_HOOK;
 pub use failure::Failure;
 pub use report::Report;
 
-use crate::measure::rx_stamps;
+use crate::rx_stamps;
 use crate::tls::client::speaks_tls;
 use target::Target;
 

@@ -118,8 +118,8 @@ impl Report {
             Some(warning) => format!("{} Warning: {warning}.", self.advice.paragraph),
             None => self.advice.paragraph.clone(),
         };
-        if let Some(safe) = self.advice.safe_pool_idle_timeout_ms {
-            let _ = write!(text, " {}", fix::fix(Some(safe), Keeper::Anyone));
+        if self.advice.limit.ms().is_some() {
+            let _ = write!(text, " {}", fix::fix(self.advice.limit, Keeper::Anyone));
         }
         text
     }
@@ -140,7 +140,7 @@ impl Report {
             close_style: self.close_style(),
             max_requests: self.max_requests,
             sweep: self.sweep.as_ref().map_or(&[], |s| s.points.as_slice()),
-            safe_pool_idle_timeout_ms: self.advice.safe_pool_idle_timeout_ms,
+            safe_pool_idle_timeout_ms: self.advice.limit.ms(),
             advice: self.advice_text(),
             tls: self.tls.then(|| self.idle.tls_json()),
             advice_basis: self.basis(),
@@ -381,6 +381,7 @@ impl Report {
                 s,
                 "requests:  {tried} on one connection without a close (no limit up to --max-requests {tried})"
             ),
+            (_, Some(1)) => writeln!(s, "requests:  closes a connection after 1 request"),
             (_, Some(n)) => writeln!(s, "requests:  closes a connection after {n} requests"),
         };
     }
@@ -434,7 +435,7 @@ impl Report {
         if let Some(warning) = &self.advice.warning {
             s.push_str(&labelled("warning:", warning));
         }
-        if let Some(safe) = self.advice.safe_pool_idle_timeout_ms {
+        if let Some(safe) = self.advice.limit.ms() {
             s.push_str("in a pool in front, that is:\n");
             s.push_str(&fix::table(safe));
             s.push('\n');

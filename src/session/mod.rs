@@ -32,12 +32,13 @@ use crate::app::controls::After;
 use crate::app::keep_terms::KeepTerms;
 use crate::app::{BodySource, KeepAliveScratch, Plan, ReplyHead, Terms};
 use crate::config::Settings;
-use crate::ctx::{Ctx, TimerEvent};
+use crate::ctx::Ctx;
 use crate::http::response::{BodyLength, CONTINUE, Persistence, ResponseHead};
 use crate::http::{BodyDecoder, Framing, Status};
 use crate::in_flight::{BodyTarget, InFlight};
 use crate::pool::Buffers;
 use crate::stats::CloseCause;
+use crate::timer_event::TimerEvent;
 
 /// No new pipelined request is started, and no more of a body echoed,
 /// while this much output is unsent.

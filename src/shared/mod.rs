@@ -5,7 +5,7 @@
 //! ([`Remote`]).
 //!
 //! - [`Control`]: one per process; the stop flag and the access log sink.
-//! - [`WorkerShared`]: one per worker; its counters (the lab's apart,
+//! - [`WorkerShared`]: one per worker; its counters (the peer observer's apart,
 //!   written by its observer), the snapshot [`Mailbox`] and the
 //!   [`SettingsSlot`] of a reload.
 //! - [`Remote`]: a cloneable handle on all of them, with the waker of each
@@ -26,7 +26,7 @@ pub use settings_slot::SettingsSlot;
 use crate::access_log::AccessLogSink;
 use crate::config::Settings;
 use crate::introspect::Snapshot;
-use crate::lab::LabStats;
+use crate::peer_observer::ObserverStats;
 use crate::stats::Stats;
 
 /// What every worker shares: the stop flag and the access log.
@@ -40,9 +40,9 @@ pub struct Control {
 #[derive(Debug, Default)]
 pub struct WorkerShared {
     pub stats: Stats,
-    /// The keep-alive lab's figures, written by the worker's lab (its
-    /// observer) alone.
-    pub lab: Arc<LabStats>,
+    /// The peer observer's figures, written by the worker's observer
+    /// alone.
+    pub observer: Arc<ObserverStats>,
     pub mailbox: Mailbox,
     /// Settings from a SIGHUP reload, swapped in at the worker's next turn.
     pub reloaded: SettingsSlot,
@@ -88,9 +88,11 @@ impl Remote {
         self.workers.iter().map(|(shared, _)| &shared.stats)
     }
 
-    /// Each worker's keep-alive lab figures.
-    pub fn lab_stats(&self) -> impl Iterator<Item = &LabStats> {
-        self.workers.iter().map(|(shared, _)| shared.lab.as_ref())
+    /// Each worker's peer observer figures.
+    pub fn observer_stats(&self) -> impl Iterator<Item = &ObserverStats> {
+        self.workers
+            .iter()
+            .map(|(shared, _)| shared.observer.as_ref())
     }
 
     /// Leaves `settings` for every worker and wakes it: each swaps them in

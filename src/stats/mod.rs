@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 pub use crate::tally::{Counter, Histogram, HistogramData};
 
 use crate::http::{Method, Status};
+use crate::tally::time_bounds;
 use crate::timers::Micros;
 use crate::tls::TlsStats;
 
@@ -143,27 +144,13 @@ impl TimerKind {
 }
 
 /// Histogram bounds for request durations, in µs: 25 µs to 60 s.
-pub static REQUEST_DURATION_US: [u64; 20] = [
-    25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000,
-    1_000_000, 2_500_000, 5_000_000, 10_000_000, 30_000_000, 60_000_000,
-];
+pub static REQUEST_DURATION_US: [u64; 20] = time_bounds(&[], 25, 60_000_000);
 /// Histogram bounds for connection lifetimes, in µs: 1 ms to 1 h.
-pub static CONNECTION_DURATION_US: [u64; 14] = [
-    1_000,
-    10_000,
-    100_000,
-    1_000_000,
+pub static CONNECTION_DURATION_US: [u64; 14] = time_bounds(
+    &[1_000, 10_000, 100_000, 1_000_000],
     5_000_000,
-    10_000_000,
-    30_000_000,
-    60_000_000,
-    120_000_000,
-    300_000_000,
-    600_000_000,
-    1_200_000_000,
-    1_800_000_000,
     3_600_000_000,
-];
+);
 /// Histogram bounds for requests served per connection.
 pub static REQUESTS_PER_CONNECTION: [u64; 12] = [
     0, 1, 2, 5, 10, 20, 50, 100, 1_000, 10_000, 100_000, 1_000_000,

@@ -179,7 +179,7 @@ pub struct ListInfo {
     pub next_expiry: Micros,
 }
 
-/// A timer popped by [`TimerLists::pop_due`].
+/// A timer popped by [`TimerLists::expire`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Due<T> {
     pub id: TimerId,
@@ -218,9 +218,9 @@ pub struct TimerView<'a, T> {
 /// // Nothing fires a microsecond early...
 /// assert_eq!(timers.expire(5_000_999), None);
 /// // ...then socket 2 (idle longest) fires, and socket 1 only at 5.002 s.
-/// assert_eq!(timers.expire(5_001_000).map(|(_, what)| what), Some("socket 2"));
+/// assert_eq!(timers.expire(5_001_000).map(|due| due.payload), Some("socket 2"));
 /// assert_eq!(timers.expire(5_001_999), None);
-/// assert_eq!(timers.expire(5_002_000).map(|(_, what)| what), Some("socket 1"));
+/// assert_eq!(timers.expire(5_002_000).map(|due| due.payload), Some("socket 1"));
 /// assert!(timers.is_empty());
 /// ```
 pub struct TimerLists<T> {
@@ -360,11 +360,6 @@ impl<T> TimerLists<T> {
         self.nodes.is_empty()
     }
 
-    /// The payload of a live timer, `None` if the slot is vacant.
-    pub fn get(&self, id: TimerId) -> Option<&T> {
-        self.nodes.get(id.key() as usize).map(|n| &n.payload)
-    }
-
     /// The timer's exact deadline: `start + duration`.
     pub fn deadline(&self, id: TimerId) -> Micros {
         let node = self.node(id);
@@ -380,14 +375,10 @@ impl<T> TimerLists<T> {
 
     /// Pop one due timer (deadline <= `now`), in global deadline order,
     /// removing it; `None` when nothing is due. Lists whose head is not due
-    /// yet are re-keyed past `now` on the way (the `now + 1` rule).
-    pub fn expire(&mut self, now: Micros) -> Option<(TimerId, T)> {
-        self.pop_due(now).map(|due| (due.id, due.payload))
-    }
-
-    /// [`TimerLists::expire`], also telling the timer's exact deadline, so
-    /// the caller can measure how late it fired (`now - deadline`).
-    pub fn pop_due(&mut self, now: Micros) -> Option<Due<T>> {
+    /// yet are re-keyed past `now` on the way (the `now + 1` rule). The
+    /// timer comes with its exact deadline, so the caller can measure how
+    /// late it fired (`now - deadline`).
+    pub fn expire(&mut self, now: Micros) -> Option<Due<T>> {
         loop {
             let top = *self.heap.peek()?;
             if top.expiry > now {
@@ -428,12 +419,6 @@ impl<T> TimerLists<T> {
             refed: list.refed as usize,
             next_expiry: list.deadline(self.nodes[list.head as usize].start),
         })
-    }
-
-    /// Timers of one duration, oldest first; empty if there is no such list.
-    pub fn iter_list(&self, duration_ms: u64) -> impl Iterator<Item = (TimerId, &T)> + '_ {
-        self.walk_list(duration_ms)
-            .map(|timer| (timer.id, timer.payload))
     }
 
     /// Timers of one duration, oldest first, with their start and ref
@@ -509,6 +494,21 @@ impl<T> TimerLists<T> {
         let lists = &mut self.lists;
         self.heap
             .rekey(pos, expiry, &mut |l, p| lists[l as usize].heap_pos = p);
+    }
+
+    /// Test helper: the payload of a live timer, `None` if the slot is
+    /// vacant.
+    #[cfg(test)]
+    fn get(&self, id: TimerId) -> Option<&T> {
+        self.nodes.get(id.key() as usize).map(|n| &n.payload)
+    }
+
+    /// Test helper: the timers of one duration, oldest first; empty if
+    /// there is no such list.
+    #[cfg(test)]
+    fn iter_list(&self, duration_ms: u64) -> impl Iterator<Item = (TimerId, &T)> + '_ {
+        self.walk_list(duration_ms)
+            .map(|timer| (timer.id, timer.payload))
     }
 
     /// Test helper: check every structural invariant (1-4) exhaustively.

@@ -140,13 +140,19 @@ fn apply(real: &mut TimerLists<u64>, model: &mut Model, op: Op) {
 fn drain_and_compare(real: &mut TimerLists<u64>, model: &mut Model) {
     let now = model.now;
     let mut last = 0;
-    while let Some((id, payload)) = real.expire(now) {
+    while let Some(Due {
+        id,
+        payload,
+        deadline: told,
+    }) = real.expire(now)
+    {
         let i = model.timers.iter().position(|t| t.id == id);
         let t = model
             .timers
             .swap_remove(i.expect("fired a timer the model does not have"));
         assert_eq!(t.payload, payload);
         let deadline = t.deadline();
+        assert_eq!(told, deadline, "the deadline it came with");
         assert!(
             deadline <= now,
             "fired early: deadline {deadline} > now {now}"

@@ -10,10 +10,21 @@ fn order(t: &TimerLists<u64>, duration_ms: u64) -> Vec<TimerId> {
     t.iter_list(duration_ms).map(|(id, _)| id).collect()
 }
 
+/// `expire` as the assertions compare it: the timer's id and payload.
+trait ExpirePair {
+    fn expire_pair(&mut self, now: Micros) -> Option<(TimerId, u64)>;
+}
+
+impl ExpirePair for TimerLists<u64> {
+    fn expire_pair(&mut self, now: Micros) -> Option<(TimerId, u64)> {
+        self.expire(now).map(|due| (due.id, due.payload))
+    }
+}
+
 /// Drain everything due at `now`, checking invariants after each pop.
 fn drain(t: &mut TimerLists<u64>, now: Micros) -> Vec<u64> {
     let mut fired = Vec::new();
-    while let Some((id, payload)) = t.expire(now) {
+    while let Some((id, payload)) = t.expire_pair(now) {
         assert!(t.get(id).is_none(), "expired timer still present");
         fired.push(payload);
         t.check_invariants();
@@ -128,9 +139,9 @@ fn lists_vanish_when_empty() {
 fn never_fires_early() {
     let mut t = TimerLists::new();
     let a = t.enroll(7, 10, false, 1);
-    assert_eq!(t.expire(t.deadline(a) - 1), None);
+    assert_eq!(t.expire_pair(t.deadline(a) - 1), None);
     t.check_invariants();
-    assert_eq!(t.expire(t.deadline(a)), Some((a, 1)));
+    assert_eq!(t.expire_pair(t.deadline(a)), Some((a, 1)));
     assert!(t.is_empty());
 }
 
@@ -141,13 +152,13 @@ fn now_plus_one_rule_rekeys_a_refreshed_list() {
     t.refresh(a, 5 * MS);
     assert_eq!(t.next_expiry(), Some(10 * MS), "stale-early key");
     // Woken at the stale key: nothing fires, the list is re-keyed exactly.
-    assert_eq!(t.expire(10 * MS), None);
+    assert_eq!(t.expire_pair(10 * MS), None);
     t.check_invariants();
     let next = t.next_expiry().unwrap();
     assert!(next > 10 * MS);
     assert_eq!(next, 15 * MS);
-    assert_eq!(t.expire(15 * MS - 1), None);
-    assert_eq!(t.expire(15 * MS), Some((a, 1)));
+    assert_eq!(t.expire_pair(15 * MS - 1), None);
+    assert_eq!(t.expire_pair(15 * MS), Some((a, 1)));
 }
 
 #[test]
@@ -171,9 +182,9 @@ fn stale_key_does_not_jump_the_queue() {
     let b = t.enroll(MS, 15, false, 2);
     t.refresh(a, 8 * MS);
     assert_eq!(t.next_expiry(), Some(10 * MS));
-    assert_eq!(t.expire(20 * MS), Some((b, 2)));
-    assert_eq!(t.expire(20 * MS), Some((a, 1)));
-    assert_eq!(t.expire(20 * MS), None);
+    assert_eq!(t.expire_pair(20 * MS), Some((b, 2)));
+    assert_eq!(t.expire_pair(20 * MS), Some((a, 1)));
+    assert_eq!(t.expire_pair(20 * MS), None);
 }
 
 #[test]
@@ -201,8 +212,8 @@ fn equal_deadlines_fire_in_keying_order() {
     let mut t = TimerLists::new();
     let a = t.enroll(10 * MS, 10, false, 1); // due 20 ms, keyed first
     let b = t.enroll(0, 20, false, 2); // due 20 ms, keyed second
-    assert_eq!(t.expire(20 * MS), Some((a, 1)));
-    assert_eq!(t.expire(20 * MS), Some((b, 2)));
+    assert_eq!(t.expire_pair(20 * MS), Some((a, 1)));
+    assert_eq!(t.expire_pair(20 * MS), Some((b, 2)));
 }
 
 #[test]
@@ -222,9 +233,9 @@ fn ref_count_is_exact() {
     t.check_invariants();
     t.unenroll(c);
     assert_eq!(t.ref_count(), 1);
-    assert_eq!(t.expire(10 * MS), Some((a, 1)));
+    assert_eq!(t.expire_pair(10 * MS), Some((a, 1)));
     assert_eq!(t.ref_count(), 1, "unref'd a leaving changes nothing");
-    assert_eq!(t.expire(10 * MS), Some((b, 2)));
+    assert_eq!(t.expire_pair(10 * MS), Some((b, 2)));
     assert_eq!(t.ref_count(), 0);
     t.check_invariants();
 }
@@ -273,8 +284,8 @@ fn huge_durations_saturate_instead_of_overflowing() {
     let mut t = TimerLists::new();
     let a = t.enroll(5, u64::MAX, false, 1);
     assert_eq!(t.deadline(a), Micros::MAX);
-    assert_eq!(t.expire(Micros::MAX - 1), None);
-    assert_eq!(t.expire(Micros::MAX), Some((a, 1)));
+    assert_eq!(t.expire_pair(Micros::MAX - 1), None);
+    assert_eq!(t.expire_pair(Micros::MAX), Some((a, 1)));
 }
 
 #[test]

@@ -11,7 +11,7 @@
 //! exactly as the plain transport drives a socket (read until
 //! `WouldBlock`, write until the socket is full), so everything above the
 //! transport (the connection's lifecycle, the session, the timer lists,
-//! the lab) does not know whether a connection is encrypted:
+//! the peer observer) does not know whether a connection is encrypted:
 //!
 //! ```text
 //!   ┌──────────── the TLS transport, driving a TlsConn ────────────┐

@@ -11,10 +11,11 @@ use mio::net::TcpStream;
 
 use super::{ACCEPT_BUDGET, ACCEPT_PAUSE_MS, Worker};
 use crate::conn::{Conn, Flow, Transport};
-use crate::ctx::{ConnLabel, Slot, TimerEvent};
+use crate::ctx::ConnLabel;
 use crate::observe::Event;
 use crate::readiness::would_block;
 use crate::stats::CloseCause;
+use crate::timer_event::{Slot, TimerEvent};
 use crate::timers::Micros;
 
 impl Worker {

@@ -38,13 +38,14 @@ use crate::app::filler::FillerFile;
 use crate::clock::{LoopClock, RateLimit};
 use crate::config::Settings;
 use crate::conn::{Conn, Flow, Readiness};
-use crate::ctx::{Ctx, Lending, Resources, TimerEvent};
-use crate::introspect::WorkerObserver;
-use crate::measure::rx_stamps;
+use crate::ctx::{Ctx, Lending, Resources};
 use crate::memory::MemoryReturn;
+use crate::observe::WorkerObserver;
 use crate::readiness::interrupted;
+use crate::rx_stamps;
 use crate::shared::{Control, WorkerShared};
 use crate::stats::CloseCause;
+use crate::timer_event::TimerEvent;
 use crate::timers::Micros;
 
 pub const LISTENER: Token = Token(usize::MAX - 1);
@@ -107,10 +108,10 @@ pub struct Worker {
     /// Memory freed by the buffer pool, to hand back to the system.
     memory: MemoryReturn,
     /// The observer that hears what happens at the idle boundary (the
-    /// keep-alive lab, in a server), known only by its trait.
+    /// peer observer, in a server), known only by its trait.
     observer: Box<dyn WorkerObserver>,
     /// Holds the kernel's receive stamping switched on (see
-    /// `measure::rx_stamps::hold_switched_on`): a late request that
+    /// `rx_stamps::hold_switched_on`): a late request that
     /// crosses an idle FIN arrives microseconds after the watch asks its
     /// socket for stamps, before the kernel could switch them on for it.
     _stamping: Option<std::net::UdpSocket>,
@@ -367,7 +368,7 @@ impl Worker {
     }
 
     fn fire_due_timers(&mut self, now: Micros) {
-        while let Some(due) = self.resources.timers.pop_due(now) {
+        while let Some(due) = self.resources.timers.expire(now) {
             let kind = self.timer_kind(&due.payload);
             // Connection timers are stamped after their activity (see
             // `sync_touched`), so `now - deadline` is how late they fired.

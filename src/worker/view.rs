@@ -3,9 +3,9 @@
 
 use super::Worker;
 use crate::conn::Activity;
-use crate::ctx::TimerEvent;
 use crate::introspect::{ConnCounts, Snapshot, Timeouts, list_views};
 use crate::stats::TimerKind;
+use crate::timer_event::TimerEvent;
 use crate::timers::Micros;
 
 impl Worker {
@@ -24,8 +24,7 @@ impl Worker {
             connections: self.connection_counts(),
             timeouts: Timeouts::of(&self.settings),
             lists,
-            peers: self.observer.peers(now),
-            clients: self.observer.clients(now),
+            findings: self.observer.findings(now),
             cost_us: started.elapsed().as_micros() as u64,
         }
     }

@@ -205,8 +205,8 @@ try {
   if ((await verdictOf(page, "127.0.0.3")) !== "ok") throw new Error("127.0.0.3 is not ok");
   console.log("shown: race verdict for 127.0.0.2");
 
-  // The Date header's tick is one `date` row (the README's and /timers'
-  // label) however many lists (workers, durations) hold it.
+  // The Date header's tick is one `date` row (docs/metrics.md's and
+  // /timers' label) however many lists (workers, durations) hold it.
   const tickDeadline = Date.now() + TIMEOUT;
   let ticks = null;
   while (Date.now() < tickDeadline) {

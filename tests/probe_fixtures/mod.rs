@@ -230,6 +230,32 @@ pub fn node(keep_alive_timeout_ms: u64) -> Option<External> {
     })
 }
 
+/// Python's `http.server` (HTTP/1.0: it closes the connection after every
+/// response), serving an empty directory on a port of its own.
+pub fn python_http_server() -> Option<External> {
+    let bin = require("python3", &["python3"])?;
+    let port = free_port();
+    let dir = std::env::temp_dir().join(format!("kas-probe-python-{}-{port}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("create the served directory");
+    let mut child = Command::new(bin)
+        .args(["-m", "http.server", "--bind", "127.0.0.1"])
+        .arg(port.to_string())
+        .arg("--directory")
+        .arg(&dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn python3 -m http.server");
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    wait_listening(addr, &mut child, "python3 -m http.server");
+    Some(External {
+        child,
+        addr,
+        dir: Some(dir),
+    })
+}
+
 /// Serves keep-alive responses, and resets (SO_LINGER 0, then close) a
 /// connection that stays idle for `idle`. Waits in epoll (a high-resolution
 /// timeout): a socket read timeout would close up to ~30 ms late, as the

@@ -94,7 +94,10 @@ impl TestServer {
     /// Requests that arrived after an idle FIN (the lab's late requests),
     /// over all workers.
     pub fn late_requests(&self) -> u64 {
-        self.handle.lab_stats().map(|s| s.late_requests.get()).sum()
+        self.handle
+            .observer_stats()
+            .map(|s| s.late_requests.get())
+            .sum()
     }
 
     /// Polls until the server has exactly `n` open connections.

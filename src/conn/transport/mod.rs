@@ -49,8 +49,8 @@ use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
 
 use crate::ctx::Ctx;
-use crate::measure::rx_stamps;
 use crate::pool::Output;
+use crate::rx_stamps;
 use crate::stats::CloseCause;
 use crate::tls::{HandshakeFailure, TlsConn, TlsVersion};
 

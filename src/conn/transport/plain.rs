@@ -8,8 +8,8 @@ use std::time::SystemTime;
 use mio::net::TcpStream;
 
 use super::{Flushed, GENERATE_BUDGET, Generated, Got, Outgoing, Socket, WatchEnd, Watched};
-use crate::measure::rx_stamps;
 use crate::readiness::{interrupted, would_block};
+use crate::rx_stamps;
 use std::io;
 
 /// What a watched connection reads into and drops, on the stack.

@@ -86,12 +86,23 @@ fn certificate(error: &CertificateError, trust: &Trust) -> String {
         ),
         E::BadSignature
         | E::UnsupportedSignatureAlgorithmContext { .. }
-        | E::UnsupportedSignatureAlgorithmForPublicKeyContext { .. } => format!(
-            "{refused}: its signature does not verify with the key of {} (a different \
-             certificate with the same name, or an algorithm the probe does not support): check \
-             that --cacert holds the CA that really issued it",
-            issuer(trust)
-        ),
+        | E::UnsupportedSignatureAlgorithmForPublicKeyContext { .. } => match trust {
+            Trust::File(_) => format!(
+                "{refused}: its signature does not verify with the key of {} (a different \
+                 certificate with the same name, or an algorithm the probe does not support): \
+                 check that --cacert holds the CA that really issued it, or --insecure",
+                issuer(trust)
+            ),
+            // No --cacert: a system root that merely bears the issuer's
+            // name (a snakeoil certificate) is no CA of the server's.
+            _ => format!(
+                "the server's certificate is not trusted: its signature does not verify with the \
+                 key of {} (that root only shares a name with the one that signed it; the server \
+                 is self-signed or from a private CA): {}",
+                issuer(trust),
+                trust_fix()
+            ),
+        },
         E::InvalidPurpose | E::InvalidPurposeContext { .. } => format!(
             "{refused}: it is not meant for a TLS server (its extended key usage lacks \
              serverAuth)"
@@ -186,6 +197,21 @@ mod tests {
             &file,
             &["serverAuth"],
         );
+    }
+
+    /// No --cacert, and a system root with the issuer's name (a snakeoil
+    /// certificate): not trusted, and both ways out, not a --cacert that
+    /// was never given.
+    #[test]
+    fn a_signature_refused_without_cacert_names_both_ways_out() {
+        let text = explain(
+            &Error::InvalidCertificate(CertificateError::BadSignature),
+            &Trust::System,
+        );
+        for words in ["is not trusted", "--cacert FILE", "--insecure"] {
+            assert!(text.contains(words), "{words:?} not in: {text}");
+        }
+        assert!(!text.contains("check that --cacert"), "{text}");
     }
 
     #[test]

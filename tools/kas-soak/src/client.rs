@@ -6,8 +6,8 @@ use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use keepalive_server::measure::rx_stamps::{Scratch, Seen};
 use keepalive_server::measure::timed_conn::{Phase, TimedConn};
+use keepalive_server::rx_stamps::{Scratch, Seen};
 use mio::{Events, Poll, Token};
 
 use crate::cli::Args;

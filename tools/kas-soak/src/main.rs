@@ -42,7 +42,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use keepalive_server::measure::rx_stamps;
+use keepalive_server::rx_stamps;
 
 use crate::cli::Args;
 use crate::client::soak;

@@ -49,8 +49,8 @@ impl Timers for TimerLists<u64> {
     }
     fn expire_all(&mut self, now: Micros) -> usize {
         let mut fired = 0;
-        while let Some((_, payload)) = self.expire(now) {
-            black_box(payload);
+        while let Some(due) = self.expire(now) {
+            black_box(due.payload);
             fired += 1;
         }
         fired

@@ -1,10 +1,10 @@
-//! The keep-alive lab's counters and histograms (see `lab`): who closed an
-//! idle connection first and at what age, how much of the server's idle
+//! The peer observer's counters and histograms (see `peer_observer`): who
+//! closed an idle connection first and at what age, how much of the server's idle
 //! timeout was left when a connection was reused, and what the peer did
 //! after the server's idle FIN. Written by the worker, like every `Stats`.
 
 use crate::observe::Closer;
-use crate::tally::{Counter, Histogram};
+use crate::tally::{Counter, Histogram, time_bounds};
 
 /// Idle close ages, in µs: coarse below a second, then steps of 4% from
 /// 1 s to 120 s (where pool and proxy timeouts live, so a client's timeout
@@ -45,29 +45,7 @@ const fn idle_age_bounds() -> [u64; IDLE_AGE_BUCKETS] {
 }
 
 /// Reuse gaps and headroom, in µs: 100 µs to 10 min.
-pub static REUSE_US: [u64; 21] = [
-    100,
-    250,
-    500,
-    1_000,
-    2_500,
-    5_000,
-    10_000,
-    25_000,
-    50_000,
-    100_000,
-    250_000,
-    500_000,
-    1_000_000,
-    2_500_000,
-    5_000_000,
-    10_000_000,
-    30_000_000,
-    60_000_000,
-    120_000_000,
-    300_000_000,
-    600_000_000,
-];
+pub static REUSE_US: [u64; 21] = time_bounds(&[], 100, 600_000_000);
 
 /// What happens within the watch after the server's idle FIN, in µs: up to
 /// its one second.
@@ -76,9 +54,9 @@ pub static AFTER_FIN_US: [u64; 13] = [
     1_000_000,
 ];
 
-/// One worker's lab figures.
+/// One worker's peer observer figures.
 #[derive(Debug)]
-pub struct LabStats {
+pub struct ObserverStats {
     /// Idle close ages, by who closed (`Closer` as index).
     idle_close_age: [Histogram; 2],
     pub reuse_gap: Histogram,
@@ -90,9 +68,9 @@ pub struct LabStats {
     pub peer_close_delay: Histogram,
 }
 
-impl Default for LabStats {
+impl Default for ObserverStats {
     fn default() -> Self {
-        LabStats {
+        ObserverStats {
             idle_close_age: [
                 Histogram::new(&IDLE_CLOSE_AGE_US),
                 Histogram::new(&IDLE_CLOSE_AGE_US),
@@ -107,7 +85,7 @@ impl Default for LabStats {
     }
 }
 
-impl LabStats {
+impl ObserverStats {
     pub fn idle_close_age(&self, closer: Closer) -> &Histogram {
         &self.idle_close_age[closer as usize]
     }

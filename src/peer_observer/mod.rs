@@ -1,13 +1,13 @@
-//! The keep-alive lab: what the server learns about the other side of its
+//! The peer observer: what the server learns about the other side of its
 //! connections at the idle boundary. It is the serving path's observer
-//! ([`Lab`], one per worker): it hears the events of `observe` and keeps
-//! what they tell.
+//! ([`PeerObserver`], one per worker): it hears the events of `observe`
+//! and keeps what they tell.
 //!
 //! - [`peers`]: per worker, what each client address did: who closed idle
 //!   connections first and at what age, how close reuses came to the
 //!   server's deadline, requests that lost the race.
 //! - [`report`]: the `/peers` document: estimates, a verdict and advice.
-//! - [`stats`]: the lab's counters and histograms behind `/metrics`.
+//! - [`stats`]: the observer's counters and histograms behind `/metrics`.
 //! - [`histogram`]: the compact per-peer histogram behind the quantiles
 //!   (`tally`'s, named here for the peer table).
 //! - [`clients`]: for the race guard only, clients told apart by address
@@ -15,7 +15,7 @@
 //!
 //! The controls a test uses to choose how the server behaves at the idle
 //! boundary (`ka=`, `close=`, ...) are the application's (`app::controls`):
-//! the lab only watches what follows.
+//! the observer only watches what follows.
 //!
 //! Everything here is pure: times are loop-clock microseconds passed in,
 //! so the logic is tested without sockets or a clock.
@@ -29,42 +29,76 @@ pub mod stats;
 use std::net::IpAddr;
 use std::sync::Arc;
 
-pub use stats::LabStats;
+pub use stats::ObserverStats;
 
-use crate::observe::{AfterFin, Event, Observer};
+use crate::config::Settings;
+use crate::observe::{AfterFin, Event, Findings, Observer, WorkerObserver};
 use crate::timers::Micros;
 use clients::{AgentPeers, ClientTables};
-use peers::{PeerTable, PeersSnapshot};
+use peers::{LazyBoard, PeerTable, PeersSnapshot};
 
 /// A reuse with less than this left before the server's idle deadline is
 /// a near miss.
 pub const NEAR_MISS_US: u64 = 100_000;
 
-/// One worker's lab: its peer table, and the lab's counters it shares
-/// with the admin view.
-#[derive(Debug)]
-pub struct Lab {
-    peers: PeerTable,
-    stats: Arc<LabStats>,
-    /// The same events by address and User-Agent, when asked for.
-    clients: Option<ClientTables>,
+/// What one worker's peer observer shows in the worker's snapshot (as
+/// its [`Findings`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PeerFindings {
+    /// What each client address did at the idle boundary; shown merged,
+    /// as `peers` in the view and as `/peers`.
+    pub peers: PeersSnapshot,
+    /// The same by address and User-Agent, for the race guard (empty
+    /// unless the guard runs the server).
+    pub clients: Vec<AgentPeers>,
 }
 
-impl Lab {
-    /// A lab writing its counters to `stats` (the worker's, which
+impl PeerFindings {
+    /// What a worker's snapshot carries from its peer observer (nothing,
+    /// from another observer).
+    pub fn of(findings: &Findings) -> PeerFindings {
+        findings.get::<PeerFindings>().cloned().unwrap_or_default()
+    }
+}
+
+/// One worker's peer observer: its peer table, and the counters it shares
+/// with the admin view.
+#[derive(Debug)]
+pub struct PeerObserver {
+    peers: PeerTable,
+    stats: Arc<ObserverStats>,
+    /// The same events by address and User-Agent, when asked for.
+    clients: Option<ClientTables>,
+    /// Where lazy closes are paired with the uses after them.
+    lazy: Arc<LazyBoard>,
+}
+
+impl PeerObserver {
+    /// An observer writing its counters to `stats` (the worker's, which
     /// `/metrics` reads), whose peers' recent figures span `window` µs.
-    pub fn new(stats: Arc<LabStats>, window: Micros) -> Self {
-        Lab {
+    pub fn new(stats: Arc<ObserverStats>, window: Micros) -> Self {
+        PeerObserver {
             peers: PeerTable::new(window),
             stats,
             clients: None,
+            lazy: Arc::new(LazyBoard::local()),
         }
     }
 
-    /// This lab, also telling clients apart by User-Agent when `on` (see
+    /// This observer, pairing lazy closes on `lazy`, the board every
+    /// worker's observer shares (a pool's next connection may land on another worker).
+    /// Before [`PeerObserver::telling_agents_apart`].
+    pub fn sharing_lazy_board(mut self, lazy: Arc<LazyBoard>) -> Self {
+        self.peers = PeerTable::sharing(self.peers.window(), Arc::clone(&lazy), 0);
+        self.lazy = lazy;
+        self
+    }
+
+    /// This observer, also telling clients apart by User-Agent when `on` (see
     /// [`clients`]).
     pub fn telling_agents_apart(mut self, on: bool) -> Self {
-        self.clients = on.then(|| ClientTables::new(self.peers.window()));
+        self.clients =
+            on.then(|| ClientTables::new(self.peers.window()).sharing(Arc::clone(&self.lazy)));
         self
     }
 
@@ -77,7 +111,7 @@ impl Lab {
     }
 
     /// Each User-Agent's peers at loop time `now` (none unless asked for
-    /// with [`Lab::telling_agents_apart`]).
+    /// with [`PeerObserver::telling_agents_apart`]).
     pub fn clients_snapshot(&self, now: Micros) -> Vec<AgentPeers> {
         self.clients
             .as_ref()
@@ -90,7 +124,20 @@ impl Lab {
     }
 }
 
-impl Observer for Lab {
+impl WorkerObserver for PeerObserver {
+    fn reload(&mut self, settings: &Settings) {
+        self.set_window(settings.peers_window_us);
+    }
+
+    fn findings(&self, now: Micros) -> Findings {
+        Findings::new(PeerFindings {
+            peers: self.snapshot(now),
+            clients: self.clients_snapshot(now),
+        })
+    }
+}
+
+impl Observer for PeerObserver {
     fn observe(&mut self, peer: IpAddr, now: Micros, event: Event<'_>) {
         let stats = &self.stats;
         match event {
@@ -119,5 +166,27 @@ impl Observer for Lab {
             clients.record(conn, peer, now, &event);
         }
         self.observe(peer, now, event);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    #[test]
+    fn a_worker_snapshot_carries_the_peers_through_its_findings() {
+        let mut observer = PeerObserver::new(Arc::default(), 60_000_000).telling_agents_apart(true);
+        let peer = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        observer.observe_conn(1, peer, 10, Event::Accepted);
+        let findings = observer.findings(20);
+        let shown = PeerFindings::of(&findings);
+        assert_eq!(shown.peers, observer.snapshot(20));
+        assert_eq!(shown.peers.peers.len(), 1, "{shown:?}");
+        assert_eq!(shown.clients, observer.clients_snapshot(20));
+        assert_eq!(
+            PeerFindings::of(&Findings::default()),
+            PeerFindings::default()
+        );
     }
 }

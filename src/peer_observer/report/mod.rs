@@ -9,8 +9,10 @@
 //! has passed.
 //!
 //! - `race`: requests were lost in the window: they arrived after the
-//!   server's idle FIN (those within a round trip of it crossed it in
-//!   flight: the client could not have known). Nothing else is a race.
+//!   server's idle FIN, or in before it left (they crossed it in flight:
+//!   the client could not have known); those within a round trip after it
+//!   are too close to tell which ([`crate::peer_observer::peers::Crossing`]).
+//!   Nothing else is a race.
 //! - `at risk`: served reuses came within [`super::NEAR_MISS_US`] of the
 //!   idle deadline, or after the advertised `Keep-Alive: timeout` (the
 //!   server kept its connection longer than it promised, this time), or
@@ -34,7 +36,7 @@
 //! ([`crate::advice::clients`]), the proxies' where its requests say a
 //! proxy forwarded them, and both where the peer is likely a proxy that
 //! does not say so (several clients named on its connections, see
-//! [`crate::lab::peers::Agents::take_turns`]). The words are
+//! [`crate::peer_observer::peers::Agents::take_turns`]). The words are
 //! [`crate::advice::fix`]'s.
 
 use serde::Serialize;
@@ -104,8 +106,11 @@ pub struct RecentView {
     /// Lost: arrived after the server's FIN, sent when the client could
     /// have seen it.
     pub late_requests: u64,
-    /// Lost: crossed the server's FIN in flight.
+    /// Lost: crossed the server's FIN in flight (in before it left).
     pub late_requests_crossed_fin: u64,
+    /// Lost: within a round trip after the FIN, too close to tell whether
+    /// the client could have seen it.
+    pub late_requests_too_close_to_tell: u64,
     /// Idle connections the server closed so that a late request meets a
     /// reset (`close=rst`, or no descriptor to spare for the watch).
     pub server_resets: u64,
@@ -122,6 +127,7 @@ impl From<&Recent> for RecentView {
             reuses_past_advertised: recent.past_advertised,
             late_requests: recent.late_after_fin,
             late_requests_crossed_fin: recent.late_crossing_fin,
+            late_requests_too_close_to_tell: recent.late_too_close,
             server_resets: recent.server_resets,
             client_idle_closes: recent.client_idle_closes,
             lazy_client_closes: recent.lazy_client_closes,

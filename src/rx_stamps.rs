@@ -2,9 +2,14 @@
 //! reached the socket, independent of when this loop got round to it.
 //! Enabling them, reading data with its stamp (`recvmsg` and its
 //! SCM_TIMESTAMPNS control message, through nix), and moving the stamp
-//! onto the `Instant` timeline. The probe reads every response this way;
-//! the server only the first bytes a peer sends after its idle FIN (the
-//! watch, `conn::watch`), to tell a request that crossed the FIN.
+//! onto the `Instant` timeline. Both sides use them: the measuring client
+//! (`measure`, the probe and tools/kas-soak) reads every response this
+//! way; the serving path (`conn`) stamps only where microseconds decide a
+//! verdict. It reads with the stamp a request that reuses an idle
+//! connection near the end of its keep-alive promise (`conn::reuse`: was
+//! it inside the promise, or before the deadline?), and the first bytes a
+//! peer sends after the server's idle FIN (the watch, `conn::watch`: did
+//! the request cross the FIN?). Its other reads are plain ones.
 //!
 //! What they buy shows in kas-soak's report (the closes a poll-time stamp
 //! would call early): a stamp taken when poll returns trails the true
@@ -47,8 +52,9 @@ pub fn control_buffer() -> Vec<u8> {
 }
 
 /// The same room on the stack, for a read that keeps no buffer (the
-/// server's watch after an idle FIN): one `SCM_TIMESTAMPNS` message is 32
-/// bytes on 64-bit Linux; this leaves twice that.
+/// server's stamped reads, near the promise's end and in the watch after
+/// an idle FIN): one `SCM_TIMESTAMPNS` message is 32 bytes on 64-bit
+/// Linux; this leaves twice that.
 pub const CONTROL_LEN: usize = 64;
 
 /// One `recvmsg` into `data` (`control` from [`control_buffer`]): bytes

@@ -5,9 +5,9 @@
 
 use super::{Seen, ServerIdle, Verdict};
 use crate::advice::fix::{Keeper, fix, unless_a_proxy};
-use crate::advice::{Close, IdleCloseFacts, Source, safe_pool_idle_timeout};
-use crate::lab::NEAR_MISS_US;
-use crate::lab::peers::{PeerStats, Recent, Terms};
+use crate::advice::{Close, IdleCloseFacts, PoolLimit, Source, pool_limit};
+use crate::peer_observer::NEAR_MISS_US;
+use crate::peer_observer::peers::{PeerStats, Recent, Terms};
 
 /// A verdict, the safe pool idle timeout, and the words.
 pub(super) struct Judgement {
@@ -34,7 +34,7 @@ pub(super) fn judge(
     keeper: Keeper,
     server: ServerIdle,
 ) -> Judgement {
-    let safe = safe_ms(seen.recent, terms);
+    let safe = safe_limit(seen.recent, terms);
     let real = terms.idle_timeout_ms;
     let mut judging = Judging {
         recent: seen.recent,
@@ -57,14 +57,14 @@ pub(super) fn judge(
     judging.lost_before(seen.stats);
     Judgement {
         verdict: judging.verdict,
-        safe_ms: safe,
+        safe_ms: safe.ms(),
         advice: judging.says.join(" "),
     }
 }
 
 /// The shared advice model's safe pool idle timeout for the terms that
 /// bound the peer, from what the window saw.
-fn safe_ms(recent: &Recent, terms: Terms) -> Option<u64> {
+fn safe_limit(recent: &Recent, terms: Terms) -> PoolLimit {
     let facts = IdleCloseFacts {
         source: Source::Configured,
         keeps_alive: true,
@@ -81,7 +81,7 @@ fn safe_ms(recent: &Recent, terms: Terms) -> Option<u64> {
             .filter(|&ok| recent.lowest_failure_ms.is_none_or(|failed| ok < failed))
             .map(|ms| ms as f64),
     };
-    safe_pool_idle_timeout(&facts).safe_pool_idle_timeout_ms
+    pool_limit(&facts)
 }
 
 /// The judgement as it is made: each step may raise the verdict and adds
@@ -129,8 +129,19 @@ impl Judging<'_> {
             let n = recent.late_crossing_fin;
             let joint = if recent.late_after_fin > 0 { ";" } else { ":" };
             what.push_str(&format!(
-                "{joint} {n} crossed the server's FIN in flight (sent before it could have \
-                 arrived: the client could not have known)"
+                "{joint} {n} crossed the server's FIN in flight (in before the FIN left: the \
+                 client could not have known)"
+            ));
+        }
+        if recent.late_too_close > 0 {
+            let n = recent.late_too_close;
+            let joint = match recent.late_after_fin + recent.late_crossing_fin {
+                0 => ":",
+                _ => ";",
+            };
+            what.push_str(&format!(
+                "{joint} {n} came within a round trip after the FIN, too close to tell whether \
+                 the client could have seen it"
             ));
         }
         self.says.push(format!("{what}. {}", self.fix));

@@ -6,7 +6,9 @@
 //! memory is fixed whatever the number of peers.
 //!
 //! A proxy is one address, which is the point: its pool is one peer. The
-//! table is written only by its worker, from the loop (no locks); the admin
+//! table is written only by its worker, from the loop (no locks; lazy
+//! closes alone are paired on a board the workers share, [`LazyBoard`],
+//! of atomics, as a pool's next connection may land on another); the admin
 //! view asks for a copy ([`PeerTable::snapshot`]), in which the window is
 //! summed as of that moment, and merges the workers' copies
 //! ([`PeersSnapshot::merge`]). Lookups go through a small open-addressing
@@ -14,10 +16,13 @@
 //! costs a hash, a compare and a few additions.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
+mod lazy;
 mod recent;
 mod samples;
 
+pub use lazy::LazyBoard;
 pub use recent::{Recent, Terms};
 pub use samples::{AgeSamples, Agents};
 
@@ -27,12 +32,10 @@ use crate::observe::{AfterFin, Closer, Event, IdleEnd, Reuse};
 use crate::timers::Micros;
 use recent::{Count, Stretch, Window};
 
-/// Where in the window an event falls: its stretch, and the buckets' width
-/// (for a moment in another stretch, as a lazy close's).
+/// Where in the window an event falls: its stretch.
 #[derive(Debug, Clone, Copy)]
 struct Moment {
     stretch: Stretch,
-    width: Micros,
 }
 
 /// Addresses a worker keeps apart; the rest are summed as "other".
@@ -45,6 +48,9 @@ pub const BUCKETS: usize = 10;
 /// request was made lazily, when the pool was next used (httpx does so):
 /// its age is an upper bound on the client's idle timeout.
 pub const LAZY_CLOSE_US: Micros = 5_000;
+/// A late request this close after the FIN, where no round trip was
+/// measured, is too close to tell whether the client had the FIN.
+pub const TOO_CLOSE_US: Micros = 1_000;
 /// User-Agents remembered per peer.
 pub const AGENTS: usize = 2;
 /// The most of a User-Agent kept, in bytes.
@@ -52,6 +58,39 @@ pub const AGENT_BYTES: usize = 64;
 /// Index slots: twice the peers, so probes stay short.
 const INDEX_SLOTS: usize = 2 * MAX_PEERS;
 const EMPTY: u8 = u8::MAX;
+
+/// Where a late request fell against the server's idle FIN, as the wire
+/// orders them. The delay runs from the FIN's send time (read just before
+/// the call that sends it) to the request's kernel receive stamp; the FIN
+/// then needs a one-way trip to reach the client, and the client's
+/// request one more to come back, so a request that came within a round
+/// trip after the FIN may have been sent before the FIN reached the
+/// client or after: the server cannot tell which.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Crossing {
+    /// In before the FIN left (delay 0): it crossed the FIN in flight,
+    /// and the client could not have known.
+    Crossed,
+    /// Within a round trip after the FIN (the kernel's smoothed round
+    /// trip, or [`TOO_CLOSE_US`] where none was measured): too close to
+    /// tell whether the client could have seen the FIN.
+    TooClose,
+    /// Later than that: sent when the client could have seen the FIN.
+    AfterFin,
+}
+
+impl Crossing {
+    /// Where a request `delay_us` after the FIN fell, on a connection with
+    /// the smoothed round trip `round_trip_us`.
+    pub fn of(delay_us: Micros, round_trip_us: Option<u32>) -> Crossing {
+        let close = round_trip_us.map_or(TOO_CLOSE_US, Micros::from);
+        match delay_us {
+            0 => Crossing::Crossed,
+            delay if delay < close => Crossing::TooClose,
+            _ => Crossing::AfterFin,
+        }
+    }
+}
 
 /// One peer's totals since the server started, or the sum of several.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -105,10 +144,6 @@ struct Entry {
     last_seen: Micros,
     stats: PeerStats,
     window: Window,
-    /// When it last opened a connection or reused one (for lazy closes).
-    last_use: Option<Micros>,
-    /// Its last client idle close not yet known to be lazy.
-    unpaired_close: Option<Micros>,
 }
 
 /// One worker's peers.
@@ -126,12 +161,26 @@ pub struct PeerTable {
     /// The entry found last, and for which address: a request's events
     /// come in a row for one peer, and all of a proxy's for one.
     last_found: Option<(IpAddr, u8)>,
+    /// Where client closes meet the uses after them, across workers.
+    lazy: Arc<LazyBoard>,
+    /// Mixed into this table's keys on the board (the guard's tables, one
+    /// per User-Agent, share it).
+    lazy_salt: u64,
 }
 
 impl PeerTable {
-    /// An empty table whose recent figures span `window` µs.
+    /// An empty table whose recent figures span `window` µs, telling lazy
+    /// closes on its own (one worker).
     pub fn new(window: Micros) -> Self {
+        Self::sharing(window, Arc::new(LazyBoard::local()), 0)
+    }
+
+    /// An empty table whose recent figures span `window` µs, telling lazy
+    /// closes on `lazy` (every worker's), its keys mixed with `salt`.
+    pub fn sharing(window: Micros, lazy: Arc<LazyBoard>, salt: u64) -> Self {
         PeerTable {
+            lazy,
+            lazy_salt: salt,
             entries: Vec::with_capacity(MAX_PEERS),
             index: [EMPTY; INDEX_SLOTS],
             other: PeerStats::default(),
@@ -174,9 +223,13 @@ impl PeerTable {
             _ => self.find(addr).unwrap_or_else(|| self.admit(addr)),
         };
         self.last_found = Some((addr, i as u8));
+        let lazy = Lazy {
+            board: &self.lazy,
+            key: addr_bits(addr) ^ self.lazy_salt,
+        };
         let entry = &mut self.entries[i];
         entry.last_seen = entry.last_seen.max(now);
-        entry.record(now, Moment { stretch, width }, event);
+        entry.record(now, Moment { stretch }, lazy, event);
     }
 
     /// The table as the admin view shows it: each peer with how long ago
@@ -198,12 +251,6 @@ impl PeerTable {
             other: self.other.clone(),
             other_recent: self.other_window.sum(now, self.width),
         }
-    }
-
-    /// The most memory the table ever holds, in bytes: its full entries
-    /// and its index, whatever the number of peers.
-    pub fn max_bytes() -> usize {
-        std::mem::size_of::<PeerTable>() + MAX_PEERS * std::mem::size_of::<Entry>()
     }
 
     fn find(&self, addr: IpAddr) -> Option<usize> {
@@ -234,8 +281,6 @@ impl PeerTable {
             last_seen: 0,
             stats: PeerStats::default(),
             window: Window::default(),
-            last_use: None,
-            unpaired_close: None,
         });
         let i = self.entries.len() - 1;
         self.insert_index(addr, i as u8);
@@ -260,13 +305,21 @@ impl PeerTable {
     }
 }
 
+/// A table's place on the lazy board for one peer.
+#[derive(Clone, Copy)]
+struct Lazy<'a> {
+    board: &'a LazyBoard,
+    key: u64,
+}
+
 impl Entry {
-    fn record(&mut self, now: Micros, at: Moment, event: &Event<'_>) {
+    fn record(&mut self, now: Micros, at: Moment, lazy: Lazy<'_>, event: &Event<'_>) {
         let stats = &mut self.stats;
         match *event {
             Event::Accepted => {
                 stats.connections += 1;
-                self.used(now, at);
+                let paired = lazy.board.accepted(lazy.key, now);
+                self.lazy_closes(paired, at);
             }
             Event::ClientNamed {
                 user_agent,
@@ -279,9 +332,10 @@ impl Entry {
             Event::ResponsesDone(n) => stats.requests += u64::from(n),
             Event::Reused(reuse) => {
                 self.reused(reuse, at);
-                self.used(now, at);
+                let paired = lazy.board.reused(lazy.key, now);
+                self.lazy_closes(paired, at);
             }
-            Event::IdleEnded(end) => self.idle_ended(end, now, at),
+            Event::IdleEnded(end) => self.idle_ended(end, now, at, lazy),
             Event::AfterFin(AfterFin::Request {
                 delay_us,
                 idle_timeout_ms,
@@ -290,12 +344,10 @@ impl Entry {
                 stats.late_requests += 1;
                 stats.late_request_delay_max_us = stats.late_request_delay_max_us.max(delay_us);
                 let bucket = self.window.at(at.stretch);
-                // Sent before our FIN could have reached the client (and its
-                // ACK come back): it crossed the FIN in flight.
-                let crossing = round_trip_us.is_some_and(|rtt| delay_us < u64::from(rtt));
-                bucket.add(match crossing {
-                    true => Count::LateCrossingFin,
-                    false => Count::LateAfterFin,
+                bucket.add(match Crossing::of(delay_us, round_trip_us) {
+                    Crossing::Crossed => Count::LateCrossingFin,
+                    Crossing::TooClose => Count::LateTooClose,
+                    Crossing::AfterFin => Count::LateAfterFin,
                 });
                 bucket.note_failure(idle_timeout_ms + delay_us / 1000);
                 bucket.note_terms(idle_timeout_ms, None, true);
@@ -326,22 +378,16 @@ impl Entry {
         bucket.note_terms(reuse.idle_timeout_ms, reuse.advertised_secs, near || past);
     }
 
-    fn idle_ended(&mut self, end: IdleEnd, now: Micros, at: Moment) {
+    fn idle_ended(&mut self, end: IdleEnd, now: Micros, at: Moment, lazy: Lazy<'_>) {
         let bucket = self.window.at(at.stretch);
         match end.closer {
             Closer::Client => {
                 self.stats.client_idle_closes += 1;
                 self.stats.client_idle_ages.push(end.age_us);
                 bucket.add(Count::ClientIdleCloses);
-                let lazy = self
-                    .last_use
-                    .is_some_and(|used| now.saturating_sub(used) < LAZY_CLOSE_US);
                 bucket.note_round_trip(end.round_trip_us);
-                if lazy {
+                if lazy.board.client_closed(lazy.key, now) {
                     bucket.add(Count::LazyClientCloses);
-                    self.unpaired_close = None;
-                } else {
-                    self.unpaired_close = Some(now);
                 }
             }
             Closer::Server => {
@@ -356,15 +402,13 @@ impl Entry {
         }
     }
 
-    /// The peer opened or reused a connection: a client idle close just
-    /// before it was a lazy one.
-    fn used(&mut self, now: Micros, at: Moment) {
-        self.last_use = Some(now);
-        if let Some(closed) = self.unpaired_close.take()
-            && now.saturating_sub(closed) < LAZY_CLOSE_US
-        {
-            let then = Stretch::of(closed, at.width);
-            self.window.at(then).add(Count::LazyClientCloses);
+    /// The peer opened or reused a connection, which showed `paired`
+    /// client idle closes just before it (on any worker) lazy.
+    fn lazy_closes(&mut self, paired: u32, at: Moment) {
+        if paired > 0 {
+            self.window
+                .at(at.stretch)
+                .add_many(Count::LazyClientCloses, paired);
         }
     }
 }
@@ -386,14 +430,18 @@ fn past_advertised(reuse: &Reuse) -> bool {
 
 /// A slot for `addr`: a multiplicative hash of its bits.
 fn slot_of(addr: IpAddr) -> usize {
-    let bits = match addr {
+    (addr_bits(addr).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 57) as usize % INDEX_SLOTS
+}
+
+/// An address's bits, folded to 64.
+fn addr_bits(addr: IpAddr) -> u64 {
+    match addr {
         IpAddr::V4(v4) => u64::from(u32::from(v4)),
         IpAddr::V6(v6) => {
             let bits = u128::from(v6);
             (bits as u64) ^ ((bits >> 64) as u64)
         }
-    };
-    (bits.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 57) as usize % INDEX_SLOTS
+    }
 }
 
 /// One peer as a worker (or the merge of all workers) reports it.

@@ -16,9 +16,11 @@
 //! [`MAX_AGENTS`] + 1 times a peer table per worker.
 
 use std::collections::BTreeMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::net::IpAddr;
+use std::sync::Arc;
 
-use super::peers::{AGENT_BYTES, PeerTable, PeersSnapshot};
+use super::peers::{AGENT_BYTES, LazyBoard, PeerTable, PeersSnapshot};
 use crate::observe::{AfterFin, Closer, Event};
 use crate::timers::Micros;
 
@@ -38,6 +40,8 @@ pub struct ClientTables {
     /// Open connections' agents: connection id -> index into `agents`.
     conns: BTreeMap<u64, usize>,
     window: Micros,
+    /// Where the tables pair lazy closes, each agent under keys of its own.
+    lazy: Arc<LazyBoard>,
 }
 
 /// One User-Agent's peers, as a worker reports them.
@@ -56,7 +60,14 @@ impl ClientTables {
             agents: Vec::new(),
             conns: BTreeMap::new(),
             window,
+            lazy: Arc::new(LazyBoard::local()),
         }
+    }
+
+    /// These tables, pairing lazy closes on `lazy` (every worker's).
+    pub fn sharing(mut self, lazy: Arc<LazyBoard>) -> Self {
+        self.lazy = lazy;
+        self
     }
 
     /// Every table's window is `window` µs from now on.
@@ -125,8 +136,11 @@ impl ClientTables {
         if self.agents.len() > MAX_AGENTS {
             return MAX_AGENTS;
         }
-        self.agents
-            .push((agent.to_vec(), PeerTable::new(self.window)));
+        // Salted apart from the address-only table's keys and each other's.
+        let mut salt = DefaultHasher::new();
+        (b"agent", agent).hash(&mut salt);
+        let table = PeerTable::sharing(self.window, Arc::clone(&self.lazy), salt.finish());
+        self.agents.push((agent.to_vec(), table));
         self.agents.len() - 1
     }
 }

@@ -12,7 +12,7 @@ use crate::timers::Micros;
 pub struct Recent {
     /// Requests that reused an idle connection.
     pub reuses: u64,
-    /// Reuses with less than [`crate::lab::NEAR_MISS_US`] left before the
+    /// Reuses with less than [`crate::peer_observer::NEAR_MISS_US`] left before the
     /// deadline.
     pub near_misses: u64,
     /// Reuses after the advertised `Keep-Alive: timeout` had passed
@@ -21,9 +21,12 @@ pub struct Recent {
     /// Requests that arrived after the server's idle FIN, sent when the
     /// client could have seen it (later than a round trip after it).
     pub late_after_fin: u64,
-    /// Requests that crossed the server's idle FIN in flight (within a
-    /// round trip of it): lost races the client could not see coming.
+    /// Requests that crossed the server's idle FIN in flight (in before it
+    /// left): lost races the client could not see coming.
     pub late_crossing_fin: u64,
+    /// Requests that came within a round trip after the FIN: too close to
+    /// tell whether the client could have seen it.
+    pub late_too_close: u64,
     /// Idle connections the server closed with a reset (`close=rst`), or
     /// without the watch after its FIN (no descriptor to spare): a request
     /// that lost the race then met a reset and cannot be seen.
@@ -86,6 +89,7 @@ impl Recent {
         self.past_advertised += other.past_advertised;
         self.late_after_fin += other.late_after_fin;
         self.late_crossing_fin += other.late_crossing_fin;
+        self.late_too_close += other.late_too_close;
         self.server_resets += other.server_resets;
         self.server_idle_closes += other.server_idle_closes;
         self.client_idle_closes += other.client_idle_closes;
@@ -102,7 +106,7 @@ impl Recent {
 
     /// Requests lost in the window, wherever they crossed the FIN.
     pub fn late_requests(&self) -> u64 {
-        self.late_after_fin + self.late_crossing_fin
+        self.late_after_fin + self.late_crossing_fin + self.late_too_close
     }
 }
 
@@ -134,6 +138,7 @@ pub(super) enum Count {
     PastAdvertised,
     LateAfterFin,
     LateCrossingFin,
+    LateTooClose,
     ServerResets,
     ServerIdleCloses,
     ClientIdleCloses,
@@ -141,7 +146,7 @@ pub(super) enum Count {
 }
 
 impl Count {
-    const ALL: usize = 9;
+    const ALL: usize = 10;
 }
 
 impl Bucket {
@@ -155,8 +160,12 @@ impl Bucket {
     }
 
     pub(super) fn add(&mut self, count: Count) {
+        self.add_many(count, 1);
+    }
+
+    pub(super) fn add_many(&mut self, count: Count, many: u32) {
         let n = &mut self.counts[count as usize];
-        *n = n.saturating_add(1);
+        *n = n.saturating_add(many);
     }
 
     pub(super) fn note_terms(
@@ -215,6 +224,7 @@ impl Bucket {
             past_advertised: count(Count::PastAdvertised),
             late_after_fin: count(Count::LateAfterFin),
             late_crossing_fin: count(Count::LateCrossingFin),
+            late_too_close: count(Count::LateTooClose),
             server_resets: count(Count::ServerResets),
             server_idle_closes: count(Count::ServerIdleCloses),
             client_idle_closes: count(Count::ClientIdleCloses),

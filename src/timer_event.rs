@@ -1,0 +1,28 @@
+//! What a timer in a worker's lists stands for: the payload of its
+//! [`TimerLists`](crate::timers::TimerLists). The lists themselves are
+//! generic and know nothing of connections; the worker dispatches a due
+//! timer by this payload (a connection's timer, by its slab key and
+//! [`Slot`], or one of the worker's own).
+
+/// What a timer in a worker's lists stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimerEvent {
+    /// One of a connection's two timers.
+    Conn { key: u32, slot: Slot },
+    /// The cached Date value is a second old.
+    DateExpired,
+    /// Try accept() again after running out of descriptors.
+    AcceptResume,
+    /// Give memory freed by a burst back to the system (see `memory`).
+    ReturnMemory,
+}
+
+/// Which of a connection's two timers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Slot {
+    /// Refreshed by activity (keep-alive idle, inactivity) or fixed for a
+    /// phase (headers deadline, `/delay`, linger).
+    Activity,
+    /// The whole-request deadline: activity never moves it.
+    Deadline,
+}
