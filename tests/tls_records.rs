@@ -1,7 +1,8 @@
 //! TLS records as the network delivers them: a handshake and a request
 //! arriving a few bytes at a time, a body many records long echoed back
 //! (more than the server reads or sends in one go), a filler answer far
-//! over the server's TLS backlog, the client's KeyUpdate, and a
+//! over the server's TLS backlog, the client's KeyUpdate (followed, and
+//! answered as soon as it is read, with no request behind it), and a
 //! ClientHello larger than the buffer the worker lends. The server
 //! holds TLS buffers only while bytes are in flight (see
 //! `tests/tls_memory.rs`), so each of these crosses the moment it takes
