@@ -1,7 +1,9 @@
 //! TLS records as the network delivers them: a handshake and a request
 //! arriving a few bytes at a time, a body many records long echoed back
 //! (more than the server reads or sends in one go), a filler answer far
-//! over the server's TLS backlog, the client's KeyUpdate, and a
+//! over the server's TLS backlog, the client's KeyUpdate (followed, and
+//! answered as soon as it is read, with no request behind it, and no
+//! keep-alive for an idle connection), and a
 //! ClientHello larger than the buffer the worker lends. The server
 //! holds TLS buffers only while bytes are in flight (see
 //! `tests/tls_memory.rs`), so each of these crosses the moment it takes
@@ -118,6 +120,95 @@ fn the_clients_key_update_is_followed_and_answered_in_new_keys() {
         assert!(head.starts_with("HTTP/1.1 200"), "{head}");
         assert_eq!(body, "Hello, World!");
     }
+}
+
+#[test]
+fn the_clients_key_update_is_answered_at_once_without_a_request() {
+    // RFC 8446 §4.6.3 lets the answer wait for the server's next record,
+    // but a client with Nagle on then waits for a delayed ACK before its
+    // next request leaves: the answer goes as soon as the update is read.
+    let cert = TestCert::new();
+    let server = cert.serve(|_| {});
+    let mut client: TlsClient = cert.connect(server.addr);
+    assert_eq!(client.get("/").1, "Hello, World!");
+    let stream = &mut client.stream;
+    stream.conn.refresh_traffic_keys().unwrap();
+    while stream.conn.wants_write() {
+        stream.conn.write_tls(&mut stream.sock).unwrap();
+    }
+    stream.sock.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+    let begun = Instant::now();
+    let mut chunk = [0u8; 4096];
+    let n = match stream.sock.read(&mut chunk) {
+        Ok(n) => n,
+        Err(e) => panic!(
+            "no answer to the KeyUpdate after {:?}: {e}",
+            begun.elapsed()
+        ),
+    };
+    assert!(n > 0, "closed instead of answering the KeyUpdate");
+    // A KeyUpdate and nothing else: no application data came with it.
+    stream.conn.read_tls(&mut &chunk[..n]).unwrap();
+    stream.conn.process_new_packets().unwrap();
+    let mut plain = [0u8; 64];
+    assert!(
+        matches!(stream.conn.reader().read(&mut plain), Err(e) if e.kind() == io::ErrorKind::WouldBlock),
+        "application data came with the KeyUpdate's answer"
+    );
+    // The connection goes on in the new keys, both ways.
+    let (head, body) = client.get("/");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(body, "Hello, World!");
+}
+
+#[test]
+fn key_updates_do_not_keep_an_idle_connection_open() {
+    // Each KeyUpdate is answered at once, and neither it nor the answer
+    // is activity: the keep-alive timer runs on from the last response.
+    let cert = TestCert::new();
+    let server = cert.serve(|c| {
+        c.keep_alive_timeout = Duration::from_secs(1);
+        c.keep_alive_buffer = Duration::ZERO;
+    });
+    let mut client: TlsClient = cert.connect(server.addr);
+    assert_eq!(client.get("/").1, "Hello, World!");
+    let idle_from = Instant::now();
+    let stream = &mut client.stream;
+    stream
+        .sock
+        .set_read_timeout(Some(Duration::from_millis(250)))
+        .unwrap();
+    let mut chunk = [0u8; 4096];
+    let closed_after = loop {
+        let elapsed = idle_from.elapsed();
+        assert!(
+            elapsed < Duration::from_secs(8),
+            "still open after {elapsed:?} of key updates"
+        );
+        stream.conn.refresh_traffic_keys().unwrap();
+        while stream.conn.wants_write() {
+            if stream.conn.write_tls(&mut stream.sock).is_err() {
+                break;
+            }
+        }
+        match stream.sock.read(&mut chunk) {
+            // Answers to the key updates, or the close_notify before the FIN.
+            // A few a second: rustls allows 32 in a row without data.
+            Ok(n) if n > 0 => sleep(Duration::from_millis(200)),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) => {}
+            // The FIN (or a reset): the idle close.
+            _ => break idle_from.elapsed(),
+        }
+    };
+    // Never early: not before the keep-alive timeout; and not put off by
+    // the key updates (refreshed by each, it would close only when rustls
+    // refuses the 33rd, over 6 s in).
+    assert!(closed_after >= Duration::from_secs(1), "{closed_after:?}");
+    assert!(closed_after < Duration::from_secs(4), "{closed_after:?}");
 }
 
 #[test]

@@ -30,7 +30,7 @@ use keepalive_server::app::filler;
 use keepalive_server::config::AccessLogTarget;
 use keepalive_server::ctx::Ctx;
 use keepalive_server::pool::Buffers;
-use keepalive_server::session::{ECHO_BUFFER, OUTPUT_HIGH_WATER, Phase, Session};
+use keepalive_server::session::{ECHO_BUFFER, OUTPUT_HIGH_WATER, Session};
 use keepalive_server::stats::CloseCause;
 use libfuzzer_sys::fuzz_target;
 use session_driver::Driver;
@@ -116,9 +116,9 @@ impl Harness {
             self.limit()
         );
         // Exercise the condensed views; they must not panic.
-        let phase = self.driver.session.phase(buffers);
         let _ = self.driver.session.is_idle(buffers);
         let _ = self.driver.session.is_receiving(buffers);
+        let _ = self.driver.session.is_in_body(buffers);
         match (self.driver.session.closing(), self.closed_at) {
             (Some(_), None) => self.closed_at = Some(self.produced()),
             (Some(_), Some(at)) => assert_eq!(
@@ -130,16 +130,10 @@ impl Harness {
             (None, None) => {}
         }
         if self.closed_at.is_some() {
-            // Closing counts as writing until the last output is sent.
-            let writing = self.driver.buffers.output.pending() > 0;
-            assert_eq!(
-                phase,
-                if writing {
-                    Phase::Writing
-                } else {
-                    Phase::Closing
-                }
-            );
+            // Closing, nothing more is asked of the exchange: no request
+            // in progress, nothing left to read.
+            assert!(self.driver.buffers.in_flight.is_none(), "closing mid-request");
+            assert!(!self.driver.session.is_receiving(buffers));
         }
         // Bodies stream through bounded output: past the high-water mark
         // by at most one queued response (an echo gathers ECHO_BUFFER).
@@ -260,10 +254,10 @@ impl Harness {
         // Nothing moves: the stream must be exhausted, or the session done.
         assert!(
             stream.is_empty() || self.driver.session.closing().is_some(),
-            "stalled with {} bytes unoffered, {} buffered, phase {:?}",
+            "stalled with {} bytes unoffered, {} buffered, in flight {:?}",
             stream.len(),
             self.driver.buffers.input.len(),
-            self.driver.session.phase(Some(&*self.driver.buffers))
+            self.driver.buffers.in_flight
         );
         assert_eq!(self.driver.buffers.output.pending(), 0);
     }

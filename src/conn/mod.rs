@@ -11,9 +11,10 @@
 //! response (finishing that response drives it again).
 //!
 //! Hangups are state, not just an event flag: a peer that hung up is
-//! remembered (its `hangup` flag) so that every later pass, from the ready
-//! list or a writable edge, reads on to the EOF instead of stopping at a
-//! short read and waiting for an edge that will never come again. An error
+//! remembered (by the transport, which knows its peer) so that every
+//! later pass, from the ready list or a writable edge, reads on to the EOF
+//! instead of stopping at a short read and waiting for an edge that will
+//! never come again. An error
 //! (a reset) ends the connection in the turn it arrives: nothing sent can
 //! reach the peer any more.
 //!
@@ -33,8 +34,8 @@
 //! connection tells of its idle gaps (a reuse, judged near the end of the
 //! promise on kernel stamps) is [`reuse`]'s.
 //!
-//! Timers are not touched while bytes move. A connection only records that
-//! something happened; once per loop turn the worker calls
+//! Timers are not touched while bytes move. Its transport only records
+//! that bytes moved; once per loop turn the worker calls
 //! [`Conn::sync_timers`] with a clock reading taken after that activity, and
 //! the connection decides in one place ([`Conn::wanted_activity`],
 //! [`Conn::wanted_deadline`]) what its two slots hold. Stamping with a
@@ -53,14 +54,10 @@ use crate::session::Session;
 use crate::stats::CloseCause;
 use crate::stats::timing::ConnStamps;
 use crate::timer_event::Slot;
-use crate::timers::{Micros, TimerId};
+use crate::timers::Micros;
 
 /// Reads per readiness event before yielding to other connections.
 const READ_BUDGET: u32 = 16;
-/// Writes of a generated body per pass before yielding, as READ_BUDGET
-/// does for reads: a fast reader of a large `/bytes` answer cannot hold
-/// the worker for the whole body (2 × 256 KiB per turn).
-const GENERATE_BUDGET: u32 = 2;
 /// A lingering connection closes after this long without input (nginx's
 /// `lingering_timeout`): a client that has stopped sending will send nothing
 /// that could turn the close into a reset.
@@ -91,6 +88,32 @@ impl Readiness {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Flow {
     Open,
+    /// Open, and stopped with input maybe waiting (a read or write budget
+    /// spent): the worker drives it again next turn (its ready list).
+    More,
+    Close(CloseCause),
+}
+
+impl Flow {
+    /// The connection lives on.
+    pub fn is_open(self) -> bool {
+        !matches!(self, Flow::Close(_))
+    }
+}
+
+/// Where a pass of [`Conn::drive`] stopped, which says the state it
+/// enters (see [`Conn::writing`], [`Conn::waiting`]).
+enum Stop {
+    /// Output waits for the socket: a writable edge will come.
+    Blocked,
+    /// A generated body's write budget is spent: writing, and driven
+    /// again next turn.
+    Yielded,
+    /// The read budget is spent: driven again next turn.
+    ReadBudget,
+    /// The output is flushed, and the input drained (or waiting on a
+    /// response): the connection waits where its exchange stands.
+    Waits,
     Close(CloseCause),
 }
 
@@ -111,37 +134,13 @@ pub struct Conn {
     state: State,
     /// Present while the connection has work; back in the pool when idle.
     buffers: Option<Box<Buffers>>,
+    /// Its HTTP exchange (see `session`).
     session: Session,
-    activity: Option<TimerId>,
-    /// What `activity` measures; meaningful only while it is `Some`.
-    activity_purpose: Purpose,
-    deadline: Option<TimerId>,
-    /// What `deadline` measures; meaningful only while it is `Some`.
-    deadline_purpose: Purpose,
-    /// Bytes drained while closing.
-    lingered: u32,
-    /// Requests received as of the last timer sync.
-    received_at_sync: u32,
-    /// Bytes moved since the last timer sync.
-    moved: bool,
-    /// On the worker's list of connections to sync this turn.
-    pub touched: bool,
-    /// Stopped reading with input maybe waiting: drive again next turn.
-    pub wants_more: bool,
-    /// A readiness event said the peer hung up: read on to the EOF, even
-    /// past short reads, in this pass and every later one.
-    hangup: bool,
-    /// The client shut its write side (read returned 0).
-    peer_closed: bool,
-    /// What the worker's poll asks of the socket (see [`Conn::register`]).
-    registered: Registered,
-    /// A write has backed up: from then on the poll asks the socket for
-    /// writability too. Never cleared, on purpose: under edge triggering an
-    /// EPOLLOUT edge comes only after a write found the send buffer full
-    /// (the kernel wakes writers only then), so keeping the interest costs
-    /// nothing, while dropping it would cost an `epoll_ctl` each time a
-    /// response backs up and drains.
-    polls_writable: bool,
+    /// Its two timers (see [`timers`]).
+    slots: TimerSlots,
+    /// Input was dropped unread since the exchange began closing (its
+    /// last response queued): the close must drain, not reset.
+    dropped_input: bool,
 }
 
 impl Conn {
@@ -161,19 +160,8 @@ impl Conn {
             state,
             buffers: None,
             session: Session::new(),
-            activity: None,
-            activity_purpose: Purpose::KeepAlive,
-            deadline: None,
-            deadline_purpose: Purpose::LingerTotal,
-            lingered: 0,
-            received_at_sync: 0,
-            moved: false,
-            touched: false,
-            wants_more: false,
-            hangup: false,
-            peer_closed: false,
-            registered: Registered::No,
-            polls_writable: false,
+            slots: TimerSlots::new(),
+            dropped_input: false,
         }
     }
 
@@ -182,8 +170,7 @@ impl Conn {
     /// registered with the poll. A one-request connection that completes
     /// here costs accept, recv, send and close, nothing more.
     pub fn on_accept(&mut self, ctx: &mut Ctx<'_>) -> Flow {
-        let flow = self.drive(ctx);
-        self.follow(flow, ctx)
+        self.drive(ctx)
     }
 
     /// How logs name this connection at loop time `now`.
@@ -209,7 +196,7 @@ impl Conn {
     /// an error (a reset) ends any other connection at once; else it is
     /// driven.
     pub fn on_ready(&mut self, readiness: Readiness, ctx: &mut Ctx<'_>) -> Flow {
-        let flow = match self.state {
+        match self.state {
             State::Watching(watch) if readiness.error => self.peer_closed_after_fin(watch, ctx),
             State::Watching(watch) => self.watch_peer(watch, ctx),
             _ if readiness.error => {
@@ -217,39 +204,25 @@ impl Conn {
                 Flow::Close(CloseCause::Reset)
             }
             _ => {
-                self.hangup |= readiness.hangup;
+                if readiness.hangup {
+                    self.transport.peer_hung_up();
+                }
                 self.drive(ctx)
             }
-        };
-        self.follow(flow, ctx)
+        }
     }
 
-    /// A turn on the ready list: the read budget ran out last time.
+    /// A turn on the ready list: a budget ran out last time.
     pub fn on_ready_again(&mut self, ctx: &mut Ctx<'_>) -> Flow {
-        let flow = match self.state {
+        match self.state {
             State::Watching(watch) => self.watch_peer(watch, ctx),
             _ => self.drive(ctx),
-        };
-        self.follow(flow, ctx)
+        }
     }
 
     /// One of this connection's timers fired (and is gone from the lists).
     pub fn on_timer(&mut self, slot: Slot, ctx: &mut Ctx<'_>) -> Flow {
-        let flow = self.timer_fired(slot, ctx);
-        self.follow(flow, ctx)
-    }
-
-    fn timer_fired(&mut self, slot: Slot, ctx: &mut Ctx<'_>) -> Flow {
-        let purpose = match slot {
-            Slot::Activity => {
-                self.activity = None;
-                self.activity_purpose
-            }
-            Slot::Deadline => {
-                self.deadline = None;
-                self.deadline_purpose
-            }
-        };
+        let purpose = self.slots.fired(slot);
         let ConnLabel { id, peer, .. } = ctx.conn;
         tracing::debug!(conn = id, %peer, ?slot, ?purpose, state = ?self.state, "timer expired");
         let cause = match purpose {
@@ -298,7 +271,7 @@ impl Conn {
     /// idle connection.
     fn expire_idle(&mut self, ctx: &mut Ctx<'_>) -> Flow {
         match self.drive(ctx) {
-            Flow::Open if !self.moved => {}
+            Flow::Open if !self.transport.moved() => {}
             flow => return flow,
         }
         // The observer hears of the idle end as the state changes: to
@@ -366,12 +339,7 @@ impl Conn {
     /// (its transport closes first: the FIN follows as the stream drops).
     fn free(&mut self, cause: CloseCause, ctx: &mut Ctx<'_>) {
         self.transport.close(cause, self.ending(), ctx);
-        if let Some(id) = self.activity.take() {
-            ctx.timers.unenroll(id);
-        }
-        if let Some(id) = self.deadline.take() {
-            ctx.timers.unenroll(id);
-        }
+        self.slots.cancel(ctx.timers);
         if let Some(buffers) = self.buffers.take() {
             ctx.pool.give(buffers);
         }
@@ -384,14 +352,31 @@ impl Conn {
     /// under edge triggering new data brings a new event, so the loop stops
     /// there instead of spending a syscall on the `WouldBlock` (as nginx
     /// does), unless the peer hung up and its EOF is still to be read.
+    ///
+    /// Where the pass stops says the state the connection enters: the
+    /// one writer, [`Conn::enter`], is called here (and by the read that
+    /// begins a request or ends a handshake, see `Conn::read`), never
+    /// after the event.
     fn drive(&mut self, ctx: &mut Ctx<'_>) -> Flow {
-        self.wants_more = false;
+        let (next, flow) = match self.pass(ctx) {
+            Stop::Blocked => (self.writing(), Flow::Open),
+            Stop::Yielded => (State::Writing, Flow::More),
+            Stop::ReadBudget => (self.waiting(), Flow::More),
+            Stop::Waits => (self.waiting(), Flow::Open),
+            Stop::Close(cause) => return Flow::Close(cause),
+        };
+        self.enter(next, ctx);
+        flow
+    }
+
+    /// One pass of [`Conn::drive`]: where it stopped.
+    fn pass(&mut self, ctx: &mut Ctx<'_>) -> Stop {
         let mut reads = 0;
         let mut drained = false;
         loop {
             if let Some(buffers) = self.buffers.as_deref_mut() {
                 let dropped = self.session.process(buffers, ctx);
-                self.lingered = self.lingered.saturating_add(dropped as u32);
+                self.dropped_input |= dropped > 0;
             }
             // Drained, with a `Connection: close` response queued: the
             // close follows this flush at once (see `settle`).
@@ -402,12 +387,9 @@ impl Conn {
             self.note_departure(ctx);
             let wrote = match self.flush(closes_next, ctx.filler) {
                 Ok(Flushed::All { wrote }) => wrote,
-                Ok(Flushed::Blocked) => return Flow::Open,
-                Ok(Flushed::Yielded) => {
-                    self.wants_more = true;
-                    return Flow::Open;
-                }
-                Err(_) => return Flow::Close(CloseCause::Reset),
+                Ok(Flushed::Blocked) => return Stop::Blocked,
+                Ok(Flushed::Yielded) => return Stop::Yielded,
+                Err(_) => return Stop::Close(CloseCause::Reset),
             };
             if generated {
                 // The generated body is out: requests buffered behind it
@@ -416,44 +398,47 @@ impl Conn {
             }
             // The output is flushed: every response queued so far is sent.
             if let Some(cause) = self.session.closing() {
-                if self.peer_closed {
-                    return Flow::Close(cause);
+                if self.transport.peer_closed() {
+                    return Stop::Close(cause);
                 }
                 if self.session.aborts() {
                     self.transport.abort();
-                    return Flow::Close(cause);
+                    return Stop::Close(cause);
                 }
                 // An error response may interrupt a body still arriving:
                 // send FIN now and drain, so the client reads the response
                 // rather than a reset.
                 if !closes_when_flushed(&self.session) && !self.transport.shut_write(self.ending())
                 {
-                    return Flow::Close(cause);
+                    return Stop::Close(cause);
                 }
-            } else if self.peer_closed && !self.session.is_delayed(self.buffers.as_deref()) {
-                return Flow::Close(CloseCause::Client);
+            } else if self.transport.peer_closed()
+                && !self.session.is_delayed(self.buffers.as_deref())
+            {
+                return Stop::Close(CloseCause::Client);
             }
-            if self.peer_closed {
-                return Flow::Open; // a delayed answer is still owed
+            if self.transport.peer_closed() {
+                return Stop::Waits; // a delayed answer is still owed
             }
             if drained {
                 return self.settle(ctx);
             }
             if reads == READ_BUDGET {
-                self.wants_more = true;
-                return Flow::Open;
+                return Stop::ReadBudget;
             }
             reads += 1;
             match self.read(ctx) {
-                Ok(ReadOutcome::Got { short }) => drained = short && !self.hangup,
-                Ok(ReadOutcome::Eof) => self.peer_closed = true,
+                Ok(Got::Data { short, .. }) => {
+                    drained = short && self.transport.short_read_drains();
+                }
+                Ok(Got::Eof) => {} // the transport knows: `peer_closed`
                 // The input waits on the output. If this pass just made room
                 // there, process again: no edge would come to do it.
-                Ok(ReadOutcome::Full) if wrote => {}
-                Ok(ReadOutcome::Full) => return Flow::Open,
+                Ok(Got::Full) if wrote => {}
+                Ok(Got::Full) => return Stop::Waits,
                 Err(e) if would_block(&e) => return self.settle(ctx),
                 Err(e) if interrupted(&e) => {}
-                Err(_) => return Flow::Close(CloseCause::Reset),
+                Err(_) => return Stop::Close(CloseCause::Reset),
             }
         }
     }
@@ -464,10 +449,10 @@ impl Conn {
     /// if the client sent nothing more (no unread data, so the close sends
     /// FIN, not RST); otherwise it lingers, draining, until the client
     /// closes or goes quiet.
-    fn settle(&mut self, ctx: &mut Ctx<'_>) -> Flow {
+    fn settle(&mut self, ctx: &mut Ctx<'_>) -> Stop {
         match self.session.closing() {
-            Some(cause) if self.closes_at_once(ctx) => return Flow::Close(cause),
-            Some(cause) if !self.transport.shut_write(self.ending()) => return Flow::Close(cause),
+            Some(cause) if self.closes_at_once(ctx) => return Stop::Close(cause),
+            Some(cause) if !self.transport.shut_write(self.ending()) => return Stop::Close(cause),
             Some(_) | None => {}
         }
         if self.session.is_idle(self.buffers.as_deref()) {
@@ -485,11 +470,11 @@ impl Conn {
                 // response still in flight.
                 self.session.stop_persisting(CloseCause::Shutdown);
                 if !self.transport.shut_write(self.ending()) {
-                    return Flow::Close(CloseCause::Shutdown);
+                    return Stop::Close(CloseCause::Shutdown);
                 }
             }
         }
-        Flow::Open
+        Stop::Waits
     }
 }
 
@@ -502,7 +487,7 @@ impl Conn {
     /// their way, and a close with unread input is a reset that can cut
     /// the response still in flight.)
     fn closes_at_once(&self, ctx: &Ctx<'_>) -> bool {
-        self.lingered == 0 && closes_when_flushed(&self.session) && !ctx.draining
+        !self.dropped_input && closes_when_flushed(&self.session) && !ctx.draining
     }
 }
 
@@ -522,11 +507,10 @@ mod timers;
 mod transport;
 mod watch;
 
-use socket::{ReadOutcome, Registered};
 pub use state::{Activity, Drain, State};
-use timers::Purpose;
+use timers::{Purpose, TimerSlots};
 pub use transport::Transport;
-use transport::{Ending, Flushed};
+use transport::{Ending, Flushed, Got};
 use watch::FinWatch;
 pub use watch::IDLE_WATCH_MS;
 

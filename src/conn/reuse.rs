@@ -14,7 +14,7 @@
 //! promise, and one the loop read late is judged by when it came.
 //! Everywhere else a connection pays no syscall and no clock read for this.
 
-use super::{Conn, Purpose, State};
+use super::{Conn, State};
 use crate::config::Settings;
 use crate::ctx::Ctx;
 use crate::observe::{Event, Reuse};
@@ -85,10 +85,7 @@ impl Conn {
     fn reuse(&self, gap_us: Micros, seen: Micros, ctx: &Ctx<'_>) -> Reuse {
         let (now, settings) = (ctx.now, ctx.settings);
         let idle_timeout_ms = self.idle_timeout_ms(settings);
-        let deadline = match (self.activity, self.activity_purpose) {
-            (Some(id), Purpose::KeepAlive) => Some(ctx.timers.deadline(id)),
-            _ => None,
-        };
+        let deadline = self.slots.keep_alive().map(|id| ctx.timers.deadline(id));
         let arrived = ctx.arrived().unwrap_or(now);
         let gap_us = gap_us.saturating_sub(seen.saturating_sub(arrived));
         let headroom_us = match deadline {
@@ -117,8 +114,8 @@ impl Conn {
     /// other read is a plain one: the stamp costs a `setsockopt` and a
     /// `recvmsg`.
     pub(super) fn stamps_arrival(&self, ctx: &Ctx<'_>) -> bool {
-        match (self.state, self.activity, self.activity_purpose) {
-            (State::Idle, Some(id), Purpose::KeepAlive) => {
+        match (self.state, self.slots.keep_alive()) {
+            (State::Idle, Some(id)) => {
                 let promise = ctx
                     .timers
                     .deadline(id)

@@ -7,26 +7,30 @@
 //!
 //! ```text
 //!  accept ─▶ Handshaking ─▶ Fresh ─▶ ReadingHead ─▶ ReadingBody ─▶ Delayed
-//!   (TLS)         │           │          ▲    │            │            │
-//!                 │           │          │    └──────┬─────┴────────────┘
-//!                 │           │          │           ▼
-//!                 │           │        Idle ◀──── Writing ──▶ Closing (linger)
-//!                 │           │          │
-//!                 └───────────┴──────────┴─ idle timer ─▶ Watching (after our FIN)
+//!   (TLS)         │                    ▲    │            │            │
+//!                 │                    │    └──────┬─────┴────────────┘
+//!                 │                    │           ▼
+//!                 │                  Idle ◀──── Writing ──▶ Closing (linger)
+//!                 │                    │                       ▲
+//!                 │                    └─ idle timer ─▶ Watching (after our FIN)
+//!                 └─ plain HTTP on the TLS port (a 400) ───────┘
 //!                                     any state ─▶ Closed
 //! ```
 //!
-//! Between events a connection's state is what its transport and HTTP
-//! exchange have reached ([`Conn::follow`] brings it there at the end of
-//! every event); `Watching` and `Closed` are entered on purpose and never
-//! left but by closing. The timers follow the state at the turn's sync
-//! ([`Conn::sync_timers`], with a clock reading taken after the activity).
+//! Each event moves the connection explicitly, where it learns where it
+//! stands: the read that completes a handshake (or refuses plain HTTP)
+//! or brings a request's first bytes; the point where a pass of
+//! `Conn::drive` stops (output backed up: `Writing`; output flushed and
+//! input drained: what the exchange waits for, see [`Conn::waiting`]);
+//! the idle close (`Watching`); the close (`Closed`). `Watching` and
+//! `Closed` are left only by closing. The timers follow the state at the
+//! turn's sync ([`Conn::sync_timers`], with a clock reading taken after
+//! the activity).
 
+use super::Conn;
 use super::watch::FinWatch;
-use super::{Conn, Flow};
 use crate::ctx::Ctx;
 use crate::observe::{Closer, Event, IdleEnd};
-use crate::session::Phase;
 use crate::stats::CloseCause;
 use crate::stats::timing::Progress;
 
@@ -156,39 +160,57 @@ impl Conn {
         }
     }
 
-    /// After an event: the state the transport and the exchange have
-    /// reached (`Watching` and `Closed` are left only by closing).
-    pub(super) fn follow(&mut self, flow: Flow, ctx: &mut Ctx<'_>) -> Flow {
-        if !matches!(self.state, State::Watching(_) | State::Closed(_)) {
-            let reached = self.reached();
-            if reached != self.state {
-                self.enter(reached, ctx);
-            }
+    /// What a read that gave `n` bytes tells: a handshake that completed
+    /// (or turned out to be plain HTTP, refused) leaves `Handshaking`; the
+    /// first bytes of a request (or part of a TLS record, begun as a plain
+    /// connection's first byte begins it) leave `Fresh` or `Idle`.
+    pub(super) fn after_read(&mut self, n: usize, ctx: &mut Ctx<'_>) {
+        if self.state == State::Handshaking && !self.transport.is_handshaking() {
+            let next = match self.transport.is_refusing() {
+                true => State::Closing,
+                false => State::Fresh,
+            };
+            self.enter(next, ctx);
         }
-        flow
+        let begun = n > 0 || self.transport.has_partial_input();
+        if begun && matches!(self.state, State::Fresh | State::Idle) {
+            self.enter(State::ReadingHead, ctx);
+        }
     }
 
-    /// What the transport and the HTTP exchange say of the connection.
-    fn reached(&self) -> State {
-        if self.transport.is_refusing() {
-            return State::Closing;
+    /// Where a connection whose output waits for the socket stands: still
+    /// shaking hands (its flight backed up), or refusing; with a `/delay`
+    /// answer pending behind the output, `Delayed`; else `Writing`.
+    pub(super) fn writing(&self) -> State {
+        match self.state {
+            State::Handshaking => State::Handshaking,
+            _ if self.transport.is_refusing() => State::Closing,
+            _ if self.session.is_delayed(self.buffers.as_deref()) => State::Delayed,
+            _ => State::Writing,
         }
-        if self.transport.is_handshaking() {
-            return State::Handshaking;
-        }
-        match self.session.phase(self.buffers.as_deref()) {
-            Phase::Delayed => State::Delayed,
-            Phase::Writing => State::Writing,
-            // Bytes the transport still holds are output not yet sent.
+    }
+
+    /// Where a connection waits once a pass stops with its output flushed
+    /// and its input drained (or waiting on a response): what its
+    /// exchange waits for, and what its transport still holds (records
+    /// not yet sent are output; part of a record is a request begun).
+    pub(super) fn waiting(&self) -> State {
+        let buffers = self.buffers.as_deref();
+        match self.state {
+            // Left by the read that completes the handshake.
+            State::Handshaking => State::Handshaking,
+            _ if self.transport.is_refusing() => State::Closing,
+            _ if self.session.is_delayed(buffers) => State::Delayed,
             _ if self.transport.has_unsent() => State::Writing,
-            // Part of a request the transport holds (a TLS record not yet
-            // whole) has begun it, as a plain connection's first byte does.
-            Phase::Fresh | Phase::Idle if self.transport.has_partial_input() => State::ReadingHead,
-            Phase::Fresh => State::Fresh,
-            Phase::Idle => State::Idle,
-            Phase::Head => State::ReadingHead,
-            Phase::Body => State::ReadingBody,
-            Phase::Closing => State::Closing,
+            _ if self.session.closing().is_some() => State::Closing,
+            _ if self.session.is_in_body(buffers) => State::ReadingBody,
+            _ if buffers.is_some_and(|b| !b.input.is_empty())
+                || self.transport.has_partial_input() =>
+            {
+                State::ReadingHead
+            }
+            _ if self.session.has_received() => State::Idle,
+            _ => State::Fresh,
         }
     }
 

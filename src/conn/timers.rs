@@ -47,6 +47,67 @@ impl Purpose {
     }
 }
 
+/// A connection's two timer slots, and what each measures (a purpose is
+/// meaningful only while its slot holds a timer).
+#[derive(Debug)]
+pub(super) struct TimerSlots {
+    activity: Option<TimerId>,
+    deadline: Option<TimerId>,
+    /// Requests received as of the last sync.
+    received_at_sync: u32,
+    activity_purpose: Purpose,
+    deadline_purpose: Purpose,
+}
+
+impl TimerSlots {
+    /// Both empty.
+    pub fn new() -> Self {
+        TimerSlots {
+            activity: None,
+            deadline: None,
+            received_at_sync: 0,
+            activity_purpose: Purpose::KeepAlive,
+            deadline_purpose: Purpose::LingerTotal,
+        }
+    }
+
+    /// The timer in `slot` fired (and is gone from the lists): what it
+    /// measured.
+    pub fn fired(&mut self, slot: Slot) -> Purpose {
+        match slot {
+            Slot::Activity => {
+                self.activity = None;
+                self.activity_purpose
+            }
+            Slot::Deadline => {
+                self.deadline = None;
+                self.deadline_purpose
+            }
+        }
+    }
+
+    /// The keep-alive timer, while one is armed.
+    pub fn keep_alive(&self) -> Option<TimerId> {
+        self.activity
+            .filter(|_| self.activity_purpose == Purpose::KeepAlive)
+    }
+
+    /// The activity slot's timer, for tests that watch it re-armed.
+    #[cfg(test)]
+    pub fn activity(&self) -> Option<TimerId> {
+        self.activity
+    }
+
+    /// Takes both timers out of the lists (the connection closes).
+    pub fn cancel(&mut self, timers: &mut TimerLists<TimerEvent>) {
+        for slot in [&mut self.activity, &mut self.deadline] {
+            if let Some(id) = slot.take() {
+                timers.unenroll(id);
+            }
+        }
+    }
+}
+
 /// What a timer slot should hold.
 #[derive(Clone, Copy)]
 struct WantedTimer {
@@ -59,8 +120,8 @@ impl Conn {
     /// What the timer in `slot` stands for (for labels and counts).
     pub fn timer_kind(&self, slot: Slot) -> TimerKind {
         let purpose = match slot {
-            Slot::Activity => self.activity_purpose,
-            Slot::Deadline => self.deadline_purpose,
+            Slot::Activity => self.slots.activity_purpose,
+            Slot::Deadline => self.slots.deadline_purpose,
         };
         match purpose {
             Purpose::KeepAlive => TimerKind::KeepAlive,
@@ -86,14 +147,16 @@ impl Conn {
         now: Micros,
         settings: &Settings,
     ) {
-        let moved = std::mem::take(&mut self.moved);
+        let moved = self.transport.take_moved();
         let received = self.session.received();
-        let new_request = std::mem::replace(&mut self.received_at_sync, received) != received;
+        let slots = &mut self.slots;
+        let new_request = std::mem::replace(&mut slots.received_at_sync, received) != received;
         let activity = self.wanted_activity(settings);
         let deadline = self.wanted_deadline(settings);
+        let slots = &mut self.slots;
         sync_slot(
-            &mut self.activity,
-            &mut self.activity_purpose,
+            &mut slots.activity,
+            &mut slots.activity_purpose,
             activity,
             (moved, new_request),
             timers,
@@ -104,8 +167,8 @@ impl Conn {
             },
         );
         sync_slot(
-            &mut self.deadline,
-            &mut self.deadline_purpose,
+            &mut slots.deadline,
+            &mut slots.deadline_purpose,
             deadline,
             (moved, new_request),
             timers,
@@ -158,7 +221,7 @@ impl Conn {
                 refed: true,
             });
         }
-        // A head still held by the transport (see `Conn::reached`) is
+        // A head still held by the transport (see `Conn::waiting`) is
         // being received too.
         let receiving =
             self.state == State::ReadingHead || self.session.is_receiving(self.buffers.as_deref());

@@ -116,17 +116,13 @@ impl Conn {
     /// empty, telling the observer of a late request and of the peer's
     /// close.
     pub(super) fn watch_peer(&mut self, mut watch: FinWatch, ctx: &mut Ctx<'_>) -> Flow {
-        self.wants_more = false;
         let (watched, arrived) = self.transport.watch(READ_BUDGET);
         if watched.request && !watch.late {
             self.late_request(&mut watch, arrived, ctx);
         }
         match watched.end {
             WatchEnd::Drained => Flow::Open,
-            WatchEnd::More => {
-                self.wants_more = true;
-                Flow::Open
-            }
+            WatchEnd::More => Flow::More,
             WatchEnd::Closed => self.peer_closed_after_fin(watch, ctx),
         }
     }

@@ -2,8 +2,9 @@
 //! input buffer become responses in the output buffer, request by request,
 //! in order. An explicit state machine says where the exchange stands: the
 //! connection's stage, and the request in progress ([`InFlight`]), kept
-//! with the pooled buffers; [`Session::phase`] condenses both into the
-//! HTTP part of the connection's state (`conn::state`).
+//! with the pooled buffers (they hold what the connection's state cannot:
+//! a body's decoder, a delayed answer's plan); the connection asks them
+//! where its exchange waits as it enters its next state (`conn::state`).
 //!
 //! Memory per connection does not depend on what the client sends: input
 //! is bounded by the head limit, output by [`OUTPUT_HIGH_WATER`] (no new
@@ -61,25 +62,6 @@ enum Stage {
     /// [`Session::output_whole`]). A variant of its own, not a flag: the
     /// stage stays one byte.
     Cut,
-}
-
-/// Where the HTTP exchange stands, condensed for the connection's state
-/// (which adds what the transport and the idle close say: see
-/// `conn::state`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
-    /// Accepted, nothing received yet.
-    Fresh,
-    /// Persistent, between requests, nothing buffered.
-    Idle,
-    /// Part of a request head received.
-    Head,
-    Body,
-    /// Waiting on `/delay`.
-    Delayed,
-    /// Output waits for the socket.
-    Writing,
-    Closing,
 }
 
 /// The request/response state of one connection: what it keeps while
@@ -155,6 +137,11 @@ impl Session {
         self.served
     }
 
+    /// Whether any request has been fully received on this connection.
+    pub fn has_received(&self) -> bool {
+        self.received_any
+    }
+
     /// Whether any response has been queued on this connection.
     pub fn has_served(&self) -> bool {
         self.served_any
@@ -209,6 +196,11 @@ impl Session {
                 self.end_exchange(persistence, buffers);
             }
         }
+    }
+
+    /// A request's body is arriving (its head is in).
+    pub fn is_in_body(&self, buffers: Option<&Buffers>) -> bool {
+        matches!(in_flight(buffers), Some(InFlight::Body { .. }))
     }
 
     pub fn is_delayed(&self, buffers: Option<&Buffers>) -> bool {
@@ -267,22 +259,6 @@ impl Session {
             (_, Some(InFlight::Body { .. })) => true,
             (Stage::Serving, None) => buffers.is_some_and(|b| !b.input.is_empty()),
             _ => false,
-        }
-    }
-
-    /// A closing connection counts as writing until its output is flushed:
-    /// the last response is sent whole before the linger drain begins.
-    pub fn phase(&self, buffers: Option<&Buffers>) -> Phase {
-        let writing = buffers.is_some_and(|b| b.output.pending() > 0);
-        match (self.stage, in_flight(buffers)) {
-            (_, Some(InFlight::Delayed { .. })) => Phase::Delayed,
-            (_, Some(InFlight::Sending { .. })) => Phase::Writing,
-            _ if writing => Phase::Writing,
-            (Stage::Closing { .. } | Stage::Cut, _) => Phase::Closing,
-            (_, Some(InFlight::Body { .. })) => Phase::Body,
-            _ if buffers.is_some_and(|b| !b.input.is_empty()) => Phase::Head,
-            _ if !self.received_any => Phase::Fresh,
-            _ => Phase::Idle,
         }
     }
 

@@ -89,6 +89,9 @@ pub struct TlsConn {
     closed: bool,
     /// What the first byte said (see `plain_http`).
     opening: Opening,
+    /// The unsent records are only a key update's answer (see
+    /// [`TlsConn::backlog_is_control`]).
+    control_only: bool,
 }
 
 impl TlsConn {
@@ -104,6 +107,7 @@ impl TlsConn {
             reported: false,
             closed: false,
             opening: Opening::Unread,
+            control_only: false,
         })
     }
 
@@ -181,11 +185,15 @@ impl TlsConn {
                 return Err(io::Error::new(io::ErrorKind::InvalidData, "TLS failed"));
             }
             let got = self.receive(tcp)?;
+            let held = self.received.bytes().len();
             let processed;
             (n, processed) = self.process(out, None);
             if let Err(e) = processed {
                 self.fail(tcp);
                 return Err(io::Error::new(io::ErrorKind::InvalidData, e));
+            }
+            if n == 0 && self.received.bytes().len() < held && !self.tls.is_handshaking() {
+                self.release_key_update();
             }
             if got == 0 {
                 // A FIN, with or without `close_notify`.
@@ -199,6 +207,38 @@ impl TlsConn {
                 });
             }
         }
+    }
+
+    /// After whole records that gave no plaintext (a KeyUpdate, say):
+    /// rustls's unbuffered API holds its answer to the peer's
+    /// KeyUpdate(update_requested) until application data is next
+    /// encrypted, and nothing tells it is waiting (`wants_write` counts
+    /// only records already made). An encrypt with no room for its
+    /// record moves the waiting answer to the records to make, then fails
+    /// without a record; the next pass makes it, and the connection's
+    /// flush sends it now, not with the next response (a client with
+    /// Nagle on would wait for a delayed ACK before its next request).
+    /// Such records are not activity: a client cannot keep an idle
+    /// connection open with key updates.
+    fn release_key_update(&mut self) {
+        let mut nudge =
+            |write: &mut WriteTraffic<'_, ServerConnectionData>, _: &mut Unsent| -> EncryptResult {
+                // Fails for want of room (nothing is written), after it has
+                // queued a waiting KeyUpdate.
+                let _ = write.encrypt(&[0], &mut []);
+                Ok(())
+            };
+        let was_empty = self.unsent.is_empty();
+        let _ = self.process(&mut [], Some(&mut nudge));
+        let _ = self.process(&mut [], None);
+        self.control_only |= was_empty && !self.unsent.is_empty();
+    }
+
+    /// The records waiting to be sent are only the TLS layer's own (the
+    /// answer to a key update): sending them is not the connection's
+    /// activity.
+    pub fn backlog_is_control(&self) -> bool {
+        self.control_only
     }
 
     /// One pass over the received bytes (see `records`): decrypted
@@ -331,6 +371,7 @@ impl TlsConn {
                 Err(e) => return Err(e),
             }
         }
+        self.control_only = false;
         Ok(true)
     }
 

@@ -93,7 +93,9 @@ pub struct Worker {
     settings: Arc<Settings>,
     shared: Arc<WorkerShared>,
     control: Arc<Control>,
-    /// Connections whose timers need syncing at the next turn.
+    /// Connections whose timers need syncing at the start of the next
+    /// turn (or sooner, see [`Worker::restamp`]). A key may appear twice:
+    /// the second sync, with the same reading, finds nothing to do.
     touched: Vec<u32>,
     /// Connections that stopped reading with input left: drive next turn.
     ready: Vec<u32>,
@@ -306,7 +308,7 @@ impl Worker {
             lending,
         );
         let mut flow = handle(conn, &mut ctx);
-        if flow == Flow::Open
+        if flow.is_open()
             && conn.registration_due()
             && let Err(e) = conn.register(self.poll.registry(), Token(key))
         {
@@ -314,13 +316,14 @@ impl Worker {
             flow = Flow::Close(CloseCause::Error);
         }
         match flow {
-            Flow::Open => {
+            Flow::Open | Flow::More => {
                 conn.account(false, &mut ctx);
-                if !conn.touched {
-                    conn.touched = true;
+                // Synced once a turn, however often touched: a second sync
+                // with the same reading finds nothing to do.
+                if self.touched.last() != Some(&(key as u32)) {
                     self.touched.push(key as u32);
                 }
-                if conn.wants_more {
+                if flow == Flow::More {
                     self.ready.push(key as u32);
                 }
             }
@@ -359,7 +362,6 @@ impl Worker {
     fn sync_touched(&mut self, now: Micros) {
         for key in self.touched.drain(..) {
             if let Some(conn) = self.conns.get_mut(key as usize) {
-                conn.touched = false;
                 conn.sync_timers(key, &mut self.resources.timers, now, &self.settings);
             }
         }

@@ -122,7 +122,7 @@ impl Driver {
                 assert!(
                     self.session.closing().is_some(),
                     "input full and nothing moves: {:?}",
-                    self.session.phase(Some(&*self.buffers))
+                    self.buffers.in_flight
                 );
                 return;
             }

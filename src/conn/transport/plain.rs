@@ -7,9 +7,7 @@ use std::time::SystemTime;
 
 use mio::net::TcpStream;
 
-use super::{Flushed, Got, Outgoing, WatchEnd, Watched, disable_nagle};
-use crate::app::filler;
-use crate::conn::GENERATE_BUDGET;
+use super::{Flushed, GENERATE_BUDGET, Generated, Got, Outgoing, Socket, WatchEnd, Watched};
 use crate::readiness::{interrupted, would_block};
 use crate::rx_stamps;
 use std::io;
@@ -52,60 +50,57 @@ fn got(n: usize, asked: usize) -> Got {
 /// fewer per one-request connection. The close pushes whatever is held.
 ///
 /// A generated body owed behind the output goes in the same writes, as
-/// slices of the shared filler block after what the output holds (one
-/// `writev`, no copy), at most [`GENERATE_BUDGET`] of them per pass.
+/// slices of its source after what the output holds (one `writev`, no
+/// copy), at most [`GENERATE_BUDGET`] of them per pass.
 ///
-/// With the worker's filler file, the body goes by `sendfile` after the
-/// head (sent with MSG_MORE so both share segments): the kernel copies
-/// from its own pages, and this process not at all.
-pub(super) fn flush(
-    stream: &TcpStream,
-    nodelay: &mut bool,
-    out: Outgoing<'_>,
-) -> io::Result<Flushed> {
+/// When its source is a file, the body goes by `sendfile` after the head
+/// (sent with MSG_MORE so both share segments): the kernel copies from
+/// its own pages, and this process not at all.
+pub(super) fn flush(mut socket: Socket<'_>, out: &mut Outgoing<'_>) -> io::Result<Flushed> {
     let mut wrote = false;
-    let mut filler_writes = 0;
-    let Some(buffers) = out.buffers else {
+    let mut generated_writes = 0;
+    let stream = socket.stream;
+    let Some(output) = out.output.as_deref_mut() else {
         return Ok(Flushed::All { wrote });
     };
     loop {
-        let pending = buffers.output.pending();
-        let filler_due = out.session.filler_due(buffers);
-        if pending == 0 && filler_due.is_none() {
+        let pending = output.pending();
+        let generated = out.generated.as_mut().filter(|g| !g.is_done());
+        if pending == 0 && generated.is_none() {
             return Ok(Flushed::All { wrote });
         }
-        let sent = if let Some(remaining) = filler_due {
-            if filler_writes == GENERATE_BUDGET {
+        let sent = if let Some(generated) = generated {
+            if generated_writes == GENERATE_BUDGET {
                 return Ok(Flushed::Yielded);
             }
-            filler_writes += 1;
+            generated_writes += 1;
             // Its writes follow one another: without Nagle, the last
             // short segment need not wait for the previous one's ACK.
-            disable_nagle(stream, nodelay);
-            match out.file {
-                Some(_) if pending > 0 => send_more(stream, buffers.output.unsent()),
-                Some(file) => file.send(stream, remaining),
-                None => {
-                    let mut iov = [IoSlice::new(&[]); 1 + filler::MAX_SLICES];
-                    iov[0] = IoSlice::new(buffers.output.unsent());
-                    let slices = filler::slices(remaining, &mut iov[1..]);
+            socket.disable_nagle();
+            match generated.sends_file() {
+                true if pending > 0 => send_more(stream, output.unsent()),
+                true => generated.send_file(stream),
+                false => {
+                    let mut iov = [IoSlice::new(&[]); 1 + Generated::MAX_SLICES];
+                    iov[0] = IoSlice::new(output.unsent());
+                    let slices = generated.slices(&mut iov[1..]);
                     (&*stream).write_vectored(&iov[..1 + slices])
                 }
             }
         } else if out.closes_next {
-            send_more(stream, buffers.output.unsent())
+            send_more(stream, output.unsent())
         } else {
-            (&*stream).write(buffers.output.unsent())
+            (&*stream).write(output.unsent())
         };
         match sent {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
             Ok(n) => {
                 let from_output = n.min(pending);
-                buffers.output.advance(from_output);
-                if n > from_output {
-                    out.session.filler_sent((n - from_output) as u64, buffers);
+                output.advance(from_output);
+                if let Some(generated) = out.generated.as_mut() {
+                    generated.sent(n - from_output);
                 }
-                *out.moved = true;
+                *socket.moved = true;
                 wrote = true;
             }
             Err(e) if would_block(&e) => return Ok(Flushed::Blocked),

@@ -13,7 +13,7 @@
 //! rustls.
 //!
 //! A flush hands rustls the queued output (and a generated body behind
-//! it, encrypted from the filler block) and sends its records; it works
+//! it, encrypted from its source) and sends its records; it works
 //! without buffers too, as an idle connection may still owe a handshake
 //! message or a ticket.
 
@@ -23,9 +23,7 @@ use std::time::SystemTime;
 
 use mio::net::TcpStream;
 
-use super::{Flushed, Got, Outgoing, WatchEnd, Watched, disable_nagle};
-use crate::app::filler;
-use crate::conn::GENERATE_BUDGET;
+use super::{Flushed, GENERATE_BUDGET, Generated, Got, Outgoing, Socket, WatchEnd, Watched};
 use crate::ctx::{ConnLabel, Ctx};
 use crate::readiness::{interrupted, would_block};
 use crate::tls::plain_http::{self, Opening};
@@ -33,7 +31,7 @@ use crate::tls::{HandshakeFailure, Plain, TlsConn, WatchRead};
 
 /// Plaintext handed to rustls per flush of a generated body before the
 /// connection yields: as much as a plain connection sends in its
-/// [`GENERATE_BUDGET`] writes of the filler.
+/// [`GENERATE_BUDGET`] writes of the body (256 KiB each).
 const GENERATE_BYTES: usize = GENERATE_BUDGET as usize * 256 * 1024;
 
 /// Reads plaintext into `into`, reading TLS records from `stream` as
@@ -120,7 +118,7 @@ pub(super) fn is_refusing(tls: &TlsConn) -> bool {
 fn drop_plain(stream: &mut TcpStream, into: &mut [u8]) -> io::Result<Got> {
     match super::plain::read(stream, into)? {
         Got::Data { short, .. } => Ok(Got::Data { n: 0, short }),
-        Got::Eof => Ok(Got::Eof),
+        other => Ok(other),
     }
 }
 
@@ -137,17 +135,9 @@ pub(super) fn cut(tls: &mut TlsConn, why: HandshakeFailure, ctx: &Ctx<'_>) {
 /// sends its records, until all is sent or the socket is full.
 pub(super) fn flush(
     tls: &mut TlsConn,
-    stream: &TcpStream,
-    nodelay: &mut bool,
-    out: Outgoing<'_>,
+    mut socket: Socket<'_>,
+    out: &mut Outgoing<'_>,
 ) -> io::Result<Flushed> {
-    let Outgoing {
-        mut buffers,
-        session,
-        closes_next,
-        moved,
-        ..
-    } = out;
     let mut wrote = false;
     let mut generated = 0;
     loop {
@@ -155,28 +145,29 @@ pub(super) fn flush(
         // Nothing but the handshake goes out before it completes (no
         // request can have been read, so nothing is queued).
         let handshaking = tls.is_handshaking();
-        if let Some(buffers) = buffers.as_deref_mut().filter(|_| !handshaking) {
-            let pending = buffers.output.pending();
-            let taken = tls.take_plaintext(buffers.output.unsent());
-            buffers.output.advance(taken);
+        if let Some(output) = out.output.as_deref_mut().filter(|_| !handshaking) {
+            let pending = output.pending();
+            let taken = tls.take_plaintext(output.unsent());
+            output.advance(taken);
             owed = taken < pending;
-            if !owed && let Some(remaining) = session.filler_due(buffers) {
+            if let Some(body) = out.generated.as_mut().filter(|g| !owed && !g.is_done()) {
                 if generated >= GENERATE_BYTES {
                     return Ok(Flushed::Yielded);
                 }
-                let mut iov = [IoSlice::new(&[]); filler::MAX_SLICES];
-                let slices = filler::slices(remaining, &mut iov);
+                let mut iov = [IoSlice::new(&[]); Generated::MAX_SLICES];
+                let slices = body.slices(&mut iov);
                 let taken = tls.take_slices(&iov[..slices]);
                 generated += taken;
-                session.filler_sent(taken as u64, buffers);
-                owed = session.filler_due(buffers).is_some();
-                disable_nagle(stream, nodelay);
+                body.sent(taken);
+                owed = !body.is_done();
+                socket.disable_nagle();
             }
         }
         let had_backlog = tls.has_backlog();
-        let sent = tls.send(stream, closes_next && !owed)?;
+        let control = tls.backlog_is_control();
+        let sent = tls.send(socket.stream, out.closes_next && !owed)?;
         if had_backlog {
-            *moved = true;
+            *socket.moved |= !control;
             wrote = true;
         }
         if !sent {
