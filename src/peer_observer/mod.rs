@@ -35,7 +35,7 @@ use crate::config::Settings;
 use crate::observe::{AfterFin, Event, Findings, Observer, WorkerObserver};
 use crate::timers::Micros;
 use clients::{AgentPeers, ClientTables};
-use peers::{LazyBoard, PeerTable, PeersSnapshot};
+use peers::{LazyBoard, Listening, PeerTable, PeersSnapshot};
 
 /// A reuse with less than this left before the server's idle deadline is
 /// a near miss.
@@ -99,6 +99,19 @@ impl PeerObserver {
     pub fn telling_agents_apart(mut self, on: bool) -> Self {
         self.clients =
             on.then(|| ClientTables::new(self.peers.window()).sharing(Arc::clone(&self.lazy)));
+        self
+    }
+
+    /// This observer, judging a request's `Host` against the server's
+    /// `listening` port (a proxy names its upstream there); after the
+    /// other builders.
+    pub fn listening_on(mut self, listening: Listening) -> Self {
+        let window = self.peers.window();
+        let table = std::mem::replace(&mut self.peers, PeerTable::new(window));
+        self.peers = table.listening(Some(listening));
+        self.clients = self
+            .clients
+            .map(|clients| clients.listening(Some(listening)));
         self
     }
 
