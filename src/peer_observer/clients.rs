@@ -71,7 +71,7 @@ impl ClientTables {
     pub fn listening(mut self, listening: Option<Listening>) -> Self {
         self.listening = listening;
         for (_, table) in &mut self.agents {
-            *table = std::mem::replace(table, PeerTable::new(1)).listening(listening);
+            table.set_listening(listening);
         }
         self
     }

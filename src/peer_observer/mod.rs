@@ -106,9 +106,7 @@ impl PeerObserver {
     /// `listening` port (a proxy names its upstream there); after the
     /// other builders.
     pub fn listening_on(mut self, listening: Listening) -> Self {
-        let window = self.peers.window();
-        let table = std::mem::replace(&mut self.peers, PeerTable::new(window));
-        self.peers = table.listening(Some(listening));
+        self.peers.set_listening(Some(listening));
         self.clients = self
             .clients
             .map(|clients| clients.listening(Some(listening)));
@@ -186,6 +184,31 @@ impl Observer for PeerObserver {
 mod tests {
     use super::*;
     use std::net::Ipv4Addr;
+
+    #[test]
+    fn the_listening_port_reaches_every_table_that_judges_a_host() {
+        let listening = Listening::on(8080, false);
+        let mut observer = PeerObserver::new(Arc::default(), 60_000_000)
+            .telling_agents_apart(true)
+            .listening_on(listening);
+        let peer = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        let named = Event::ClientNamed {
+            user_agent: Some(b"curl/8.5.0"),
+            forwarded: false,
+            again: false,
+            minor_version: 1,
+            host: Some(b"backend"),
+        };
+        observer.observe_conn(1, peer, 10, Event::Accepted);
+        observer.observe_conn(1, peer, 10, named);
+        let by_addr = observer.snapshot(20);
+        assert_eq!(by_addr.peers[0].stats.addressing.upstream_named, 1);
+        let by_agent = observer.clients_snapshot(20);
+        assert_eq!(
+            by_agent[0].peers.peers[0].stats.addressing.upstream_named,
+            1
+        );
+    }
 
     #[test]
     fn a_worker_snapshot_carries_the_peers_through_its_findings() {

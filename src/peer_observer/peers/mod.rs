@@ -205,8 +205,13 @@ impl PeerTable {
 
     /// This table, judging its peers' `Host` fields against `listening`.
     pub fn listening(mut self, listening: Option<Listening>) -> Self {
-        self.listening = listening;
+        self.set_listening(listening);
         self
+    }
+
+    /// Judges its peers' `Host` fields against `listening` from now on.
+    pub fn set_listening(&mut self, listening: Option<Listening>) {
+        self.listening = listening;
     }
 
     /// How long the recent window is, µs.
