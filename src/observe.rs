@@ -106,11 +106,16 @@ pub enum Event<'a> {
     /// Its first request's head, or a later one's that named another
     /// `User-Agent` than the request before it (`again`: requests from
     /// several clients on one connection, as a proxy's are): the client's
-    /// `User-Agent` (as sent), and whether a proxy forwarded the request.
+    /// `User-Agent` (as sent), whether a proxy said it forwarded the
+    /// request, and what shows one that does not say so: the request's
+    /// HTTP minor version (nginx speaks 1.0 upstream by default) and its
+    /// `Host` (nginx sends its upstream's name), both as sent.
     ClientNamed {
         user_agent: Option<&'a [u8]>,
         forwarded: bool,
         again: bool,
+        minor_version: u8,
+        host: Option<&'a [u8]>,
     },
     /// A request began on it after it had been idle since a response.
     Reused(Reuse),
@@ -204,6 +209,13 @@ pub enum AfterFin {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn naming_the_host_does_not_make_the_event_larger() {
+        // The serving path passes an event by value per call: the
+        // borrowed Host fits in the room the largest variant takes.
+        assert!(std::mem::size_of::<Event<'_>>() <= 48);
+    }
 
     #[test]
     fn findings_give_back_what_was_shown_and_only_as_its_type() {

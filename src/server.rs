@@ -14,7 +14,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::access_log::AccessLogSink;
 use crate::config::Settings;
-use crate::peer_observer::peers::LazyBoard;
+use crate::peer_observer::peers::{LazyBoard, Listening};
 use crate::peer_observer::{ObserverStats, PeerObserver};
 use crate::shared::{Control, Remote, WorkerShared};
 use crate::stats::Stats;
@@ -72,6 +72,10 @@ impl Server {
         // Where every worker's peer observer pairs a lazy pool's closes with its next
         // connection, which may land on another worker.
         let lazy = Arc::new(LazyBoard::shared());
+        // A request's `Host` is judged against this (a proxy names its
+        // upstream there).
+        let tls = self.settings.tls.is_some();
+        let listening = Listening::on(self.local_addr.port(), tls);
         for (index, listener) in self.listeners.into_iter().enumerate() {
             let poll = Poll::new()?;
             let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
@@ -81,7 +85,8 @@ impl Server {
             let observer =
                 PeerObserver::new(Arc::clone(&shared.observer), self.settings.peers_window_us)
                     .sharing_lazy_board(Arc::clone(&lazy))
-                    .telling_agents_apart(self.settings.clients_by_agent);
+                    .telling_agents_apart(self.settings.clients_by_agent)
+                    .listening_on(listening);
             let worker = Worker::new(
                 index,
                 poll,

@@ -4,10 +4,13 @@
 //! address (127.0.0.2, 127.0.0.3, …): a client's own idle timeout, a client
 //! that races the server's deadline, one that reuses just before it, a
 //! proxy that adds no forwarding header (its clients' User-Agents taking
-//! turns over its connections, or on one), a table that stays bounded
+//! turns over its connections, or on one; real nginx in front of one
+//! client, told by its HTTP/1.0 upstream and its upstream's name as
+//! `Host`), a table that stays bounded
 //! however many addresses connect, and the advised nginx setting checked
 //! by `nginx -t`.
 
+mod probe_fixtures;
 mod support;
 
 use std::io::{self, Read};
@@ -272,8 +275,11 @@ fn a_client_that_reuses_past_the_deadline_sends_late_requests_and_races() {
 #[test]
 fn a_proxy_without_forwarding_headers_is_told_apart_by_user_agents_taking_turns() {
     // As nginx does by default: its clients' User-Agents passed on, no
-    // X-Forwarded-For or Via, its upstream connections from one address.
+    // X-Forwarded-For or Via, its upstream connections from one address,
+    // the server's own address as Host (`proxy_pass http://ADDR;`, which
+    // a client addressing the server directly sends too).
     let fixture = start_with_admin(|c| keep_alive(c, "1s", "0s"));
+    let host = fixture.addr;
     let agents = [
         "python-requests/2.32.3",
         "curl/8.5.0",
@@ -283,7 +289,7 @@ fn a_proxy_without_forwarding_headers_is_told_apart_by_user_agents_taking_turns(
         .iter()
         .map(|agent| {
             let mut client = Client::connect_from(loopback(9), fixture.addr);
-            let head = format!("GET / HTTP/1.1\r\nHost: t\r\nUser-Agent: {agent}\r\n\r\n");
+            let head = format!("GET / HTTP/1.1\r\nHost: {host}\r\nUser-Agent: {agent}\r\n\r\n");
             client.send(head.as_bytes());
             assert_eq!(client.read_response().status, 200);
             client
@@ -292,7 +298,7 @@ fn a_proxy_without_forwarding_headers_is_told_apart_by_user_agents_taking_turns(
     // One pooled connection is reused past the server's 1 s deadline.
     thread::sleep(Duration::from_millis(1100));
     let late = &mut upstream[0];
-    let _ = late.try_send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+    let _ = late.try_send(format!("GET / HTTP/1.1\r\nHost: {host}\r\n\r\n").as_bytes());
     assert_ne!(next_read(late, WITHIN), "data", "answered after the close");
     let entry = peer_when(&fixture, loopback(9), |p| {
         p["late_requests"].as_u64() >= Some(1)
@@ -310,12 +316,86 @@ fn a_proxy_without_forwarding_headers_is_told_apart_by_user_agents_taking_turns(
     }
 }
 
+/// nginx in front of this server (`proxy` as its `location /`, see
+/// `probe_fixtures::nginx_proxy`), one client behind it: one request
+/// through it as python-requests sends it, then the `/peers` entry of
+/// nginx's address once `ready` holds for it. `None`: no nginx, outside CI.
+fn through_nginx(
+    fixture: &AdminFixture,
+    proxy: &str,
+    ready: impl Fn(&Value) -> bool,
+) -> Option<Value> {
+    let nginx = probe_fixtures::nginx_proxy(fixture.addr, proxy)?;
+    let mut client = Client::connect(nginx.addr);
+    let head = format!(
+        "GET / HTTP/1.1\r\nHost: {}\r\nUser-Agent: python-requests/2.32.3\r\n\
+         Accept: */*\r\nConnection: keep-alive\r\n\r\n",
+        nginx.addr
+    );
+    client.send(head.as_bytes());
+    assert_eq!(client.read_response().status, 200);
+    Some(peer_when(fixture, loopback(1), ready))
+}
+
+#[test]
+fn nginx_s_default_http_1_0_upstream_shows_a_proxy_with_one_client_behind_it() {
+    // `proxy_pass http://ADDR;` as it comes: no X-Forwarded-For, one
+    // User-Agent, but HTTP/1.0 (and `Connection: close`), which
+    // python-requests never sends.
+    let fixture = start_with_admin(|c| keep_alive(c, "30s", "0s"));
+    let proxy = format!("proxy_pass http://{};", fixture.addr);
+    let Some(entry) = through_nginx(&fixture, &proxy, |p| p["requests"] == 1) else {
+        return;
+    };
+    assert_eq!(entry["user_agent"], "python-requests/2.32.3", "{entry}");
+    assert_eq!(entry["forwarded"], false, "{entry}");
+    assert_eq!(entry["likely_proxy"], true, "{entry}");
+    let signs = entry["proxy_signs"].as_array().unwrap();
+    assert!(
+        signs.contains(&"http/1.0 from an http/1.1 client".into()),
+        "{entry}"
+    );
+}
+
+#[test]
+fn nginx_pooling_upstream_connections_is_likely_a_proxy_and_its_fix_leads() {
+    // nginx keeping upstream connections alive, as the advice has it do:
+    // HTTP/1.1 with no Connection field, and `Host: backend`, its
+    // upstream block's name, though the server listens on another port.
+    let fixture = start_with_admin(|c| keep_alive(c, "1s", "0s"));
+    let proxy = "proxy_pass http://backend; proxy_http_version 1.1; \
+                 proxy_set_header Connection \"\";";
+    // Once the server has closed nginx's idle connection: the advice.
+    let ready = |p: &Value| p["server_idle_closes"].as_u64() >= Some(1);
+    let Some(entry) = through_nginx(&fixture, proxy, ready) else {
+        return;
+    };
+    assert_eq!(entry["forwarded"], false, "{entry}");
+    assert_eq!(entry["likely_proxy"], true, "{entry}");
+    let signs = entry["proxy_signs"].as_array().unwrap();
+    assert!(
+        signs.contains(&"host is an upstream name".into()),
+        "{entry}"
+    );
+    let advice = entry["advice"].as_str().unwrap();
+    let proxy_fix = advice.find("Likely a proxy").expect(advice);
+    let nginx = advice.find("nginx: keepalive_timeout").expect(advice);
+    let client = advice
+        .find("python-requests cannot be told so")
+        .expect(advice);
+    assert!(
+        proxy_fix < nginx && nginx < client,
+        "nginx's fix leads: {advice}"
+    );
+}
+
 #[test]
 fn one_connection_carrying_two_user_agents_in_turn_is_likely_a_proxy() {
     // A proxy multiplexing its clients' requests onto one pooled upstream
     // connection: two User-Agents take turns on it, with no forwarding
     // header. One client on its own connection is not.
     let fixture = start_with_admin(|c| keep_alive(c, "30s", "0s"));
+    let host = fixture.addr;
     let (proxy, client) = (loopback(10), loopback(11));
     let mut upstream = Client::connect_from(proxy, fixture.addr);
     let mut alone = Client::connect_from(client, fixture.addr);
@@ -324,10 +404,10 @@ fn one_connection_carrying_two_user_agents_in_turn_is_likely_a_proxy() {
         "curl/8.5.0",
         "python-requests/2.32.3",
     ] {
-        let head = format!("GET / HTTP/1.1\r\nHost: t\r\nUser-Agent: {agent}\r\n\r\n");
+        let head = format!("GET / HTTP/1.1\r\nHost: {host}\r\nUser-Agent: {agent}\r\n\r\n");
         upstream.send(head.as_bytes());
         assert_eq!(upstream.read_response().status, 200);
-        let head = "GET / HTTP/1.1\r\nHost: t\r\nUser-Agent: curl/8.5.0\r\n\r\n";
+        let head = format!("GET / HTTP/1.1\r\nHost: {host}\r\nUser-Agent: curl/8.5.0\r\n\r\n");
         alone.send(head.as_bytes());
         assert_eq!(alone.read_response().status, 200);
     }

@@ -1,8 +1,9 @@
 //! What to change, said in one place for `/peers` and the probe: the safe
 //! value as a headline, and the fix in the terms of whoever keeps the pool
 //! (a known client's own setting, a proxy's upstream settings, both when
-//! it is likely a proxy that does not say so, or every client's and
-//! proxy's when the pool's keeper is not known).
+//! it may be a proxy that does not say so: the proxy's first when its
+//! requests show one likely, with equal weight when that cannot be told;
+//! or every client's and proxy's when the pool's keeper is not known).
 
 use super::clients::{self, Client, PROXIES, UNNAMED};
 use super::{PoolLimit, trim};
@@ -16,15 +17,85 @@ pub enum Keeper {
     Unknown,
     /// A client that sent no `User-Agent` (Node's `http.Agent` sends none).
     Unnamed,
-    /// A proxy: its requests carry `Forwarded`, `X-Forwarded-For` or `Via`.
+    /// A proxy: its requests carry `Forwarded`, `Via`, `X-Real-IP` or an
+    /// `X-Forwarded-*` field.
     Proxy,
-    /// Likely a proxy that adds none of those (nginx by default), else
-    /// several clients behind one address: its connections named several
-    /// clients (User-Agents taking turns, or some named one and some
-    /// none). The client the latest names, if known.
-    ProxyOrClients(Option<&'static Client>),
+    /// Likely a proxy that adds none of those (nginx by default): its
+    /// requests show one ([`Sign`]); the fix is the proxy's first, then
+    /// the client's, should there be none.
+    ProxyLikely(Sign, Alone),
+    /// A proxy that adds none of those, or not ([`Sign`]): which cannot
+    /// be told, and both fixes carry equal weight.
+    ProxyOrClients(Sign, Alone),
     /// Any pool in front of the server (the probe's advice).
     Anyone,
+}
+
+/// Who keeps the pool should no proxy relay the requests: the client as
+/// its `User-Agent` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Alone {
+    Client(&'static Client),
+    Unknown,
+    Unnamed,
+}
+
+impl Alone {
+    /// The keeper it is, alone.
+    pub fn keeper(self) -> Keeper {
+        match self {
+            Alone::Client(client) => Keeper::Client(client),
+            Alone::Unknown => Keeper::Unknown,
+            Alone::Unnamed => Keeper::Unnamed,
+        }
+    }
+}
+
+/// What a peer's requests show of a proxy that adds no forwarding header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sign {
+    /// HTTP/1.0 requests naming a client that speaks HTTP/1.1: nginx's
+    /// default upstream version (a proxy is likely).
+    Downgraded,
+    /// A `Host` of one name and no port on another port than the
+    /// default: an upstream's name, nginx's `$proxy_host` (likely).
+    UpstreamName,
+    /// Several User-Agents taking turns on its connections, or some named
+    /// one and some none: a proxy, or several clients behind one address.
+    AgentsTakeTurns,
+    /// A `Host` naming another port or place than the one reached: a
+    /// proxy passing its client's `Host` on, or a port mapping.
+    HostElsewhere,
+}
+
+impl Sign {
+    /// What was seen, and what it means.
+    fn words(self) -> &'static str {
+        match self {
+            Sign::Downgraded => {
+                "its requests came as HTTP/1.0 while naming a client that speaks HTTP/1.1, as \
+                 nginx sends them upstream by default (unless proxy_http_version 1.1)"
+            }
+            Sign::UpstreamName => {
+                "their Host named one name and no port, though they reached another port than \
+                 the default, as nginx sends the name in its proxy_pass (an upstream block's) and \
+                 no client library drops the port of its URL"
+            }
+            Sign::AgentsTakeTurns => {
+                "This address's connections named several clients (User-Agents taking turns, or \
+                 some named one and some none), with no Forwarded, X-Forwarded-For or Via: \
+                 likely a proxy that adds none (nginx and HAProxy add none by default), else \
+                 several clients behind one address."
+            }
+            Sign::HostElsewhere => {
+                "Their Host named another port or place than the one they reached, with no \
+                 Forwarded, X-Forwarded-For or Via: a proxy that passes its clients' Host on and \
+                 adds none (nginx with proxy_set_header Host $host), or a port mapping in front \
+                 (a Kubernetes Service, docker -p) that relays each client's own connection; \
+                 which, cannot be told from here."
+            }
+        }
+    }
 }
 
 /// The headline: what a pool in front should do with idle connections,
@@ -66,21 +137,21 @@ pub fn fix(limit: PoolLimit, keeper: Keeper) -> String {
             keep(safe, "upstream connections"),
             settings(PROXIES.iter(), safe)
         ),
-        Keeper::ProxyOrClients(client) => {
-            let clients = match client {
-                Some(client) => fix(limit, Keeper::Client(client)),
-                None => fix(limit, Keeper::Unknown),
-            };
-            format!(
-                "This address's connections named several clients (User-Agents taking turns, \
-                 or some named one and some none), with no Forwarded, X-Forwarded-For or Via: \
-                 likely a proxy that adds none (nginx and HAProxy add none by default), else \
-                 several clients behind one address. If a proxy, {} ({}). If the clients: \
-                 {clients}",
-                keep(safe, "upstream connections"),
-                settings(PROXIES.iter(), safe)
-            )
-        }
+        Keeper::ProxyLikely(sign, alone) => format!(
+            "Likely a proxy that adds no Forwarded, X-Forwarded-For or Via: {}. The fix is the \
+             proxy's: {} ({}). Only if no proxy relays these requests, the client's: {}",
+            sign.words(),
+            keep(safe, "upstream connections"),
+            settings(silent_proxies(), safe),
+            fix(limit, alone.keeper())
+        ),
+        Keeper::ProxyOrClients(sign, alone) => format!(
+            "{} If a proxy, {} ({}). If the clients: {}",
+            sign.words(),
+            keep(safe, "upstream connections"),
+            settings(PROXIES.iter(), safe),
+            fix(limit, alone.keeper())
+        ),
         Keeper::Client(client) if safe == 0 => format!(
             "Have {} keep no idle connections: {}.",
             client.name,
@@ -131,7 +202,9 @@ pub fn unless_a_proxy(limit: PoolLimit, keeper: Keeper) -> Option<String> {
             keep(safe, "upstream connections"),
             settings(silent_proxies(), safe)
         )),
-        Keeper::Proxy | Keeper::ProxyOrClients(_) | Keeper::Anyone => None,
+        Keeper::Proxy | Keeper::ProxyLikely(..) | Keeper::ProxyOrClients(..) | Keeper::Anyone => {
+            None
+        }
     }
 }
 
@@ -195,8 +268,9 @@ mod tests {
         }
         assert!(text.contains("keepAliveTimeout: 1900"), "{text}");
         assert!(!text.contains("this client's pool idle timeout"), "{text}");
-        let go = Some(go);
-        let text = fix(PoolLimit::AtMost(1900), Keeper::ProxyOrClients(go));
+        let go = Alone::Client(go);
+        let turns = Keeper::ProxyOrClients(Sign::AgentsTakeTurns, go);
+        let text = fix(PoolLimit::AtMost(1900), turns);
         for words in [
             "likely a proxy",
             "keepalive_timeout 1900ms",
@@ -213,6 +287,40 @@ mod tests {
         assert_eq!(unless_a_proxy(PoolLimit::AtMost(1900), Keeper::Proxy), None);
         let text = fix(PoolLimit::Unknown, Keeper::Anyone);
         assert!(text.contains("retry"), "{text}");
+    }
+
+    #[test]
+    fn a_likely_proxy_is_told_the_proxy_s_fix_first_and_the_client_s_after() {
+        let requests = Alone::Client(clients::recognise("python-requests/2.32.3").unwrap());
+        let limit = PoolLimit::AtMost(1900);
+        for sign in [Sign::Downgraded, Sign::UpstreamName] {
+            let text = fix(limit, Keeper::ProxyLikely(sign, requests));
+            assert!(text.starts_with("Likely a proxy"), "{text}");
+            let nginx = text.find("nginx: keepalive_timeout 1900ms").expect(&text);
+            let client = text.find("Retry").expect(&text);
+            assert!(nginx < client, "the proxy's fix leads: {text}");
+            assert!(text.contains("Only if no proxy relays"), "{text}");
+            assert_eq!(
+                unless_a_proxy(limit, Keeper::ProxyLikely(sign, requests)),
+                None
+            );
+        }
+        // Cannot be told: both, each under its own "If".
+        let text = fix(limit, Keeper::ProxyOrClients(Sign::HostElsewhere, requests));
+        for words in [
+            "cannot be told",
+            "If a proxy, ",
+            "If the clients: ",
+            "Retry",
+        ] {
+            assert!(text.contains(words), "{words:?} not in {text}");
+        }
+        // No User-Agent: the clients' fix is the unnamed pools'.
+        let text = fix(
+            limit,
+            Keeper::ProxyLikely(Sign::UpstreamName, Alone::Unnamed),
+        );
+        assert!(text.contains("freeSocketTimeout: 1900"), "{text}");
     }
 
     #[test]

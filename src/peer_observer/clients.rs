@@ -20,7 +20,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use super::peers::{AGENT_BYTES, LazyBoard, PeerTable, PeersSnapshot};
+use super::peers::{AGENT_BYTES, LazyBoard, Listening, PeerTable, PeersSnapshot};
 use crate::observe::{AfterFin, Closer, Event};
 use crate::timers::Micros;
 
@@ -42,6 +42,8 @@ pub struct ClientTables {
     window: Micros,
     /// Where the tables pair lazy closes, each agent under keys of its own.
     lazy: Arc<LazyBoard>,
+    /// Where the server listens (see [`PeerTable::listening`]).
+    listening: Option<Listening>,
 }
 
 /// One User-Agent's peers, as a worker reports them.
@@ -61,7 +63,17 @@ impl ClientTables {
             conns: BTreeMap::new(),
             window,
             lazy: Arc::new(LazyBoard::local()),
+            listening: None,
         }
+    }
+
+    /// These tables, judging `Host` fields against `listening`.
+    pub fn listening(mut self, listening: Option<Listening>) -> Self {
+        self.listening = listening;
+        for (_, table) in &mut self.agents {
+            table.set_listening(listening);
+        }
+        self
     }
 
     /// These tables, pairing lazy closes on `lazy` (every worker's).
@@ -139,7 +151,8 @@ impl ClientTables {
         // Salted apart from the address-only table's keys and each other's.
         let mut salt = DefaultHasher::new();
         (b"agent", agent).hash(&mut salt);
-        let table = PeerTable::sharing(self.window, Arc::clone(&self.lazy), salt.finish());
+        let table = PeerTable::sharing(self.window, Arc::clone(&self.lazy), salt.finish())
+            .listening(self.listening);
         self.agents.push((agent.to_vec(), table));
         self.agents.len() - 1
     }
@@ -157,6 +170,8 @@ mod tests {
             user_agent: Some(agent.as_bytes()),
             forwarded: false,
             again: false,
+            minor_version: 1,
+            host: None,
         }
     }
 

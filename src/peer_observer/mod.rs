@@ -35,7 +35,7 @@ use crate::config::Settings;
 use crate::observe::{AfterFin, Event, Findings, Observer, WorkerObserver};
 use crate::timers::Micros;
 use clients::{AgentPeers, ClientTables};
-use peers::{LazyBoard, PeerTable, PeersSnapshot};
+use peers::{LazyBoard, Listening, PeerTable, PeersSnapshot};
 
 /// A reuse with less than this left before the server's idle deadline is
 /// a near miss.
@@ -99,6 +99,17 @@ impl PeerObserver {
     pub fn telling_agents_apart(mut self, on: bool) -> Self {
         self.clients =
             on.then(|| ClientTables::new(self.peers.window()).sharing(Arc::clone(&self.lazy)));
+        self
+    }
+
+    /// This observer, judging a request's `Host` against the server's
+    /// `listening` port (a proxy names its upstream there); after the
+    /// other builders.
+    pub fn listening_on(mut self, listening: Listening) -> Self {
+        self.peers.set_listening(Some(listening));
+        self.clients = self
+            .clients
+            .map(|clients| clients.listening(Some(listening)));
         self
     }
 
@@ -173,6 +184,31 @@ impl Observer for PeerObserver {
 mod tests {
     use super::*;
     use std::net::Ipv4Addr;
+
+    #[test]
+    fn the_listening_port_reaches_every_table_that_judges_a_host() {
+        let listening = Listening::on(8080, false);
+        let mut observer = PeerObserver::new(Arc::default(), 60_000_000)
+            .telling_agents_apart(true)
+            .listening_on(listening);
+        let peer = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        let named = Event::ClientNamed {
+            user_agent: Some(b"curl/8.5.0"),
+            forwarded: false,
+            again: false,
+            minor_version: 1,
+            host: Some(b"backend"),
+        };
+        observer.observe_conn(1, peer, 10, Event::Accepted);
+        observer.observe_conn(1, peer, 10, named);
+        let by_addr = observer.snapshot(20);
+        assert_eq!(by_addr.peers[0].stats.addressing.upstream_named, 1);
+        let by_agent = observer.clients_snapshot(20);
+        assert_eq!(
+            by_agent[0].peers.peers[0].stats.addressing.upstream_named,
+            1
+        );
+    }
 
     #[test]
     fn a_worker_snapshot_carries_the_peers_through_its_findings() {

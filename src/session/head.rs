@@ -49,6 +49,8 @@ impl Session {
                         user_agent: head.user_agent,
                         forwarded: head.forwarded,
                         again: self.received_any,
+                        minor_version: head.minor_version,
+                        host: head.host,
                     });
                 }
                 let body = (head.framing, head.expect_continue);

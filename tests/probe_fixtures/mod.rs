@@ -160,6 +160,22 @@ fn wait_listening(addr: SocketAddr, child: &mut Child, what: &str) {
 /// `keepalive_timeout 3s 2s;`), one process, everything under a temporary
 /// prefix.
 pub fn nginx(keepalive: &str) -> Option<External> {
+    nginx_with(keepalive, "return 200 \"hello\\n\";")
+}
+
+/// nginx as a reverse proxy in front of `upstream` with its default
+/// headers (no `X-Forwarded-For`, its clients' `User-Agent` passed on):
+/// `location /` takes `proxy` (e.g. `proxy_pass http://127.0.0.1:PORT;`),
+/// and `backend` names `upstream` in an `upstream` block with
+/// `keepalive 8` (`proxy_pass http://backend;` pools its connections).
+pub fn nginx_proxy(upstream: SocketAddr, proxy: &str) -> Option<External> {
+    let upstream_block = format!("upstream backend {{ server {upstream}; keepalive 8; }}");
+    nginx_with(&upstream_block, proxy)
+}
+
+/// nginx with `http_lines` in its `http` block and `location` as its one
+/// server's `location /`.
+fn nginx_with(http_lines: &str, location: &str) -> Option<External> {
     let bin = require("nginx", &["nginx", "/usr/sbin/nginx"])?;
     let port = free_port();
     let dir = std::env::temp_dir().join(format!("kas-probe-nginx-{}-{port}", std::process::id()));
@@ -175,8 +191,8 @@ pub fn nginx(keepalive: &str) -> Option<External> {
            access_log off;\n\
            client_body_temp_path {d}/body; proxy_temp_path {d}/proxy;\n\
            fastcgi_temp_path {d}/fastcgi; uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;\n\
-           {keepalive}\n\
-           server {{ listen 127.0.0.1:{port}; location / {{ return 200 \"hello\\n\"; }} }}\n\
+           {http_lines}\n\
+           server {{ listen 127.0.0.1:{port}; location / {{ {location} }} }}\n\
          }}\n"
     );
     std::fs::write(dir.join("nginx.conf"), conf).expect("write nginx.conf");

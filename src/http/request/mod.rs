@@ -75,8 +75,11 @@ pub struct RequestHead<'a> {
     pub expect_continue: bool,
     /// The `User-Agent` field's value, as sent (the last one).
     pub user_agent: Option<&'a [u8]>,
-    /// A proxy forwarded the request (`Forwarded`, `X-Forwarded-For` or
-    /// `Via` was sent).
+    /// The `Host` field's value, trimmed (the last one): the address the
+    /// client says it reached, which a proxy rewrites to its upstream's.
+    pub host: Option<&'a [u8]>,
+    /// A proxy forwarded the request (`Forwarded`, `Via`, `X-Real-IP` or
+    /// an `X-Forwarded-*` field was sent).
     pub forwarded: bool,
 }
 
@@ -235,6 +238,7 @@ fn parse_into<'b>(
             keep_alive: fields.keep_alive,
             expect_continue: fields.expect_continue,
             user_agent: fields.user_agent,
+            host: fields.host,
             forwarded: fields.forwarded,
         },
         head_len,
@@ -255,6 +259,7 @@ struct HeaderFields<'a> {
     keep_alive: bool,
     expect_continue: bool,
     user_agent: Option<&'a [u8]>,
+    host: Option<&'a [u8]>,
     forwarded: bool,
 }
 
@@ -266,9 +271,11 @@ impl<'a> HeaderFields<'a> {
             let value = header.value;
             if name.eq_ignore_ascii_case("host") {
                 fields.hosts += 1;
-                if !is_host_value(trim(value)) {
+                let host = trim(value);
+                if !is_host_value(host) {
                     return Err(RequestError::Malformed("invalid Host"));
                 }
+                fields.host = Some(host);
             } else if name.eq_ignore_ascii_case("content-length") {
                 fields.add_content_length(value)?;
             } else if name.eq_ignore_ascii_case("transfer-encoding") {
@@ -287,10 +294,7 @@ impl<'a> HeaderFields<'a> {
                 }
             } else if name.eq_ignore_ascii_case("user-agent") {
                 fields.user_agent = Some(trim(value));
-            } else if name.eq_ignore_ascii_case("x-forwarded-for")
-                || name.eq_ignore_ascii_case("forwarded")
-                || name.eq_ignore_ascii_case("via")
-            {
+            } else if names_a_forwarding_field(name) {
                 fields.forwarded = true;
             }
         }
@@ -375,6 +379,19 @@ fn parse_length(item: &[u8]) -> Result<u64, RequestError> {
             .and_then(|acc| acc.checked_add(u64::from(digit - b'0')))
             .ok_or(RequestError::BodyTooLarge)
     })
+}
+
+/// Whether a field named `name` is one a proxy adds to say it forwarded
+/// the request: `Forwarded`, `Via`, `X-Real-IP` (nginx configurations set
+/// it) or any `X-Forwarded-*` (`-For`, `-Proto`, `-Host`).
+fn names_a_forwarding_field(name: &str) -> bool {
+    const X_FORWARDED: &str = "x-forwarded-";
+    name.eq_ignore_ascii_case("forwarded")
+        || name.eq_ignore_ascii_case("via")
+        || name.eq_ignore_ascii_case("x-real-ip")
+        || name
+            .get(..X_FORWARDED.len())
+            .is_some_and(|start| start.eq_ignore_ascii_case(X_FORWARDED))
 }
 
 /// The comma-separated items of a field value, trimmed, empty ones skipped.

@@ -365,3 +365,24 @@ fn bad_header_syntax_is_400() {
     let folded = "GET / HTTP/1.1\r\nHost: a\r\nX: a\r\n b\r\n\r\n";
     assert!(matches!(parse(folded), Err(RequestError::Malformed(_))));
 }
+
+#[test]
+fn the_host_and_the_signs_of_a_proxy_are_kept_for_the_observer() {
+    let direct = head("GET / HTTP/1.1\r\nHost:  backend \r\nUser-Agent: curl/8\r\n\r\n");
+    assert_eq!(direct.host, Some(&b"backend"[..]));
+    assert!(!direct.forwarded);
+    assert_eq!(head("GET / HTTP/1.0\r\n\r\n").host, None);
+    for field in [
+        "X-Forwarded-For: 10.0.0.1",
+        "x-forwarded-proto: https",
+        "X-Forwarded-Host: example.com",
+        "Forwarded: for=10.0.0.1",
+        "Via: 1.1 proxy",
+        "X-Real-IP: 10.0.0.1",
+    ] {
+        let text = format!("GET / HTTP/1.1\r\nHost: a\r\n{field}\r\n\r\n");
+        assert!(head(&text).forwarded, "{field}");
+    }
+    let text = "GET / HTTP/1.1\r\nHost: a\r\nX-Forwarded: no\r\nX-Real: no\r\n\r\n";
+    assert!(!head(text).forwarded);
+}

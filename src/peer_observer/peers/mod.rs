@@ -18,10 +18,12 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
+mod addressing;
 mod lazy;
 mod recent;
 mod samples;
 
+pub use addressing::{Addressing, HostShape, Listening};
 pub use lazy::LazyBoard;
 pub use recent::{Recent, Terms};
 pub use samples::{AgeSamples, Agents};
@@ -32,10 +34,12 @@ use crate::observe::{AfterFin, Closer, Event, IdleEnd, Reuse};
 use crate::timers::Micros;
 use recent::{Count, Stretch, Window};
 
-/// Where in the window an event falls: its stretch.
+/// Where in the window an event falls (its stretch), and where the server
+/// listens.
 #[derive(Debug, Clone, Copy)]
 struct Moment {
     stretch: Stretch,
+    listening: Option<Listening>,
 }
 
 /// Addresses a worker keeps apart; the rest are summed as "other".
@@ -111,6 +115,9 @@ pub struct PeerStats {
     pub agents: Agents,
     /// Some of its requests came through a proxy.
     pub forwarded: bool,
+    /// How its connections' first requests were addressed: the signs of
+    /// a proxy that does not say so.
+    pub addressing: Addressing,
 }
 
 impl PeerStats {
@@ -134,6 +141,7 @@ impl PeerStats {
         }
         self.agents.merge(&other.agents);
         self.forwarded |= other.forwarded;
+        self.addressing.merge(&other.addressing);
     }
 }
 
@@ -166,6 +174,9 @@ pub struct PeerTable {
     /// Mixed into this table's keys on the board (the guard's tables, one
     /// per User-Agent, share it).
     lazy_salt: u64,
+    /// Where the server listens, against which a request's `Host` is
+    /// judged (`None`: not known, and not judged).
+    listening: Option<Listening>,
 }
 
 impl PeerTable {
@@ -188,7 +199,19 @@ impl PeerTable {
             width: (window / BUCKETS as u64).max(1),
             stretch: Stretch::of(0, 1),
             last_found: None,
+            listening: None,
         }
+    }
+
+    /// This table, judging its peers' `Host` fields against `listening`.
+    pub fn listening(mut self, listening: Option<Listening>) -> Self {
+        self.set_listening(listening);
+        self
+    }
+
+    /// Judges its peers' `Host` fields against `listening` from now on.
+    pub fn set_listening(&mut self, listening: Option<Listening>) {
+        self.listening = listening;
     }
 
     /// How long the recent window is, µs.
@@ -227,9 +250,13 @@ impl PeerTable {
             board: &self.lazy,
             key: addr_bits(addr) ^ self.lazy_salt,
         };
+        let at = Moment {
+            stretch,
+            listening: self.listening,
+        };
         let entry = &mut self.entries[i];
         entry.last_seen = entry.last_seen.max(now);
-        entry.record(now, Moment { stretch }, lazy, event);
+        entry.record(now, at, lazy, event);
     }
 
     /// The table as the admin view shows it: each peer with how long ago
@@ -325,9 +352,15 @@ impl Entry {
                 user_agent,
                 forwarded,
                 again,
+                minor_version,
+                host,
             } => {
                 stats.agents.note(user_agent, again);
                 stats.forwarded |= forwarded;
+                if !again {
+                    let named = user_agent.is_some();
+                    (stats.addressing).note(minor_version, named, host, at.listening);
+                }
             }
             Event::ResponsesDone(n) => stats.requests += u64::from(n),
             Event::Reused(reuse) => {

@@ -219,6 +219,8 @@ fn user_agents_keep_the_latest_distinct_ones() {
             user_agent: Some(agent),
             forwarded: false,
             again: false,
+            minor_version: 1,
+            host: None,
         };
         table.record(ip(2), 1, &named);
     }
@@ -229,6 +231,8 @@ fn user_agents_keep_the_latest_distinct_ones() {
         user_agent: Some(&long),
         forwarded: true,
         again: false,
+        minor_version: 1,
+        host: None,
     };
     table.record(ip(2), 3, &named);
     let stats = &table.snapshot(4).peers[0].stats;
@@ -350,6 +354,8 @@ fn clients_taking_turns_on_one_address_are_told_from_an_upgrade() {
             user_agent: Some(agent),
             forwarded: false,
             again: false,
+            minor_version: 1,
+            host: None,
         };
         table.record(ip(n), 1, &named);
     };
@@ -371,6 +377,8 @@ fn clients_taking_turns_on_one_address_are_told_from_an_upgrade() {
         user_agent: None,
         forwarded: false,
         again: false,
+        minor_version: 1,
+        host: None,
     };
     for _ in 0..3 {
         table.record(ip(4), 1, &unnamed);
@@ -394,6 +402,8 @@ fn two_user_agents_on_one_connection_are_several_clients() {
         user_agent: Some(agent),
         forwarded: false,
         again,
+        minor_version: 1,
+        host: None,
     };
     // One connection: its first request from one client, a later one
     // from another (once: no turns taken across connections).

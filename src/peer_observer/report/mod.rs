@@ -34,18 +34,18 @@
 //! the round trip the kernel measured on its connections; it names the
 //! client's own setting where its `User-Agent` says which client it is
 //! ([`crate::advice::clients`]), the proxies' where its requests say a
-//! proxy forwarded them, and both where the peer is likely a proxy that
-//! does not say so (several clients named on its connections, see
-//! [`crate::peer_observer::peers::Agents::take_turns`]). The words are
-//! [`crate::advice::fix`]'s.
+//! proxy forwarded them, and both where the peer may be a proxy that does
+//! not say so: the proxy's first where its requests show one likely, with
+//! equal weight where that cannot be told (`proxy` weighs the signs).
+//! The words are [`crate::advice::fix`]'s.
 
 use serde::Serialize;
 
+mod proxy;
 mod verdict;
 
 use super::peers::{PeerStats, PeersSnapshot, Recent, Terms};
-use crate::advice::clients::{self, Client};
-use crate::advice::fix::Keeper;
+use crate::advice::clients;
 use verdict::{OwnTimeout, judge};
 
 /// Close ages below this are not idle timeouts.
@@ -163,10 +163,15 @@ pub struct PeerView {
     pub client: Option<&'static str>,
     /// Some requests came through a proxy.
     pub forwarded: bool,
-    /// Likely a proxy that adds no forwarding header, or several clients
-    /// behind one address: its connections named several clients
-    /// (User-Agents taking turns, or some named one and some none).
+    /// Likely a proxy that adds no forwarding header, or possibly one:
+    /// some sign in `proxy_signs` was seen (not for "other").
     pub likely_proxy: bool,
+    /// What its requests showed of a proxy that does not say so, the
+    /// weightiest first: "http/1.0 from an http/1.1 client" and "host is an
+    /// upstream name" make one likely (its fix leads the advice); "user-agents
+    /// take turns" and "host names another port or place" leave it open
+    /// (both fixes, equal weight).
+    pub proxy_signs: Vec<&'static str>,
     /// The longest round trip the kernel measured on its connections in
     /// the window.
     pub round_trip_ms: Option<f64>,
@@ -246,8 +251,11 @@ impl PeerView {
             estimate_ms: estimate,
             lazy,
         };
-        let likely_proxy = !seen.folded && !stats.forwarded && stats.agents.take_turns();
-        let keeper = keeper(stats, client, likely_proxy);
+        let signs = match seen.folded || stats.forwarded {
+            true => Vec::new(),
+            false => proxy::signs(stats, client),
+        };
+        let keeper = proxy::keeper(stats, client, &signs, seen.folded);
         let judgement = judge(seen, own, terms, keeper, server);
         let ms = |us: Option<u64>| us.map(|us| (us as f64 / 100.0).round() / 10.0);
         let gaps = &stats.reuse_gaps;
@@ -281,7 +289,8 @@ impl PeerView {
             user_agents: agents,
             client: client.map(|c| c.name),
             forwarded: stats.forwarded,
-            likely_proxy,
+            likely_proxy: !signs.is_empty(),
+            proxy_signs: signs.into_iter().map(proxy::sign_name).collect(),
             round_trip_ms: recent.round_trip_us.map(|us| f64::from(us) / 1000.0),
             judged_idle_timeout_ms: terms.idle_timeout_ms,
             recent: RecentView::from(recent),
@@ -289,20 +298,6 @@ impl PeerView {
             safe_pool_idle_timeout_ms: judgement.safe_ms,
             advice: judgement.advice,
         }
-    }
-}
-
-/// Who keeps the pool the advice is for: a proxy when its requests say
-/// so, a proxy or the clients when they likely come through one that does
-/// not, else the client its `User-Agent` names, if any (or none, if it
-/// sent none).
-fn keeper(stats: &PeerStats, client: Option<&'static Client>, likely_proxy: bool) -> Keeper {
-    match client {
-        _ if stats.forwarded => Keeper::Proxy,
-        client if likely_proxy => Keeper::ProxyOrClients(client),
-        Some(client) => Keeper::Client(client),
-        None if stats.agents.texts().next().is_none() => Keeper::Unnamed,
-        None => Keeper::Unknown,
     }
 }
 

@@ -74,6 +74,8 @@ fn named(agent: &'static str) -> Event<'static> {
         user_agent: Some(agent.as_bytes()),
         forwarded: false,
         again: false,
+        minor_version: 1,
+        host: None,
     }
 }
 
@@ -291,6 +293,8 @@ fn advice_names_the_clients_own_setting() {
         user_agent: Some(b"Mozilla/5.0"),
         forwarded: true,
         again: false,
+        minor_version: 1,
+        host: None,
     };
     let view = view_of(&[proxied, late(5000, 2000)]);
     assert!(
