@@ -219,6 +219,19 @@ impl Service {
     }
 }
 
+impl Service {
+    /// What a check shorter than the server's close passes can miss, for
+    /// a server known to close idle connections in passes far apart.
+    pub fn passes(self) -> Option<&'static str> {
+        (self == Service::Waitress).then_some(
+            "waitress closes idle connections in passes every cleanup_interval (30 s by \
+             default), anywhere from channel_timeout to a pass later: a check shorter than a \
+             pass can miss its earliest close, so see that channel_timeout itself is above the \
+             balancer's timeout.",
+        )
+    }
+}
+
 /// Every row at `seconds`, "name: setting" each, for a service that could
 /// not be told.
 pub fn every_setting(seconds: u64) -> String {

@@ -210,8 +210,11 @@ fn words(hop: &LbHop, front: Front, service: Option<Service>) -> String {
     match hop.verdict {
         Verdict::Ok => format!(
             "{who} {behind}: ok, no idle connection closed within {} (the balancer's timeout \
-             plus a {margin} margin).{advertised}",
-            seconds(front.threshold())
+             plus a {margin} margin).{advertised}{}",
+            seconds(front.threshold()),
+            service
+                .and_then(Service::passes)
+                .map_or(String::new(), |passes| format!(" {passes}"))
         ),
         Verdict::NoKeepAlive => format!(
             "{who} {behind}: it closes every connection after its response, so nothing is \
@@ -219,8 +222,9 @@ fn words(hop: &LbHop, front: Front, service: Option<Service>) -> String {
         ),
         Verdict::ClosesFirst => format!(
             "{who} {behind}: closes first. It closed an idle connection after {:.1} s, {:.1} s \
-             before the balancer's timeout plus a {margin} margin ({}): the balancer can reuse a \
-             connection just as the service closes it, and answer 502.{advertised} {change}",
+             short of the {} it must keep (the balancer's {lb} plus a {margin} margin): the \
+             balancer can reuse a connection just as the service closes it, and answer \
+             502.{advertised} {change}",
             hop.service_closed_after_ms.unwrap_or(0.0) / 1e3,
             hop.short_by_ms.unwrap_or(0.0) / 1e3,
             seconds(front.threshold())
@@ -332,6 +336,17 @@ mod tests {
         assert_eq!(later.short_by_ms, None);
         let none = judge(front(1000), false, Some(&closes_at(1.0)), &Head::default());
         assert_eq!(none.verdict, Verdict::NoKeepAlive);
+        let waitress = Head {
+            server: Some("waitress".into()),
+            ..Head::default()
+        };
+        let passes = judge(front(1000), true, None, &waitress);
+        assert_eq!(passes.verdict, Verdict::Ok);
+        assert!(
+            passes.advice.contains("cleanup_interval"),
+            "{}",
+            passes.advice
+        );
     }
 
     #[test]

@@ -224,10 +224,10 @@ impl Report {
         self.text_passes(&mut s);
         self.text_requests(&mut s);
         self.text_sweep(&mut s);
-        self.text_advice(&mut s);
         if let Some(hop) = &self.lb_hop {
             s.push_str(&labelled("lb hop:", &hop.advice));
         }
+        self.text_advice(&mut s);
         s
     }
 
@@ -496,7 +496,9 @@ impl Report {
         if let Some(warning) = &self.advice.warning {
             s.push_str(&labelled("warning:", warning));
         }
-        if let Some(safe) = self.advice.limit.ms() {
+        // The other hop's check asks about the service, not its clients:
+        // the clients' table would bury the answer.
+        if let Some(safe) = self.advice.limit.ms().filter(|_| self.lb_hop.is_none()) {
             s.push_str("in a pool in front, that is:\n");
             s.push_str(&fix::table(safe));
             s.push('\n');
