@@ -199,7 +199,7 @@ fn a_preset_names_its_source_and_the_explicit_duration_wins() {
     assert!(status.success());
     for source in [
         "Edit attributes for your Application Load Balancer",
-        "Request distribution for external Application Load",
+        "Request distribution for external",
         "ngx_http_upstream_module",
     ] {
         assert!(help.contains(source), "{help}");

@@ -16,14 +16,7 @@ reached or misbehaved (refused, not HTTP, a TLS failure, no complete response wi
 --timeout), 2 a usage error (a bad URL, scheme or port; --cacert or --insecure with http://). \
 With --lb-idle-timeout or --lb: 0 when the service kept every idle connection past the \
 balancer's timeout plus the margin, 1 when it closed one sooner (by how much, and the setting \
-to change, on stderr).
-
-Presets (--lb), each the documented idle timeout of a front for its backends:
-  aws-alb  60 s: AWS ELB docs, \"Edit attributes for your Application Load Balancer\", Connection
-           idle timeout (default 60 s; the application's idle timeout should be larger)
-  gcp      600 s: Google Cloud docs, \"Request distribution for external Application Load
-           Balancers\" (the global external ALB's backend keepalive timeout, 600 s, fixed)
-  nginx    60 s: nginx docs, ngx_http_upstream_module, keepalive_timeout (default 60s)";
+to change, on stderr).";
 
 /// The request method the probe sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -121,7 +114,7 @@ pub struct ProbeArgs {
     #[arg(long, value_name = "DURATION", value_parser = positive_duration)]
     pub lb_idle_timeout: Option<Duration>,
 
-    /// The other hop, by a preset's documented idle timeout (see below).
+    /// The other hop, by a front's documented idle timeout for its backends (its source below).
     #[arg(long, value_enum, value_name = "PRESET")]
     pub lb: Option<Preset>,
 

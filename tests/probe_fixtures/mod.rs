@@ -1,5 +1,5 @@
-//! Servers for the probe tests, each on a loopback port of its own: nginx
-//! and Node's http server run as child processes (killed when dropped;
+//! Servers for the probe tests, each on a loopback port of its own: nginx,
+//! Node's http server and uvicorn run as child processes (killed when dropped;
 //! nginx with a temporary prefix, config and error log, in one process),
 //! and small fixtures written here: a server that closes idle connections
 //! with a reset, one that closes them in periodic passes (on a grid, as
