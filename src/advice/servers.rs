@@ -36,11 +36,12 @@ pub enum Service {
     Nginx,
     Apache,
     Caddy,
+    Lighttpd,
     KeepaliveServer,
 }
 
 /// Every row, in the order the list gives them.
-pub const ALL: [Service; 12] = [
+pub const ALL: [Service; 13] = [
     Service::Node,
     Service::Uvicorn,
     Service::Gunicorn,
@@ -52,12 +53,13 @@ pub const ALL: [Service; 12] = [
     Service::Nginx,
     Service::Apache,
     Service::Caddy,
+    Service::Lighttpd,
     Service::KeepaliveServer,
 ];
 
 /// `Server` field prefixes (lower case) and whose they are; the first
 /// match wins, so Tomcat's `Apache-Coyote` comes before Apache's.
-const SERVER_FIELDS: [(&str, Service); 13] = [
+const SERVER_FIELDS: [(&str, Service); 14] = [
     ("keepalive-server", Service::KeepaliveServer),
     ("uvicorn", Service::Uvicorn),
     ("gunicorn", Service::Gunicorn),
@@ -70,6 +72,7 @@ const SERVER_FIELDS: [(&str, Service); 13] = [
     ("openresty", Service::Nginx),
     ("apache", Service::Apache),
     ("caddy", Service::Caddy),
+    ("lighttpd", Service::Lighttpd),
     ("node", Service::Node),
 ];
 
@@ -131,6 +134,7 @@ impl Service {
             Service::Nginx => "nginx",
             Service::Apache => "Apache httpd",
             Service::Caddy => "Caddy",
+            Service::Lighttpd => "lighttpd",
             Service::KeepaliveServer => "keepalive-server",
         }
     }
@@ -149,6 +153,7 @@ impl Service {
             Service::Nginx => "nginx",
             Service::Apache => "apache",
             Service::Caddy => "caddy",
+            Service::Lighttpd => "lighttpd",
             Service::KeepaliveServer => "keepalive-server",
         }
     }
@@ -167,6 +172,7 @@ impl Service {
             Service::Nginx => "keepalive_timeout",
             Service::Apache => "KeepAliveTimeout",
             Service::Caddy => "idle",
+            Service::Lighttpd => "server.max-keep-alive-idle",
             Service::KeepaliveServer => "--keep-alive-timeout",
         }
     }
@@ -213,6 +219,10 @@ impl Service {
             Service::Caddy => format!(
                 "idle {seconds}s in the Caddyfile's global options: servers {{ timeouts {{ idle \
                  {seconds}s }} }}"
+            ),
+            Service::Lighttpd => format!(
+                "server.max-keep-alive-idle = {seconds} (lighttpd compares whole-second stamps \
+                 once a second, so it may close up to a second sooner)"
             ),
             Service::KeepaliveServer => format!("--keep-alive-timeout {seconds}s"),
         }
@@ -267,6 +277,7 @@ mod tests {
             ("Caddy", Service::Caddy),
             ("Puma 6.4", Service::Puma),
             ("openresty", Service::Nginx),
+            ("lighttpd/1.4.69", Service::Lighttpd),
         ] {
             assert_eq!(
                 identify(&head(Some(field), None, &[])),
