@@ -62,6 +62,7 @@
 
 pub mod clients;
 pub mod fix;
+pub mod servers;
 
 use std::fmt::Write as _;
 

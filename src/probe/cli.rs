@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 
+use super::lb_hop::{self, Front, Preset};
 use crate::config::parse_duration;
 use crate::tls::client::Trust;
 
@@ -12,7 +13,10 @@ Only the URL's server is contacted, with nothing but the request described (GET 
 the URL's path). https:// URLs are spoken to over TLS, trusting the system's roots, \
 --cacert FILE or (--insecure) anyone. Exit status: 0 measured, 1 the server could not be \
 reached or misbehaved (refused, not HTTP, a TLS failure, no complete response within \
---timeout), 2 a usage error (a bad URL, scheme or port; --cacert or --insecure with http://).";
+--timeout), 2 a usage error (a bad URL, scheme or port; --cacert or --insecure with http://). \
+With --lb-idle-timeout or --lb: 0 when the service kept every idle connection past the \
+balancer's timeout plus the margin, 1 when it closed one sooner (by how much, and the setting \
+to change, on stderr).";
 
 /// The request method the probe sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -102,6 +106,22 @@ pub struct ProbeArgs {
     /// For https: accept any certificate (encrypted, not authenticated: for test servers).
     #[arg(long)]
     pub insecure: bool,
+
+    /// The other hop: the idle timeout of what pools connections in front of the service (a load
+    /// balancer, nginx's upstream keepalive_timeout). The probe holds its idle connections this
+    /// long plus --lb-margin (in place of --max-wait) and exits 1 if the service closes one
+    /// sooner; it wins over --lb.
+    #[arg(long, value_name = "DURATION", value_parser = positive_duration)]
+    pub lb_idle_timeout: Option<Duration>,
+
+    /// The other hop, by a front's documented idle timeout for its backends (its source below).
+    #[arg(long, value_enum, value_name = "PRESET")]
+    pub lb: Option<Preset>,
+
+    /// How much longer than the balancer the service must keep an idle connection [default: 10%
+    /// of the balancer's timeout, at least 100ms and at most 5s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub lb_margin: Option<Duration>,
 }
 
 impl ProbeArgs {
@@ -112,6 +132,22 @@ impl ProbeArgs {
             (None, true) => Trust::Insecure,
             (None, false) => Trust::System,
         }
+    }
+}
+
+impl ProbeArgs {
+    /// The front whose idle timeout the service is judged against, when
+    /// --lb-idle-timeout or --lb asks: the explicit duration wins.
+    pub fn front(&self) -> Option<Front> {
+        let preset = self.lb.filter(|_| self.lb_idle_timeout.is_none());
+        let idle_timeout = self.lb_idle_timeout.or(preset.map(Preset::idle_timeout))?;
+        Some(Front {
+            idle_timeout,
+            margin: self
+                .lb_margin
+                .unwrap_or_else(|| lb_hop::default_margin(idle_timeout)),
+            preset,
+        })
     }
 }
 

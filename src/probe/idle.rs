@@ -48,6 +48,11 @@ pub struct Plan {
     pub timeout: Duration,
     /// How long to wait for the closes after the last response.
     pub max_wait: Duration,
+    /// Run the further rounds that find the earliest close of a server
+    /// closing in passes; without them (the other hop's check, which needs
+    /// only whether a close came before `max_wait`) only stalled closes
+    /// are measured again.
+    pub refine: bool,
 }
 
 /// What the idle connections showed.
@@ -155,7 +160,9 @@ pub fn measure(target: &Target, plan: Plan, epoch: Instant) -> Result<Idle, Fail
             round(target, &plan, stalled, span, epoch, &mut idle)?;
             continue;
         }
-        let Some(closes) = closes::analyse_with(&idle.samples, whole_seconds(&idle.promise)) else {
+        let Some(closes) = closes::analyse_with(&idle.samples, whole_seconds(&idle.promise))
+            .filter(|_| plan.refine)
+        else {
             break;
         };
         span = match closes.pattern {

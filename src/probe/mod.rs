@@ -20,7 +20,9 @@
 //! earliest close, without sockets), [`limit`], [`sweep`], [`advice`] (the
 //! facts for [`crate::advice`]), [`tls`] (how an https server ends an idle
 //! connection), [`report`] (text and JSON), `progress`
-//! (the terminal line) and [`failure`] (exit statuses). Timing comes from
+//! (the terminal line), [`failure`] (exit statuses), and for the other hop
+//! (`--lb-idle-timeout`) [`lb_hop`] (the judgement) and [`fingerprint`]
+//! (what the service says of itself). Timing comes from
 //! [`crate::measure`].
 
 pub mod advice;
@@ -28,7 +30,9 @@ pub mod cli;
 pub mod closes;
 mod conn_set;
 pub mod failure;
+pub mod fingerprint;
 pub mod idle;
+pub mod lb_hop;
 pub mod limit;
 mod progress;
 pub mod report;
@@ -70,7 +74,10 @@ where
             } else {
                 print!("{}", report.text());
             }
-            report.unmeasured().map_or(ExitCode::SUCCESS, failed)
+            match report.unmeasured() {
+                Some(failure) => failed(failure),
+                None => report.lb_hop.as_ref().map_or(ExitCode::SUCCESS, lb_verdict),
+            }
         }
         Err(failure) => failed(failure),
     }
@@ -82,6 +89,16 @@ fn failed(failure: Failure) -> ExitCode {
     ExitCode::from(failure.exit_code())
 }
 
+/// The other hop's exit status: 1, said on stderr, when the service
+/// closes before the balancer.
+fn lb_verdict(hop: &lb_hop::LbHop) -> ExitCode {
+    if hop.verdict != lb_hop::Verdict::ClosesFirst {
+        return ExitCode::SUCCESS;
+    }
+    eprintln!("keepalive-server probe: {}", hop.advice);
+    ExitCode::FAILURE
+}
+
 /// Measures the server `args` names.
 pub fn probe(args: &ProbeArgs) -> Result<Report, Failure> {
     let started = Instant::now();
@@ -89,11 +106,13 @@ pub fn probe(args: &ProbeArgs) -> Result<Report, Failure> {
     let _stamps_on = rx_stamps::hold_switched_on();
     std::thread::sleep(rx_stamps::SWITCH_ON_DELAY);
     let points = args.sweep_points();
+    let front = args.front();
     let plan = idle::Plan {
         connections: args.connections as usize,
         stagger: args.stagger,
         timeout: args.timeout,
-        max_wait: args.max_wait,
+        max_wait: front.map_or(args.max_wait, |front| front.threshold()),
+        refine: front.is_none(),
     };
     // The limit thread also times the round trip: a few requests even
     // when the limit is not measured.
@@ -153,18 +172,22 @@ pub fn probe(args: &ProbeArgs) -> Result<Report, Failure> {
         &idle,
         sweep.as_ref(),
         limit.round_trip_ms,
-        args.max_wait,
+        plan.max_wait,
     );
     if let Some(close) = idle.tls_close().filter(|_| target.tls.is_some()) {
         advice.paragraph.push(' ');
         advice.paragraph.push_str(close.advice());
     }
+    let lb_hop = front.map(|front| {
+        let head = fingerprint::head(&target, &idle.promise, args.timeout);
+        lb_hop::judge(front, persistent, idle.closes.as_ref(), &head)
+    });
     Ok(Report {
         url: args.url.clone(),
         method: args.method.as_str(),
         idle,
         idle_timeout_ms: spread,
-        max_wait: args.max_wait,
+        max_wait: plan.max_wait,
         max_requests_tried: args.max_requests,
         max_requests,
         round_trip_ms: limit.round_trip_ms,
@@ -173,5 +196,6 @@ pub fn probe(args: &ProbeArgs) -> Result<Report, Failure> {
         advice,
         elapsed: started.elapsed(),
         tls: target.tls.is_some(),
+        lb_hop,
     })
 }

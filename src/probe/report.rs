@@ -10,6 +10,7 @@ use super::advice::Advice;
 use super::closes::{Closes, PassPhase, Pattern};
 use super::failure::Failure;
 use super::idle::{Idle, connections};
+use super::lb_hop::LbHop;
 use super::sweep::{Sweep, SweepPoint};
 use super::tls::{TlsClose, TlsJson};
 use crate::advice::fix::{self, Keeper};
@@ -40,6 +41,8 @@ pub struct Report {
     pub elapsed: Duration,
     /// The server was spoken to over TLS (an https URL).
     pub tls: bool,
+    /// The other hop's judgement (`--lb-idle-timeout`, `--lb`).
+    pub lb_hop: Option<LbHop>,
 }
 
 /// The `--json` document.
@@ -59,6 +62,8 @@ struct Json<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     tls: Option<TlsJson>,
     advice_basis: Basis,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lb_hop: Option<&'a LbHop>,
 }
 
 /// The JSON's `advice_basis`: the figures the advice was made from, so a
@@ -174,6 +179,7 @@ impl Report {
             advice: self.advice_text(),
             tls: self.tls.then(|| self.idle.tls_json()),
             advice_basis: self.basis(),
+            lb_hop: self.lb_hop.as_ref(),
         };
         serde_json::to_string_pretty(&json).unwrap_or_default()
     }
@@ -218,6 +224,9 @@ impl Report {
         self.text_passes(&mut s);
         self.text_requests(&mut s);
         self.text_sweep(&mut s);
+        if let Some(hop) = &self.lb_hop {
+            s.push_str(&labelled("lb hop:", &hop.advice));
+        }
         self.text_advice(&mut s);
         s
     }
@@ -487,7 +496,9 @@ impl Report {
         if let Some(warning) = &self.advice.warning {
             s.push_str(&labelled("warning:", warning));
         }
-        if let Some(safe) = self.advice.limit.ms() {
+        // The other hop's check asks about the service, not its clients:
+        // the clients' table would bury the answer.
+        if let Some(safe) = self.advice.limit.ms().filter(|_| self.lb_hop.is_none()) {
             s.push_str("in a pool in front, that is:\n");
             s.push_str(&fix::table(safe));
             s.push('\n');
@@ -547,6 +558,7 @@ mod tests {
             advice,
             elapsed: Duration::from_secs(3),
             tls: false,
+            lb_hop: None,
         }
     }
 

@@ -1,5 +1,5 @@
-//! Servers for the probe tests, each on a loopback port of its own: nginx
-//! and Node's http server run as child processes (killed when dropped;
+//! Servers for the probe tests, each on a loopback port of its own: nginx,
+//! Node's http server and uvicorn run as child processes (killed when dropped;
 //! nginx with a temporary prefix, config and error log, in one process),
 //! and small fixtures written here: a server that closes idle connections
 //! with a reset, one that closes them in periodic passes (on a grid, as
@@ -245,6 +245,59 @@ pub fn node(keep_alive_timeout_ms: u64) -> Option<External> {
         child,
         addr,
         dir: None,
+    })
+}
+
+/// uvicorn at `--timeout-keep-alive seconds` serving a one-line ASGI app,
+/// from the examples venv (`KAS_EXAMPLES_VENV`, default
+/// target/examples-venv, which .ci/run makes with uvicorn in it).
+pub fn uvicorn(timeout_keep_alive: u64) -> Option<External> {
+    let venv = std::env::var_os("KAS_EXAMPLES_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| super::support::files::repo_path("target/examples-venv"));
+    let python = venv.join("bin/python");
+    let usable = Command::new(&python)
+        .args(["-c", "import uvicorn"])
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if !usable {
+        super::support::skip::because(&format!(
+            "no uvicorn in the venv at {} (.ci/run installs it)",
+            venv.display()
+        ));
+        return None;
+    }
+    let port = free_port();
+    let dir = std::env::temp_dir().join(format!("kas-probe-uvicorn-{}-{port}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("create the app directory");
+    let app = "async def app(scope, receive, send):\n\
+               \x20   await send({'type': 'http.response.start', 'status': 200,\n\
+               \x20               'headers': [(b'content-type', b'text/plain')]})\n\
+               \x20   await send({'type': 'http.response.body', 'body': b'hello\\n'})\n";
+    std::fs::write(dir.join("lbhop_app.py"), app).expect("write the app");
+    let mut child = Command::new(python)
+        .args(["-m", "uvicorn", "--app-dir"])
+        .arg(&dir)
+        .args([
+            "lbhop_app:app",
+            "--host",
+            "127.0.0.1",
+            "--log-level",
+            "warning",
+        ])
+        .args(["--port", &port.to_string()])
+        .args(["--timeout-keep-alive", &timeout_keep_alive.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn uvicorn");
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    wait_listening(addr, &mut child, "uvicorn");
+    Some(External {
+        child,
+        addr,
+        dir: Some(dir),
     })
 }
 
