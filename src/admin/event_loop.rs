@@ -30,6 +30,7 @@ use super::rounds::{Finished, Rounds};
 use super::view::{View, peers_report};
 use super::{AdminTimer, metrics, page};
 use crate::clock::LoopClock;
+use crate::http::Status;
 use crate::readiness::{interrupted, would_block};
 use crate::shared::Remote;
 use crate::timers::{Micros, TimerId, TimerLists};
@@ -196,8 +197,11 @@ impl AdminLoop {
             client.eof = true;
         }
         match (client.state, received) {
-            (State::Reading, Received::TooMuch) => self.dispatch(key, Request::TooLarge, now),
-            (State::Reading, _) => match http::parse(&client.input) {
+            (State::Reading, Received::TooMuch) => {
+                let refused = Request::Refused(Status::RequestHeaderFieldsTooLarge);
+                self.dispatch(key, refused, now);
+            }
+            (State::Reading, _) => match http::parse(&mut client.input) {
                 Request::Partial if client.eof => return self.close(key),
                 Request::Partial => {}
                 request => self.dispatch(key, request, now),
@@ -216,18 +220,11 @@ impl AdminLoop {
         let (route, head_only) = match request {
             Request::Partial => return,
             Request::MethodNotAllowed => {
-                let reply = Reply::error("405 Method Not Allowed", b"GET or HEAD only\n");
+                let reply = Reply::error(Status::MethodNotAllowed, b"GET or HEAD only\n");
                 return self.respond(key, reply.with_extra("Allow: GET, HEAD\r\n"), false, now);
             }
-            Request::Malformed => {
-                let reply = Reply::error("400 Bad Request", b"bad request\n");
-                return self.respond(key, reply, false, now);
-            }
-            Request::TooLarge => {
-                let reply = Reply::error(
-                    "431 Request Header Fields Too Large",
-                    b"request head too large\n",
-                );
+            Request::Refused(status) => {
+                let reply = Reply::error(status, status.reason_line());
                 return self.respond(key, reply, false, now);
             }
             Request::Get { route, head_only } => (route, head_only),
@@ -241,13 +238,13 @@ impl AdminLoop {
             Route::Style => ("text/css; charset=utf-8", page::DASHBOARD_CSS.as_bytes()),
             Route::Icon => ("image/svg+xml", page::FAVICON_SVG.as_bytes()),
             Route::Healthz if self.remote.is_stopping() => {
-                let reply = Reply::error("503 Service Unavailable", b"stopping\n");
+                let reply = Reply::error(Status::ServiceUnavailable, b"stopping\n");
                 return self.respond(key, reply, head_only, now);
             }
             Route::Healthz => ("text/plain", b"ok\n"),
             Route::NotFound => {
                 let reply = Reply::error(
-                    "404 Not Found",
+                    Status::NotFound,
                     b"try / (the dashboard), /events, /metrics, /timers, /peers or /healthz\n",
                 );
                 return self.respond(key, reply, head_only, now);
@@ -268,7 +265,7 @@ impl AdminLoop {
                 return self.subscribe(key, interval_ms, head_only, now);
             }
             Route::BadInterval => {
-                let reply = Reply::error("400 Bad Request", http::BAD_INTERVAL.as_bytes());
+                let reply = Reply::error(Status::BadRequest, http::BAD_INTERVAL.as_bytes());
                 return self.respond(key, reply, head_only, now);
             }
         };
@@ -290,7 +287,7 @@ impl AdminLoop {
 
     /// `/events`: the stream's head now, then a snapshot per tick.
     fn subscribe(&mut self, key: usize, interval_ms: u64, head_only: bool, now: Micros) {
-        let head = http::head("200 OK", "text/event-stream", None, "");
+        let head = http::head(Status::Ok, "text/event-stream", None, "");
         if head_only {
             let Some(client) = self.clients.get_mut(key) else {
                 return;

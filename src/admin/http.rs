@@ -1,10 +1,27 @@
-//! The admin listener's HTTP: reading one request head, routing it, and
-//! writing response heads. Every admin response is `Connection: close`
-//! (a scrape or a probe is one request; the event stream ends with the
-//! connection), so there is no body framing to read and no persistence.
+//! The admin listener's HTTP: its request heads are parsed by the
+//! server's own parser ([`crate::http::parse_head`], under the admin's
+//! limits), so both listeners take the same grammar and refuse the same
+//! requests with the same statuses; here are only what the admin adds:
+//! its routes, and its response heads. Every admin response is
+//! `Connection: close` (a scrape or a probe is one request; the event
+//! stream ends with the connection), so there is no persistence, and no
+//! request body is read.
+
+use crate::http::target::Target;
+use crate::http::{HeadLimits, Method, RequestError, Status, parse_head};
 
 /// The longest request head accepted; larger gets 431.
 pub const MAX_HEAD: usize = 8 * 1024;
+/// The most header fields a request head may carry; more gets 431.
+const MAX_HEADER_FIELDS: usize = 64;
+/// The admin's limits on a request head. No body is ever read (GET and
+/// HEAD only, and the connection closes behind its answer), so no
+/// `Content-Length` is refused for its size: a POST is told 405.
+const HEAD_LIMITS: HeadLimits = HeadLimits {
+    head_size: MAX_HEAD,
+    header_fields: MAX_HEADER_FIELDS,
+    body_size: usize::MAX,
+};
 /// The event stream's push interval: default and bounds, in ms.
 pub const DEFAULT_INTERVAL_MS: u64 = 250;
 pub const MIN_INTERVAL_MS: u64 = 100;
@@ -42,35 +59,32 @@ pub enum Request {
         route: Route,
         head_only: bool,
     },
-    /// A method other than GET and HEAD.
+    /// A method other than GET and HEAD (405, naming those two).
     MethodNotAllowed,
-    /// Not HTTP/1.x (400).
-    Malformed,
-    /// The head is over [`MAX_HEAD`] (431).
-    TooLarge,
+    /// Refused by the server's parser, with the status it maps the
+    /// refusal to ([`RequestError::status`]).
+    Refused(Status),
 }
 
-/// Parses the request head buffered so far.
-pub fn parse(input: &[u8]) -> Request {
-    let mut headers = [httparse::EMPTY_HEADER; 64];
-    let mut request = httparse::Request::new(&mut headers);
-    match request.parse(input) {
-        Ok(httparse::Status::Complete(_)) => {}
-        Ok(httparse::Status::Partial) if input.len() < MAX_HEAD => return Request::Partial,
-        Ok(httparse::Status::Partial) => return Request::TooLarge,
-        Err(httparse::Error::TooManyHeaders) => return Request::TooLarge,
-        Err(_) => return Request::Malformed,
-    }
-    let target = request.path.unwrap_or("/");
-    let head_only = match request.method {
-        Some("GET") => false,
-        Some("HEAD") => true,
+/// Parses the request head buffered so far (the parser may rewrite an
+/// `HTTP/1.x` version digit in place, hence `&mut`).
+pub fn parse(input: &mut [u8]) -> Request {
+    let head = match parse_head(input, HEAD_LIMITS) {
+        Ok(Some((head, _len))) => head,
+        Ok(None) => return Request::Partial,
+        Err(RequestError::MethodNotAllowed) => return Request::MethodNotAllowed,
+        Err(refusal) => return Request::Refused(refusal.status()),
+    };
+    let head_only = match head.method {
+        Method::Get => false,
+        Method::Head => true,
         _ => return Request::MethodNotAllowed,
     };
-    Request::Get {
-        route: route(target),
-        head_only,
-    }
+    let route = match head.target {
+        Target::Path(target) => route(target),
+        Target::Asterisk | Target::Authority => Route::NotFound,
+    };
+    Request::Get { route, head_only }
 }
 
 /// Routes a request target (`/path?query`).
@@ -115,16 +129,20 @@ pub const BAD_INTERVAL: &str = "interval= must be a whole number of milliseconds
 
 /// A response head with `Connection: close`; `length` `None` for a body
 /// that runs until the close (the event stream).
-pub fn head(status: &str, content_type: &str, length: Option<usize>, extra: &str) -> Vec<u8> {
-    let mut head = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nCache-Control: no-store\r\n\
-         X-Content-Type-Options: nosniff\r\nConnection: close\r\n{extra}"
+pub fn head(status: Status, content_type: &str, length: Option<usize>, extra: &str) -> Vec<u8> {
+    let mut head = status.line().to_vec();
+    head.extend_from_slice(
+        format!(
+            "Content-Type: {content_type}\r\nCache-Control: no-store\r\n\
+             X-Content-Type-Options: nosniff\r\nConnection: close\r\n{extra}"
+        )
+        .as_bytes(),
     );
     if let Some(length) = length {
-        head.push_str(&format!("Content-Length: {length}\r\n"));
+        head.extend_from_slice(format!("Content-Length: {length}\r\n").as_bytes());
     }
-    head.push_str("\r\n");
-    head.into_bytes()
+    head.extend_from_slice(b"\r\n");
+    head
 }
 
 /// A complete response: head, then the body unless `head_only`.
@@ -141,7 +159,7 @@ pub fn response(reply: Reply<'_>, head_only: bool) -> Vec<u8> {
 /// lines (each ending in CRLF) and its body.
 #[derive(Debug, Clone, Copy)]
 pub struct Reply<'a> {
-    pub status: &'a str,
+    pub status: Status,
     pub content_type: &'a str,
     pub extra: &'a str,
     pub body: &'a [u8],
@@ -151,7 +169,7 @@ impl<'a> Reply<'a> {
     /// `200 OK` with `body` of `content_type`.
     pub fn ok(content_type: &'a str, body: &'a [u8]) -> Self {
         Reply {
-            status: "200 OK",
+            status: Status::Ok,
             content_type,
             extra: "",
             body,
@@ -159,7 +177,7 @@ impl<'a> Reply<'a> {
     }
 
     /// An error `status` with a plain-text `body`.
-    pub fn error(status: &'a str, body: &'a [u8]) -> Self {
+    pub fn error(status: Status, body: &'a [u8]) -> Self {
         Reply {
             status,
             content_type: "text/plain",
@@ -180,8 +198,10 @@ mod tests {
 
     #[test]
     fn requests_are_routed_by_path_and_method() {
-        let get =
-            |target: &str| parse(format!("GET {target} HTTP/1.1\r\nHost: a\r\n\r\n").as_bytes());
+        let parse_text = |text: &[u8]| parse(&mut text.to_vec());
+        let get = |target: &str| {
+            parse_text(format!("GET {target} HTTP/1.1\r\nHost: a\r\n\r\n").as_bytes())
+        };
         assert_eq!(
             get("/healthz?x=1"),
             Request::Get {
@@ -190,21 +210,57 @@ mod tests {
             }
         );
         assert_eq!(
-            parse(b"HEAD /metrics HTTP/1.1\r\n\r\n"),
+            parse_text(b"HEAD /metrics HTTP/1.0\r\n\r\n"),
             Request::Get {
                 route: Route::Metrics,
                 head_only: true
             }
         );
         assert_eq!(
-            parse(b"POST /metrics HTTP/1.1\r\n\r\n"),
+            parse_text(b"POST /metrics HTTP/1.1\r\nHost: a\r\nContent-Length: 9999999\r\n\r\n"),
+            Request::MethodNotAllowed,
+            "a POST is told the methods, whatever body it announces"
+        );
+        assert_eq!(
+            parse_text(b"CONNECT a:1 HTTP/1.1\r\nHost: a\r\n\r\n"),
             Request::MethodNotAllowed
         );
-        assert_eq!(parse(b"GET /metrics HTTP/1.1\r\n"), Request::Partial);
-        assert_eq!(parse(b"\x16\x03\x01 junk\r\n\r\n"), Request::Malformed);
-        assert_eq!(parse(&[b'a'; MAX_HEAD]), Request::TooLarge);
+        assert_eq!(parse_text(b"GET /metrics HTTP/1.1\r\n"), Request::Partial);
         assert_eq!(route("/nope"), Route::NotFound);
         assert_eq!(route("/"), Route::Page);
+    }
+
+    #[test]
+    fn requests_are_refused_by_the_servers_own_rules() {
+        let parse_text = |text: &[u8]| parse(&mut text.to_vec());
+        assert_eq!(
+            parse_text(b"\x16\x03\x01 junk\r\n\r\n"),
+            Request::Refused(Status::BadRequest)
+        );
+        assert_eq!(
+            parse_text(b"GET /metrics HTTP/1.1\r\n\r\n"),
+            Request::Refused(Status::BadRequest),
+            "HTTP/1.1 without Host, as on the main listener"
+        );
+        assert_eq!(
+            parse_text(b"GET / HTTP/2.0\r\nHost: a\r\n\r\n"),
+            Request::Refused(Status::HttpVersionNotSupported)
+        );
+        let mut long = b"GET / HTTP/1.1\r\nHost: a\r\nX: ".to_vec();
+        long.resize(MAX_HEAD + 1, b'a');
+        assert_eq!(
+            parse(&mut long),
+            Request::Refused(Status::RequestHeaderFieldsTooLarge)
+        );
+        let mut many = b"GET / HTTP/1.1\r\nHost: a\r\n".to_vec();
+        for i in 0..MAX_HEADER_FIELDS {
+            many.extend_from_slice(format!("X-{i}: 1\r\n").as_bytes());
+        }
+        many.extend_from_slice(b"\r\n");
+        assert_eq!(
+            parse(&mut many),
+            Request::Refused(Status::RequestHeaderFieldsTooLarge)
+        );
     }
 
     #[test]

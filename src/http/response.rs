@@ -59,7 +59,7 @@ impl Status {
     }
 
     /// The whole status line, CRLF included.
-    fn line(self) -> &'static [u8] {
+    pub fn line(self) -> &'static [u8] {
         match self {
             Status::Continue => b"HTTP/1.1 100 Continue\r\n",
             Status::Ok => b"HTTP/1.1 200 OK\r\n",
