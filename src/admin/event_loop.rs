@@ -1,7 +1,10 @@
 //! The admin event loop: a mio `Poll` of its own with the listener, the
 //! clients (`Token` = slab key), a waker the workers use to hand back
 //! snapshots, and an alarm for its own timer lists (the same
-//! [`TimerLists`] and timerfd the workers use).
+//! [`TimerLists`] and timerfd the workers use). What each request is
+//! answered is the `service`'s; this loop only carries it: the clients'
+//! reads, writes, timeouts and linger, and which of them wait on a round
+//! or watch the stream.
 //!
 //! A turn: fire due timers (client deadlines and stalls, the snapshot
 //! round's timeout, dashboard ticks); arm the alarm at the earliest expiry
@@ -15,7 +18,6 @@
 //! the reading taken just after the poll, so they may start a few µs
 //! early; that is nothing against timeouts of seconds.
 
-use std::collections::BTreeMap;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -24,16 +26,16 @@ use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
 use slab::Slab;
 
+use super::AdminTimer;
 use super::client::{Client, Received, State};
-use super::http::{self, Reply, Request, Route};
-use super::rounds::{Finished, Rounds};
-use super::view::{View, peers_report};
-use super::{AdminTimer, metrics, page};
+use super::http::{self, Request, Route};
+use super::rounds::Finished;
+use super::service::{Answer, Service, Wanted};
 use crate::clock::LoopClock;
 use crate::http::Status;
 use crate::readiness::{interrupted, would_block};
 use crate::shared::Remote;
-use crate::timers::{Micros, TimerId, TimerLists};
+use crate::timers::{Micros, TimerLists};
 
 const LISTENER: Token = Token(usize::MAX - 1);
 const WAKER: Token = Token(usize::MAX - 2);
@@ -56,14 +58,6 @@ const MAX_QUEUED_FRAMES: usize = 4;
 /// queue (small, so a viewer that stops reading is found out in seconds).
 const VIEWER_SEND_BUFFER: usize = 32 * 1024;
 
-const CSP: &str = "Content-Security-Policy: default-src 'self'\r\n";
-
-/// Viewers on one push interval and their shared tick.
-struct Tick {
-    viewers: usize,
-    timer: TimerId,
-}
-
 /// The admin listener's loop and everything it owns.
 pub struct AdminLoop {
     poll: Poll,
@@ -71,10 +65,8 @@ pub struct AdminLoop {
     clients: Slab<Client>,
     timers: TimerLists<AdminTimer>,
     clock: LoopClock,
-    remote: Remote,
-    rounds: Rounds,
-    /// Push interval (ms) -> its viewers' tick.
-    ticks: BTreeMap<u64, Tick>,
+    /// What is answered: routes, rounds, ticks.
+    service: Service,
 }
 
 impl AdminLoop {
@@ -92,9 +84,7 @@ impl AdminLoop {
             clients: Slab::new(),
             timers: TimerLists::new(),
             clock,
-            remote,
-            rounds: Rounds::new(waker),
-            ticks: BTreeMap::new(),
+            service: Service::new(remote, waker),
         })
     }
 
@@ -137,7 +127,7 @@ impl AdminLoop {
                     self.close(key);
                 }
                 AdminTimer::Round => {
-                    let finished = self.rounds.time_out(&self.remote, &mut self.timers, now);
+                    let finished = self.service.round_timed_out(&mut self.timers, now);
                     if let Some(finished) = finished {
                         self.deliver(finished, now);
                     }
@@ -217,40 +207,13 @@ impl AdminLoop {
 
     /// Answers a complete request, or starts waiting for what it needs.
     fn dispatch(&mut self, key: usize, request: Request, now: Micros) {
-        let (route, head_only) = match request {
-            Request::Partial => return,
-            Request::MethodNotAllowed => {
-                let reply = Reply::error(Status::MethodNotAllowed, b"GET or HEAD only\n");
-                return self.respond(key, reply.with_extra("Allow: GET, HEAD\r\n"), false, now);
-            }
-            Request::Refused(status) => {
-                let reply = Reply::error(status, status.reason_line());
-                return self.respond(key, reply, false, now);
-            }
-            Request::Get { route, head_only } => (route, head_only),
-        };
-        let (content_type, body): (&str, &[u8]) = match route {
-            Route::Page => ("text/html; charset=utf-8", page::INDEX_HTML.as_bytes()),
-            Route::Script => (
-                "text/javascript; charset=utf-8",
-                page::DASHBOARD_JS.as_bytes(),
-            ),
-            Route::Style => ("text/css; charset=utf-8", page::DASHBOARD_CSS.as_bytes()),
-            Route::Icon => ("image/svg+xml", page::FAVICON_SVG.as_bytes()),
-            Route::Healthz if self.remote.is_stopping() => {
-                let reply = Reply::error(Status::ServiceUnavailable, b"stopping\n");
-                return self.respond(key, reply, head_only, now);
-            }
-            Route::Healthz => ("text/plain", b"ok\n"),
-            Route::NotFound => {
-                let reply = Reply::error(
-                    Status::NotFound,
-                    b"try / (the dashboard), /events, /metrics, /timers, /peers or /healthz\n",
-                );
-                return self.respond(key, reply, head_only, now);
-            }
-            Route::Metrics | Route::Timers | Route::Peers => {
-                let round = self.rounds.fresh(&self.remote, &mut self.timers, now);
+        match self.service.answer(request, &mut self.timers, now) {
+            Answer::Now(response) => self.respond(key, response, now),
+            Answer::AfterRound {
+                round,
+                route,
+                head_only,
+            } => {
                 self.clear_timer(key);
                 if let Some(client) = self.clients.get_mut(key) {
                     client.state = State::Waiting {
@@ -259,86 +222,43 @@ impl AdminLoop {
                         head_only,
                     };
                 }
-                return;
             }
-            Route::Events { interval_ms } => {
-                return self.subscribe(key, interval_ms, head_only, now);
+            Answer::Stream {
+                opening,
+                interval_ms,
+                round,
+            } => {
+                self.clear_timer(key);
+                let Some(client) = self.clients.get_mut(key) else {
+                    return self.service.unsubscribe(interval_ms, &mut self.timers);
+                };
+                client.queue(opening.into());
+                let _ =
+                    socket2::SockRef::from(&client.stream).set_send_buffer_size(VIEWER_SEND_BUFFER);
+                client.state = State::Streaming {
+                    interval_ms,
+                    wants: Some(round),
+                };
             }
-            Route::BadInterval => {
-                let reply = Reply::error(Status::BadRequest, http::BAD_INTERVAL.as_bytes());
-                return self.respond(key, reply, head_only, now);
-            }
-        };
-        let reply = Reply::ok(content_type, body).with_extra(CSP);
-        self.respond(key, reply, head_only, now);
+        }
     }
 
-    /// Queues a whole response (its head only, for HEAD); the client
-    /// closes once it is sent.
-    fn respond(&mut self, key: usize, reply: Reply<'_>, head_only: bool, now: Micros) {
-        let bytes = http::response(reply, head_only);
+    /// Queues a whole response; the client closes once it is sent.
+    fn respond(&mut self, key: usize, response: Vec<u8>, now: Micros) {
         let Some(client) = self.clients.get_mut(key) else {
             return;
         };
-        client.queue(bytes.into());
+        client.queue(response.into());
         client.state = State::Writing;
         self.set_timer(key, STALL_TIMEOUT_MS, now);
-    }
-
-    /// `/events`: the stream's head now, then a snapshot per tick.
-    fn subscribe(&mut self, key: usize, interval_ms: u64, head_only: bool, now: Micros) {
-        let head = http::head(Status::Ok, "text/event-stream", None, "");
-        if head_only {
-            let Some(client) = self.clients.get_mut(key) else {
-                return;
-            };
-            client.queue(head.into());
-            client.state = State::Writing;
-            return self.set_timer(key, STALL_TIMEOUT_MS, now);
-        }
-        let round = self.rounds.any(&self.remote, &mut self.timers, now);
-        self.clear_timer(key);
-        let Some(client) = self.clients.get_mut(key) else {
-            return;
-        };
-        let mut opening = head;
-        opening.extend_from_slice(b"retry: 2000\n\n");
-        client.queue(opening.into());
-        let _ = socket2::SockRef::from(&client.stream).set_send_buffer_size(VIEWER_SEND_BUFFER);
-        client.state = State::Streaming {
-            interval_ms,
-            wants: Some(round),
-        };
-        match self.ticks.get_mut(&interval_ms) {
-            Some(tick) => tick.viewers += 1,
-            None => {
-                let timer =
-                    self.timers
-                        .enroll(now, interval_ms, false, AdminTimer::Tick(interval_ms));
-                self.ticks.insert(interval_ms, Tick { viewers: 1, timer });
-            }
-        }
-        tracing::debug!(
-            key,
-            interval_ms,
-            viewers = self.viewers(),
-            "dashboard viewer subscribed"
-        );
     }
 
     /// Viewers on `interval_ms` are due a snapshot: they share the round
     /// in flight, or start one.
     fn tick(&mut self, interval_ms: u64, now: Micros) {
-        if !self.ticks.contains_key(&interval_ms) {
+        let Some(round) = self.service.tick(interval_ms, &mut self.timers, now) else {
             return;
-        }
-        let timer = self
-            .timers
-            .enroll(now, interval_ms, false, AdminTimer::Tick(interval_ms));
-        if let Some(tick) = self.ticks.get_mut(&interval_ms) {
-            tick.timer = timer;
-        }
-        let round = self.rounds.any(&self.remote, &mut self.timers, now);
+        };
         for (_, client) in self.clients.iter_mut() {
             match &mut client.state {
                 State::Streaming {
@@ -351,80 +271,43 @@ impl AdminLoop {
     }
 
     fn collect_rounds(&mut self, now: Micros) {
-        while let Some(finished) = self.rounds.collect(&self.remote, &mut self.timers, now) {
+        while let Some(finished) = self.service.collect(&mut self.timers, now) {
             self.deliver(finished, now);
         }
     }
 
-    /// A round has ended: answer everyone who waited for it. The view and
-    /// the metrics text are built once, only if someone wants them, and
-    /// every viewer queues the same frame.
+    /// A round has ended: answer everyone who waited for it. What they
+    /// want is rendered once, and every viewer queues the same frame.
     fn deliver(&mut self, finished: Finished, now: Micros) {
         let id = finished.id;
-        let waiting_for = |client: &Client, wanted: Option<Route>| match client.state {
-            State::Waiting { round, route, .. } => round <= id && wanted.is_none_or(|w| w == route),
-            _ => false,
+        let waiting_for = |client: &Client| match client.state {
+            State::Waiting { round, route, .. } => (round <= id).then_some(route),
+            _ => None,
         };
         let streaming = |client: &Client| matches!(client.state, State::Streaming { wants: Some(round), .. } if round <= id);
-        let needs_view = self
-            .clients
-            .iter()
-            .any(|(_, c)| waiting_for(c, Some(Route::Timers)) || streaming(c));
-        let needs_metrics = self
-            .clients
-            .iter()
-            .any(|(_, c)| waiting_for(c, Some(Route::Metrics)));
-        let needs_peers = self
-            .clients
-            .iter()
-            .any(|(_, c)| waiting_for(c, Some(Route::Peers)));
-        let peers_json = needs_peers
-            .then(|| serde_json::to_vec(&peers_report(&finished.snapshots)).unwrap_or_default());
-        let metrics_text = needs_metrics
-            .then(|| metrics::render(&self.remote, &finished.snapshots, self.viewers()));
-        let json = needs_view.then(|| View::new(&self.remote, finished.snapshots).to_json());
-        let frame: Option<Arc<[u8]>> = json.as_ref().map(|json| {
-            let mut frame = Vec::with_capacity(json.len() + 8);
-            frame.extend_from_slice(b"data: ");
-            frame.extend_from_slice(json);
-            frame.extend_from_slice(b"\n\n");
-            frame.into()
-        });
-
-        let keys: Vec<usize> = self
-            .clients
-            .iter()
-            .filter(|(_, c)| waiting_for(c, None) || streaming(c))
-            .map(|(key, _)| key)
-            .collect();
+        let mut wanted = Wanted::default();
+        let mut keys = Vec::new();
+        for (key, client) in self.clients.iter() {
+            match waiting_for(client) {
+                Some(Route::Metrics) => wanted.metrics = true,
+                Some(Route::Peers) => wanted.peers = true,
+                Some(_) => wanted.view = true,
+                None if streaming(client) => wanted.view = true,
+                None => continue,
+            }
+            keys.push(key);
+        }
+        let delivery = self.service.deliver(finished, wanted);
         for key in keys {
             let Some(client) = self.clients.get_mut(key) else {
                 continue;
             };
             match client.state {
                 State::Waiting {
-                    route: Route::Metrics,
-                    head_only,
-                    ..
-                } => {
-                    let body = metrics_text.as_deref().unwrap_or_default().as_bytes();
-                    let reply = Reply::ok("text/plain; version=0.0.4; charset=utf-8", body);
-                    self.respond(key, reply, head_only, now);
-                }
-                State::Waiting {
-                    route: Route::Peers,
-                    head_only,
-                    ..
-                } => {
-                    let body = peers_json.as_deref().unwrap_or(b"{}");
-                    self.respond(key, Reply::ok("application/json", body), head_only, now);
-                }
-                State::Waiting { head_only, .. } => {
-                    let body = json.as_deref().unwrap_or(b"{}");
-                    self.respond(key, Reply::ok("application/json", body), head_only, now);
-                }
+                    route, head_only, ..
+                } => self.respond(key, delivery.reply(route, head_only), now),
                 State::Streaming { interval_ms, .. } => {
-                    if let Some(frame) = &frame {
+                    if let Some(frame) = &delivery.frame {
                         client.queue(Arc::clone(frame));
                     }
                     client.state = State::Streaming {
@@ -498,26 +381,7 @@ impl AdminLoop {
         };
         let _ = self.poll.registry().deregister(&mut client.stream);
         if let State::Streaming { interval_ms, .. } = client.state {
-            self.unsubscribe(interval_ms);
+            self.service.unsubscribe(interval_ms, &mut self.timers);
         }
-    }
-
-    /// A viewer left; the last one on an interval stops its tick.
-    fn unsubscribe(&mut self, interval_ms: u64) {
-        let Some(tick) = self.ticks.get_mut(&interval_ms) else {
-            return;
-        };
-        tick.viewers -= 1;
-        if tick.viewers == 0 {
-            let timer = tick.timer;
-            self.ticks.remove(&interval_ms);
-            self.timers.unenroll(timer);
-        }
-        tracing::debug!(viewers = self.viewers(), "dashboard viewer left");
-    }
-
-    /// Event streams open.
-    fn viewers(&self) -> usize {
-        self.ticks.values().map(|tick| tick.viewers).sum()
     }
 }

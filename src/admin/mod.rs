@@ -16,6 +16,10 @@
 //! It reads workers only through [`Remote`]: counters directly, everything
 //! else by asking each worker for a snapshot in a round (`rounds`), which
 //! never blocks the loop and never runs unless a client asked for it.
+//!
+//! What a request is answered is `service`'s (routes, pages, rounds,
+//! dashboard ticks); how it is carried is the loop's (`event_loop`, with
+//! each connection in `client`).
 
 mod client;
 mod event_loop;
@@ -24,6 +28,7 @@ pub mod metrics;
 mod page;
 pub mod process;
 mod rounds;
+mod service;
 pub mod view;
 
 use std::io;
