@@ -2,11 +2,16 @@
 //! server's own parser ([`crate::http::parse_head`], under the admin's
 //! limits), so both listeners take the same grammar and refuse the same
 //! requests with the same statuses; here are only what the admin adds:
-//! its routes, and its response heads. Every admin response is
+//! its routes, and the header lines its responses carry (written by the
+//! server's own head encoder). Every admin response is
 //! `Connection: close` (a scrape or a probe is one request; the event
 //! stream ends with the connection), so there is no persistence, and no
 //! request body is read.
 
+use std::time::SystemTime;
+
+use crate::date;
+use crate::http::response::{BodyLength, Persistence, ResponseHead};
 use crate::http::target::Target;
 use crate::http::{HeadLimits, Method, RequestError, Status, parse_head};
 
@@ -127,27 +132,38 @@ fn interval(query: &str) -> Option<u64> {
 pub const BAD_INTERVAL: &str = "interval= must be a whole number of milliseconds from 100 \
                                 to 5000 (default 250), e.g. /events?interval=500\n";
 
-/// A response head with `Connection: close`; `length` `None` for a body
-/// that runs until the close (the event stream).
-pub fn head(status: Status, content_type: &str, length: Option<usize>, extra: &str) -> Vec<u8> {
-    let mut head = status.line().to_vec();
-    head.extend_from_slice(
-        format!(
-            "Content-Type: {content_type}\r\nCache-Control: no-store\r\n\
-             X-Content-Type-Options: nosniff\r\nConnection: close\r\n{extra}"
-        )
-        .as_bytes(),
-    );
-    if let Some(length) = length {
-        head.extend_from_slice(format!("Content-Length: {length}\r\n").as_bytes());
+/// Header lines every admin response carries: nothing of it is cached,
+/// and its content types are taken as said.
+const ALWAYS: &str = "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n";
+
+/// A response head with `Connection: close`, written by the server's own
+/// encoder ([`ResponseHead`]), dated now; `extra` header lines (each
+/// ending in CRLF) follow the admin's own.
+pub fn head(
+    status: Status,
+    content_type: &'static str,
+    length: BodyLength,
+    extra: &str,
+) -> Vec<u8> {
+    let fields = [ALWAYS, extra].concat();
+    let mut out = Vec::with_capacity(192 + fields.len());
+    ResponseHead {
+        status,
+        content_type,
+        length,
+        persistence: Persistence::Close,
+        date: &date::format(SystemTime::now()),
+        keep_alive_header: b"",
+        requests_left: None,
+        extra: fields.as_bytes(),
     }
-    head.extend_from_slice(b"\r\n");
-    head
+    .encode(&mut out);
+    out
 }
 
 /// A complete response: head, then the body unless `head_only`.
 pub fn response(reply: Reply<'_>, head_only: bool) -> Vec<u8> {
-    let length = Some(reply.body.len());
+    let length = BodyLength::Known(reply.body.len() as u64);
     let mut bytes = head(reply.status, reply.content_type, length, reply.extra);
     if !head_only {
         bytes.extend_from_slice(reply.body);
@@ -160,14 +176,14 @@ pub fn response(reply: Reply<'_>, head_only: bool) -> Vec<u8> {
 #[derive(Debug, Clone, Copy)]
 pub struct Reply<'a> {
     pub status: Status,
-    pub content_type: &'a str,
+    pub content_type: &'static str,
     pub extra: &'a str,
     pub body: &'a [u8],
 }
 
 impl<'a> Reply<'a> {
     /// `200 OK` with `body` of `content_type`.
-    pub fn ok(content_type: &'a str, body: &'a [u8]) -> Self {
+    pub fn ok(content_type: &'static str, body: &'a [u8]) -> Self {
         Reply {
             status: Status::Ok,
             content_type,
@@ -261,6 +277,39 @@ mod tests {
             parse(&mut many),
             Request::Refused(Status::RequestHeaderFieldsTooLarge)
         );
+    }
+
+    #[test]
+    fn responses_are_dated_closed_and_never_cached() {
+        let page = response(
+            Reply::ok("text/plain", b"ok\n").with_extra("X-A: b\r\n"),
+            false,
+        );
+        let page = String::from_utf8(page).unwrap();
+        let (head, body) = page.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 200 OK\r\nDate: "), "{head}");
+        for field in [
+            "Content-Length: 3",
+            "Connection: close",
+            "Cache-Control: no-store",
+            "X-Content-Type-Options: nosniff",
+            "X-A: b",
+        ] {
+            assert!(
+                head.contains(&format!("\r\n{field}\r\n")) || head.ends_with(field),
+                "{field}: {head}"
+            );
+        }
+        assert_eq!(body, "ok\n");
+        let stream = head_only_text(Status::Ok, BodyLength::UntilClose);
+        assert!(
+            !stream.contains("Content-Length") && !stream.contains("chunked"),
+            "{stream}"
+        );
+    }
+
+    fn head_only_text(status: Status, length: BodyLength) -> String {
+        String::from_utf8(head(status, "text/event-stream", length, "")).unwrap()
     }
 
     #[test]

@@ -19,6 +19,7 @@ use super::rounds::{Finished, RoundId, Rounds};
 use super::view::{View, peers_report};
 use super::{AdminTimer, metrics, page};
 use crate::http::Status;
+use crate::http::response::BodyLength;
 use crate::shared::Remote;
 use crate::timers::{Micros, TimerId, TimerLists};
 
@@ -146,7 +147,7 @@ impl Service {
         timers: &mut TimerLists<AdminTimer>,
         now: Micros,
     ) -> Answer {
-        let mut opening = http::head(Status::Ok, "text/event-stream", None, "");
+        let mut opening = http::head(Status::Ok, "text/event-stream", BodyLength::UntilClose, "");
         if head_only {
             return Answer::Now(opening);
         }

@@ -33,7 +33,7 @@ use crate::app::keep_terms::KeepTerms;
 use crate::app::{BodySource, KeepAliveScratch, Plan, ReplyHead, Terms};
 use crate::config::Settings;
 use crate::ctx::Ctx;
-use crate::http::response::{BodyLength, CONTINUE, Persistence, ResponseHead};
+use crate::http::response::{ALLOW, BodyLength, CONTINUE, Persistence, ResponseHead};
 use crate::http::{BodyDecoder, Framing, Status};
 use crate::in_flight::{BodyTarget, InFlight};
 use crate::pool::Buffers;
@@ -468,6 +468,10 @@ fn write_head(
             .current(ctx.timers, ctx.now, TimerEvent::DateExpired),
         keep_alive_header: terms.keep_alive_header(ctx.settings, &mut scratch),
         requests_left: terms.requests_left,
+        extra: match reply.status {
+            Status::MethodNotAllowed => ALLOW,
+            _ => b"",
+        },
     }
     .encode(out);
 }
