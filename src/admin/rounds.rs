@@ -1,7 +1,7 @@
 //! Snapshot rounds: asking every worker for a snapshot without blocking.
 //!
 //! A round posts a request in each worker's mailbox (waking its poll) and
-//! ends when every worker has answered (each answer wakes the admin loop)
+//! ends when every worker has answered (each answer wakes the admin worker)
 //! or after [`ROUND_TIMEOUT_MS`], with the answers that came. One round is
 //! in flight at a time and everyone waiting for it shares its snapshots:
 //! a scrape needs one whose snapshots are taken after it arrived
