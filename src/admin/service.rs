@@ -145,7 +145,7 @@ impl Service {
             }
             Answer::Stream { .. } => {
                 let head = reply_head(Status::Ok, "text/event-stream", FIELDS);
-                return (head, BodySource::Bytes(STREAM_OPENING));
+                return (head, BodySource::Stream(STREAM_OPENING));
             }
             Answer::Now(route) | Answer::AfterRound { route, .. } => route,
         };
@@ -173,7 +173,7 @@ impl Service {
             // The head of the stream, for HEAD.
             Route::Events { .. } => (
                 reply_head(Status::Ok, "text/event-stream", FIELDS),
-                BodySource::Bytes(b""),
+                BodySource::Stream(b""),
             ),
             Route::Metrics => figure(
                 "text/plain; version=0.0.4; charset=utf-8",
@@ -321,7 +321,7 @@ mod tests {
     fn reply(service: &Service, answer: Answer) -> (ReplyHead, String) {
         let mut scratch = Vec::new();
         let (head, body) = service.reply(answer, &mut scratch);
-        let BodySource::Bytes(body) = body else {
+        let (BodySource::Bytes(body) | BodySource::Stream(body)) = body else {
             panic!("the admin generates no filler");
         };
         (head, String::from_utf8_lossy(body).into_owned())

@@ -31,7 +31,6 @@ pub mod filler;
 pub mod keep_terms;
 pub mod routes;
 
-use crate::admin::http::Route as AdminRoute;
 use crate::admin::rounds::RoundId;
 use crate::admin::service::{Answer, Service as AdminService};
 use crate::config::Settings;
@@ -148,6 +147,9 @@ pub enum BodySource<'a> {
     Bytes(&'a [u8]),
     /// This many bytes of [`filler`], generated as the output drains.
     Filler(u64),
+    /// The opening of a body that runs until the close, fed as it goes
+    /// (the admin's event stream; for HEAD, its head alone).
+    Stream(&'a [u8]),
 }
 
 /// What a response head says about the response itself.
@@ -224,15 +226,6 @@ impl Plan {
             Routed::Admin(Answer::AfterRound { round, .. }) => Wait::Round(round),
             _ => Wait::Nothing,
         }
-    }
-
-    /// The response's body runs until the close, fed as it goes: the
-    /// admin's event stream (its head alone, for HEAD).
-    pub fn streams(self) -> bool {
-        matches!(
-            self.route,
-            Routed::Admin(Answer::Stream { .. } | Answer::Now(AdminRoute::Events { .. }))
-        )
     }
 
     /// The route wants the body (the echo at `/`), gathered while it is

@@ -20,7 +20,11 @@
 //! block behind the output ([`Session::filler_due`]), whatever n.
 //!
 //! What is answered is the application's (`app`): once per request head
-//! the session asks it for a [`Plan`], and carries that out here.
+//! the session asks it for a [`Plan`], and carries that out here. On the
+//! admin listener's worker (`ctx.admin` lent) the plan holds the admin's
+//! answer instead: one that waits on a snapshot round waits as a
+//! `/delay` answer does, and the event stream is a response whose body
+//! runs until the close, fed a frame per tick ([`Session::push_frame`]).
 //!
 //! Keeping I/O out makes this the unit the fuzz target drives directly.
 
@@ -446,12 +450,13 @@ impl Session {
         let Buffers { output, body, .. } = buffers;
         let reply = answer.reply(body, ctx.settings, ctx.admin.as_deref());
         // Bytes of a `/bytes` body, generated after the head as it drains.
-        let (payload, generated): (&[u8], u64) = match reply.body {
-            BodySource::Bytes(payload) => (payload, 0),
-            BodySource::Filler(n) => (b"", n),
+        let (payload, generated, streams): (&[u8], u64, bool) = match reply.body {
+            BodySource::Bytes(payload) => (payload, 0, false),
+            BodySource::Filler(n) => (b"", n, false),
+            BodySource::Stream(opening) => (opening, 0, true),
         };
         let content_length = payload.len() + generated as usize;
-        let length = match answer.streams() {
+        let length = match streams {
             true => BodyLength::UntilClose,
             false => BodyLength::Known(content_length as u64),
         };
@@ -467,18 +472,8 @@ impl Session {
             let sent = if answer.is_head { 0 } else { content_length };
             ctx.log_response(&mut buffers.log, status, sent as u64);
         }
-        match (generated, answer.admin_answer()) {
-            (_, Some(Answer::Stream { interval_ms, round })) if !answer.is_head => {
-                buffers.in_flight = Some(InFlight::Streaming {
-                    interval_ms,
-                    wants: Some(round),
-                    fresh: true,
-                });
-                return;
-            }
-            _ => {}
-        }
         match generated {
+            _ if streams && !answer.is_head => self.open_event_stream(answer, buffers),
             0 => self.end_exchange(persistence, buffers),
             _ if answer.is_head => self.end_exchange(persistence, buffers),
             remaining => {
@@ -487,6 +482,19 @@ impl Session {
                     persistence,
                 });
             }
+        }
+    }
+
+    /// The admin's event stream's opening is queued: the exchange stays
+    /// in it, fed a frame per tick (the first from the round its answer
+    /// named), until the connection closes.
+    fn open_event_stream(&mut self, answer: Plan, buffers: &mut Buffers) {
+        if let Some(Answer::Stream { interval_ms, round }) = answer.admin_answer() {
+            buffers.in_flight = Some(InFlight::Streaming {
+                interval_ms,
+                wants: Some(round),
+                fresh: true,
+            });
         }
     }
 
