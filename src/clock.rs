@@ -39,11 +39,6 @@ pub struct LoopClock {
 }
 
 impl LoopClock {
-    /// A clock that reads zero now.
-    pub fn new() -> io::Result<Self> {
-        Self::starting_at(0)
-    }
-
     /// A clock that reads `start` now (see
     /// [`crate::Settings::loop_clock_start`]).
     pub fn starting_at(start: Micros) -> io::Result<Self> {
@@ -217,7 +212,7 @@ mod tests {
 
     #[test]
     fn the_alarm_fires_at_its_deadline_not_before() {
-        let mut clock = LoopClock::new().unwrap();
+        let mut clock = LoopClock::starting_at(0).unwrap();
         let mut poll = mio::Poll::new().unwrap();
         clock.register(poll.registry(), Token(0)).unwrap();
         let mut events = mio::Events::with_capacity(4);

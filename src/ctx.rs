@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
 use crate::access_log::{AccessLog, AccessRecord, Entry};
+use crate::admin::service::Service as AdminService;
 use crate::app::filler::FillerFile;
 use crate::clock::LoopTime;
 use crate::config::Settings;
@@ -44,6 +45,9 @@ pub struct Ctx<'a> {
     pub watch_allowed: bool,
     /// The `/bytes` filler as a file, when the worker has one.
     pub filler: Option<&'a FillerFile>,
+    /// The admin's routes, rounds and ticks, on the admin listener's
+    /// worker; `None` on the main listener's.
+    pub admin: Option<&'a mut AdminService>,
     /// The loop clock, for placing a kernel receive stamp on its timeline.
     clock: LoopTime,
     /// The event's wire times, written by the connection as it reads and
@@ -186,7 +190,7 @@ impl Resources {
         stats: &'a Stats,
         observer: &'a mut dyn Observer,
     ) -> Ctx<'a> {
-        self.lend_to(now, (settings, stats), observer, Lending::default())
+        self.lend_to(now, (settings, stats), observer, Lending::default(), None)
     }
 
     /// A context at loop time `now` for the connection and worker state
@@ -197,6 +201,7 @@ impl Resources {
         (settings, stats): (&'a Settings, &'a Stats),
         observer: &'a mut dyn Observer,
         lending: Lending,
+        admin: Option<&'a mut AdminService>,
     ) -> Ctx<'a> {
         Ctx {
             now,
@@ -211,6 +216,7 @@ impl Resources {
             observer,
             watch_allowed: lending.watch_allowed,
             filler: self.filler.as_ref(),
+            admin,
             clock: self.clock,
             arrived: None,
             departed: None,

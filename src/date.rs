@@ -15,6 +15,17 @@ use crate::timers::{Micros, TimerLists};
 /// Length of an IMF-fixdate: `Sun, 06 Nov 1994 08:49:37 GMT`.
 pub const DATE_LEN: usize = 29;
 
+/// `wall` as an IMF-fixdate, formatted in place (no allocation): for a
+/// listener that answers too seldom to keep a cache (the admin's, the
+/// plain-HTTP refusal on a TLS port).
+pub fn format(wall: SystemTime) -> [u8; DATE_LEN] {
+    let mut value = [0u8; DATE_LEN];
+    let mut cursor = std::io::Cursor::new(&mut value[..]);
+    let written = write!(cursor, "{}", httpdate::HttpDate::from(wall));
+    debug_assert!(written.is_ok() && cursor.position() as usize == DATE_LEN);
+    value
+}
+
 /// One worker's cached `Date` value.
 #[derive(Debug, Default)]
 pub struct DateCache {
@@ -49,9 +60,7 @@ impl DateCache {
     /// second boundary (1..=1000): when the invalidation timer must fire.
     pub fn refresh(&mut self, wall: SystemTime) -> u64 {
         // Formatted in place: no allocation, even once a second.
-        let mut cursor = std::io::Cursor::new(&mut self.value[..]);
-        let written = write!(cursor, "{}", httpdate::HttpDate::from(wall));
-        debug_assert!(written.is_ok() && cursor.position() as usize == DATE_LEN);
+        self.value = format(wall);
         self.valid = true;
         let since = wall.duration_since(UNIX_EPOCH).unwrap_or_default();
         self.unix_second = since.as_secs();

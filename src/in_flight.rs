@@ -1,9 +1,10 @@
 //! The request a connection is in the middle of, as data: a body still
-//! arriving, an answer waiting on its `/delay`, or a generated body still
-//! owed. Only a connection with work has one, so it lives with the pooled
+//! arriving, an answer waiting on its `/delay` (or on an admin round), a
+//! generated body still owed, or the admin's event stream. Only a connection with work has one, so it lives with the pooled
 //! buffers ([`crate::pool::Buffers::in_flight`]) and an idle connection
 //! pays nothing for it; the session (`crate::session`) drives it.
 
+use crate::admin::rounds::RoundId;
 use crate::app::Plan;
 use crate::http::BodyDecoder;
 use crate::http::response::Persistence;
@@ -21,6 +22,18 @@ pub enum InFlight {
     },
     /// Received; the answer waits for the `/delay` timer.
     Delayed { ms: u64, answer: Plan },
+    /// Received; the admin's answer waits for the end of snapshot round
+    /// `round` (the worker wakes it, see `worker::admin`).
+    Awaiting { round: RoundId, answer: Plan },
+    /// The admin's event stream: its head is queued and the body runs
+    /// until the close, a frame per tick of `interval_ms`; `wants` is the
+    /// round whose frame it gets next, if a tick asked for one. `fresh`
+    /// until its first frame.
+    Streaming {
+        interval_ms: u64,
+        wants: Option<RoundId>,
+        fresh: bool,
+    },
     /// The head of a `/bytes` answer is queued; `remaining` bytes of its
     /// body are still to be written, as the output drains.
     Sending {
@@ -33,8 +46,10 @@ impl InFlight {
     /// The method of the request, while its answer is not yet queued.
     pub fn method(&self) -> Option<crate::http::Method> {
         match self {
-            InFlight::Body { answer, .. } | InFlight::Delayed { answer, .. } => Some(answer.method),
-            InFlight::Sending { .. } => None,
+            InFlight::Body { answer, .. }
+            | InFlight::Delayed { answer, .. }
+            | InFlight::Awaiting { answer, .. } => Some(answer.method),
+            InFlight::Sending { .. } | InFlight::Streaming { .. } => None,
         }
     }
 }

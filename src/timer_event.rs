@@ -15,6 +15,8 @@ pub enum TimerEvent {
     AcceptResume,
     /// Give memory freed by a burst back to the system (see `memory`).
     ReturnMemory,
+    /// The admin's own (on the admin listener's worker only).
+    Admin(crate::admin::AdminTimer),
 }
 
 /// Which of a connection's two timers.

@@ -490,3 +490,30 @@ fn the_dashboard_page_and_its_files_are_served() {
     assert!(script.text().contains("EventSource"));
     assert_eq!(get(f.admin, "/dashboard.css").status, 200);
 }
+
+#[test]
+fn answers_are_dated_closed_never_cached_and_refused_by_the_servers_rules() {
+    let f = start_with_admin(|c| keep_alive(c, "5s", "1s"));
+    for path in ["/healthz", "/metrics", "/nope"] {
+        let response = get(f.admin, path);
+        assert_eq!(response.header("cache-control"), Some("no-store"), "{path}");
+        assert_eq!(
+            response.header("x-content-type-options"),
+            Some("nosniff"),
+            "{path}"
+        );
+        assert!(response.header("date").is_some(), "{path}");
+        assert!(response.closes(), "{path}");
+    }
+    // The main listener's request rules: Host on HTTP/1.1, the head's size.
+    let mut client = Client::connect(f.admin);
+    client.send(b"GET /healthz HTTP/1.1\r\n\r\n");
+    assert_eq!(client.read_response().status, 400);
+    let mut client = Client::connect(f.admin);
+    let long = format!(
+        "GET /healthz HTTP/1.1\r\nHost: t\r\nX: {}\r\n\r\n",
+        "a".repeat(9000)
+    );
+    client.send(long.as_bytes());
+    assert_eq!(client.read_response().status, 431);
+}

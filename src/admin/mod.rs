@@ -1,7 +1,8 @@
-//! The opt-in admin listener (`--admin ADDR`): a non-blocking HTTP/1.1
-//! server on a mio event loop of its own thread, serving many clients at
-//! once, each with its own timeouts in the loop's timer lists, so no
-//! client can delay another.
+//! The opt-in admin listener (`--admin ADDR`): one more worker of the
+//! server's own (`worker`, `conn`, `session`), on a thread of its own,
+//! serving the admin's routes (`service`) under the admin's limits
+//! (`settings`), with its own timeouts in its own timer lists, so no
+//! client can delay another and a saturated main listener cannot delay it.
 //!
 //! - `GET /`: the live dashboard (HTML, CSS and JS embedded in the binary).
 //! - `GET /events`: its Server-Sent Events feed: the [`view::View`] JSON
@@ -16,41 +17,66 @@
 //! It reads workers only through [`Remote`]: counters directly, everything
 //! else by asking each worker for a snapshot in a round (`rounds`), which
 //! never blocks the loop and never runs unless a client asked for it.
+//!
+//! What a request is answered is `service`'s (routes, pages, rounds,
+//! dashboard ticks); how it is carried is the core's, as on the main
+//! listener, with the admin's part of the worker in `worker::admin`
+//! (waking the answers a round ends, feeding the event streams).
 
-mod client;
-mod event_loop;
 pub mod http;
 pub mod metrics;
 mod page;
 pub mod process;
-mod rounds;
+pub(crate) mod rounds;
+pub(crate) mod service;
+mod settings;
 pub mod view;
 
 use std::io;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use crate::shared::Remote;
+use crate::observe::Ignore;
+use crate::shared::{Control, Remote, WorkerShared};
+use crate::worker::{WAKER, Worker};
 
-/// What a timer in the admin loop's lists stands for.
+/// What an admin timer in the admin worker's lists stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AdminTimer {
-    /// A client's deadline, stall timer or linger, by slab key.
-    Client(usize),
     /// The snapshot round in flight waited long enough.
     Round,
     /// Dashboard viewers on this interval (ms) are due a snapshot.
     Tick(u64),
 }
 
-/// Binds the admin listener and serves it on a thread of its own.
+/// Binds the admin listener and serves it on a thread of its own: a
+/// worker of the server's own kind, serving the admin's routes under the
+/// admin's limits (`settings`), so it stays responsive
+/// however busy the main listener's workers are.
 pub fn spawn(addr: SocketAddr, remote: Remote) -> io::Result<(SocketAddr, JoinHandle<()>)> {
-    let admin = event_loop::AdminLoop::bind(addr, remote)?;
-    let local = admin.local_addr()?;
+    let poll = mio::Poll::new()?;
+    let listener = mio::net::TcpListener::bind(addr)?;
+    let local = listener.local_addr()?;
+    let waker = Arc::new(mio::Waker::new(poll.registry(), WAKER)?);
+    let service = service::Service::new(remote, waker);
+    // Its own stop flag, never set: the admin listener serves through a
+    // drain (`/healthz` says 503 then) until the process exits.
+    let control = Arc::new(Control::default());
+    let worker = Worker::new(
+        0,
+        poll,
+        listener,
+        Arc::new(settings::admin_settings(local)),
+        Arc::new(WorkerShared::default()),
+        control,
+        Box::new(Ignore),
+    )?
+    .serving_admin(service);
     let thread = std::thread::Builder::new()
         .name("admin".into())
         .spawn(move || {
-            if let Err(e) = admin.run() {
+            if let Err(e) = worker.run() {
                 tracing::error!(error = %e, "admin listener stopped");
             }
         })?;

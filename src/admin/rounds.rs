@@ -1,7 +1,7 @@
 //! Snapshot rounds: asking every worker for a snapshot without blocking.
 //!
 //! A round posts a request in each worker's mailbox (waking its poll) and
-//! ends when every worker has answered (each answer wakes the admin loop)
+//! ends when every worker has answered (each answer wakes the admin worker)
 //! or after [`ROUND_TIMEOUT_MS`], with the answers that came. One round is
 //! in flight at a time and everyone waiting for it shares its snapshots:
 //! a scrape needs one whose snapshots are taken after it arrived
@@ -15,6 +15,7 @@ use mio::Waker;
 use super::AdminTimer;
 use crate::introspect::Snapshot;
 use crate::shared::Remote;
+use crate::timer_event::TimerEvent;
 use crate::timers::{Micros, TimerId, TimerLists};
 
 /// How long a round waits for a busy worker before answering without it.
@@ -62,7 +63,7 @@ impl Rounds {
     pub fn fresh(
         &mut self,
         remote: &Remote,
-        timers: &mut TimerLists<AdminTimer>,
+        timers: &mut TimerLists<TimerEvent>,
         now: Micros,
     ) -> RoundId {
         if self.current.is_some() {
@@ -76,7 +77,7 @@ impl Rounds {
     pub fn any(
         &mut self,
         remote: &Remote,
-        timers: &mut TimerLists<AdminTimer>,
+        timers: &mut TimerLists<TimerEvent>,
         now: Micros,
     ) -> RoundId {
         match &self.current {
@@ -90,7 +91,7 @@ impl Rounds {
     pub fn collect(
         &mut self,
         remote: &Remote,
-        timers: &mut TimerLists<AdminTimer>,
+        timers: &mut TimerLists<TimerEvent>,
         now: Micros,
     ) -> Option<Finished> {
         let round = self.current.as_mut()?;
@@ -116,7 +117,7 @@ impl Rounds {
     pub fn time_out(
         &mut self,
         remote: &Remote,
-        timers: &mut TimerLists<AdminTimer>,
+        timers: &mut TimerLists<TimerEvent>,
         now: Micros,
     ) -> Option<Finished> {
         let round = self.current.as_ref()?;
@@ -134,7 +135,7 @@ impl Rounds {
     fn finish(
         &mut self,
         remote: &Remote,
-        timers: &mut TimerLists<AdminTimer>,
+        timers: &mut TimerLists<TimerEvent>,
         now: Micros,
     ) -> Finished {
         let mut round = self.current.take().expect("a round in flight");
@@ -151,7 +152,7 @@ impl Rounds {
     fn start(
         &mut self,
         remote: &Remote,
-        timers: &mut TimerLists<AdminTimer>,
+        timers: &mut TimerLists<TimerEvent>,
         now: Micros,
     ) -> RoundId {
         self.started += 1;
@@ -159,7 +160,12 @@ impl Rounds {
             .workers()
             .map(|(shared, waker)| shared.mailbox.post(waker, &self.reply_to))
             .collect();
-        let timeout = timers.enroll(now, ROUND_TIMEOUT_MS, false, AdminTimer::Round);
+        let timeout = timers.enroll(
+            now,
+            ROUND_TIMEOUT_MS,
+            false,
+            TimerEvent::Admin(AdminTimer::Round),
+        );
         self.current = Some(Round {
             id: self.started,
             waiting,

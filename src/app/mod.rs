@@ -7,10 +7,16 @@
 //! [`Request`] (method and target): the answer is a [`Plan`], a small
 //! value it keeps while the body arrives. The plan says what the route
 //! wants of the body ([`Plan::keeps_body`]), whether the answer waits
-//! ([`Plan::wait_ms`]), the connection's [`Terms`] for the response head,
-//! and the answer: once the body is in, a [`Reply`] (status, content type
-//! and a [`BodySource`]); or, when a kept body outgrows what is gathered,
-//! the head of a reply that passes the body through as it arrives.
+//! ([`Plan::waits`]: on a `/delay` timer, or on an admin round), the
+//! connection's [`Terms`] for the response head, and the answer: once the
+//! body is in, a [`Reply`] (status, content type and a [`BodySource`]);
+//! or, when a kept body outgrows what is gathered, the head of a reply
+//! that passes the body through as it arrives.
+//!
+//! A worker serves one application: these demonstration routes, or, on
+//! the admin listener's worker, the admin's (`crate::admin::service`,
+//! planned with [`Plan::admin`]): the plan holds which, so a request on
+//! the main listener pays one branch for it.
 //!
 //! Per-request choices that shape the response and the connection sit
 //! here, beside routing, never in the state machine: among them the
@@ -25,6 +31,8 @@ pub mod filler;
 pub mod keep_terms;
 pub mod routes;
 
+use crate::admin::rounds::RoundId;
+use crate::admin::service::{Answer, Service as AdminService};
 use crate::config::Settings;
 use crate::http::Status;
 use crate::http::response::Persistence;
@@ -52,7 +60,7 @@ pub struct Request<'a> {
 /// and kept (it borrows nothing) until the response is queued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Plan {
-    route: Route,
+    route: Routed,
     pub method: Method,
     pub is_head: bool,
     pub terms: Terms,
@@ -72,6 +80,16 @@ pub struct Terms {
     /// What `Keep-Alive: timeout=` says, when an `advertise=` control
     /// changed it.
     pub advertise: Option<AdvertiseOverride>,
+}
+
+/// What an answer waits on once its request is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    Nothing,
+    /// A timer of this many ms (`/delay`).
+    Ms(u64),
+    /// The end of this admin snapshot round, woken by the worker.
+    Round(RoundId),
 }
 
 /// Room for a `Keep-Alive` field an `advertise=` control asked for.
@@ -129,6 +147,9 @@ pub enum BodySource<'a> {
     Bytes(&'a [u8]),
     /// This many bytes of [`filler`], generated as the output drains.
     Filler(u64),
+    /// The opening of a body that runs until the close, fed as it goes
+    /// (the admin's event stream; for HEAD, its head alone).
+    Stream(&'a [u8]),
 }
 
 /// What a response head says about the response itself.
@@ -136,6 +157,19 @@ pub enum BodySource<'a> {
 pub struct ReplyHead {
     pub status: Status,
     pub content_type: &'static str,
+    /// Header lines of its own, each ending in CRLF (see
+    /// [`crate::http::response::ResponseHead::extra`]); the demonstration
+    /// routes have none.
+    pub extra: &'static [u8],
+}
+
+/// Which application a worker serves: the demonstration routes (the main
+/// listener), or the admin's (`--admin`). Chosen per worker, so the main
+/// listener's requests pay one branch on it, nothing more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Routed {
+    Demo(Route),
+    Admin(Answer),
 }
 
 /// A route's answer to a request received whole.
@@ -156,7 +190,7 @@ impl Plan {
             request.kept_on.apply(controls, request.served);
         }
         Ok(Plan {
-            route: Route::of_target(head.target),
+            route: Routed::Demo(Route::of_target(head.target)),
             method: head.method,
             is_head: head.is_head,
             terms: terms(&request, settings),
@@ -164,25 +198,61 @@ impl Plan {
         })
     }
 
+    /// The plan for an admin request, answered `answer` by the admin's
+    /// routes (`admin::service`); its terms as any request's (the admin's
+    /// settings keep nothing alive: `Connection: close`).
+    pub fn admin(request: Request<'_>, answer: Answer, settings: &Settings) -> Plan {
+        Plan {
+            route: Routed::Admin(answer),
+            method: request.head.method,
+            is_head: request.head.is_head,
+            terms: terms(&request, settings),
+            kept_on: request.kept_on,
+        }
+    }
+
+    /// The admin's answer, when this is an admin request.
+    pub fn admin_answer(self) -> Option<Answer> {
+        match self.route {
+            Routed::Admin(answer) => Some(answer),
+            Routed::Demo(_) => None,
+        }
+    }
+
+    /// What the answer waits on once the request is in, if anything.
+    pub fn waits(self) -> Wait {
+        match self.route {
+            Routed::Demo(Route::Delay { ms }) => Wait::Ms(ms),
+            Routed::Admin(Answer::AfterRound { round, .. }) => Wait::Round(round),
+            _ => Wait::Nothing,
+        }
+    }
+
     /// The route wants the body (the echo at `/`), gathered while it is
     /// short; a longer one is passed through ([`Plan::streamed_reply`]).
     /// Other routes ignore it: it is read and dropped.
     pub fn keeps_body(self) -> bool {
-        self.route == Route::Root
-    }
-
-    /// The answer waits this long once the request is in (`/delay`).
-    pub fn wait_ms(self) -> Option<u64> {
-        match self.route {
-            Route::Delay { ms } => Some(ms),
-            _ => None,
-        }
+        self.route == Routed::Demo(Route::Root)
     }
 
     /// The answer once the request is in; `body` holds what was kept of
     /// its body (see [`Plan::keeps_body`]) and may be reused to build it.
-    pub fn reply<'b>(self, body: &'b mut Vec<u8>, settings: &Settings) -> Reply<'b> {
-        let (status, content_type, body) = match self.route {
+    /// An admin answer is the admin's `service`, when the worker has one.
+    pub fn reply<'b>(
+        self,
+        body: &'b mut Vec<u8>,
+        settings: &Settings,
+        admin: Option<&AdminService>,
+    ) -> Reply<'b> {
+        let route = match (self.route, admin) {
+            (Routed::Demo(route), _) => route,
+            (Routed::Admin(answer), Some(admin)) => {
+                let (head, body) = admin.reply(answer, body);
+                return Reply { head, body };
+            }
+            (Routed::Admin(_), None) => Route::NotFound,
+        };
+        let (status, content_type, body) = match route {
             Route::Root if body.is_empty() => (Status::Ok, "text/plain", BodySource::Bytes(HELLO)),
             Route::Bytes { n } if n <= settings.max_body_size as u64 => (
                 Status::Ok,
@@ -212,6 +282,7 @@ impl Plan {
             head: ReplyHead {
                 status,
                 content_type,
+                extra: b"",
             },
             body,
         }
@@ -223,6 +294,7 @@ impl Plan {
         ReplyHead {
             status: Status::Ok,
             content_type: "application/octet-stream",
+            extra: b"",
         }
     }
 }

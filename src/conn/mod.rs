@@ -46,6 +46,8 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::SystemTime;
 
+use crate::admin::rounds::RoundId;
+use crate::admin::service::Answer;
 use crate::app::controls::IdleClose;
 use crate::ctx::{ConnLabel, Ctx};
 use crate::pool::Buffers;
@@ -64,6 +66,10 @@ const READ_BUDGET: u32 = 16;
 const LINGER_IDLE_MS: u64 = 1000;
 /// And after this long in all, however it trickles (nginx's `lingering_time`).
 const LINGER_TOTAL_MS: u64 = 30_000;
+/// The kernel's send buffer for an admin event stream: what it may hold
+/// beyond the frames queued (small, so a viewer that stops reading is
+/// found out in seconds).
+const VIEWER_SEND_BUFFER: usize = 32 * 1024;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Readiness {
@@ -232,11 +238,7 @@ impl Conn {
             }
             // The peer neither closed nor spoke within the watch.
             Purpose::PeerAfterFin => return Flow::Close(CloseCause::KeepAliveTimeout),
-            Purpose::Delay => {
-                let buffers = self.buffers.get_or_insert_with(|| ctx.pool.take());
-                self.session.delay_elapsed(buffers, ctx);
-                return self.drive(ctx);
-            }
+            Purpose::Delay => return self.answer_delayed(ctx),
             // The peer has read nothing for the whole timeout: the output
             // can never be delivered, and this timeout is what ends it.
             Purpose::Inactivity if self.state == State::Writing => {
@@ -257,6 +259,55 @@ impl Conn {
         } else {
             Flow::Close(cause)
         }
+    }
+
+    /// What a delayed answer waited on has come (its `/delay` timer, or
+    /// the admin round it waited on, see `worker::admin`): it is queued
+    /// and sent.
+    pub fn answer_delayed(&mut self, ctx: &mut Ctx<'_>) -> Flow {
+        let buffers = self.buffers.get_or_insert_with(|| ctx.pool.take());
+        self.session.delay_elapsed(buffers, ctx);
+        self.drive(ctx)
+    }
+
+    /// The admin answer that waits on a round, if one does.
+    pub fn awaited(&self) -> Option<Answer> {
+        self.session.awaited(self.buffers.as_deref())
+    }
+
+    /// The event stream's interval and the round whose frame it wants
+    /// next, when the connection carries the admin's event stream.
+    pub fn stream(&self) -> Option<(u64, Option<RoundId>)> {
+        self.session.stream(self.buffers.as_deref())
+    }
+
+    /// A tick of its event stream: it wants round `round`'s frame.
+    pub fn want_frame(&mut self, round: RoundId) {
+        if let Some(buffers) = self.buffers.as_deref_mut() {
+            self.session.want_frame(round, buffers);
+        }
+    }
+
+    /// A frame of its event stream: queued and sent; a viewer with more
+    /// than `backlog` bytes still unsent has stopped reading, and is
+    /// dropped. Its first frame keeps the kernel's send buffer small, so
+    /// that a viewer that stops reading is found out in seconds.
+    pub fn on_frame(&mut self, frame: &[u8], backlog: usize, ctx: &mut Ctx<'_>) -> Flow {
+        let Some(buffers) = self.buffers.as_deref_mut() else {
+            return Flow::Open;
+        };
+        if self.session.push_frame(frame, buffers) {
+            self.transport.limit_send_buffer(VIEWER_SEND_BUFFER);
+        }
+        if buffers.output.pending() > backlog {
+            let ConnLabel { id, .. } = ctx.conn;
+            tracing::info!(
+                conn = id,
+                "dropping a dashboard viewer that stopped reading"
+            );
+            return Flow::Close(CloseCause::Inactivity);
+        }
+        self.drive(ctx)
     }
 
     /// The keep-alive timer ran out. A request may have arrived in the same
@@ -413,7 +464,7 @@ impl Conn {
                     return Stop::Close(cause);
                 }
             } else if self.transport.peer_closed()
-                && !self.session.is_delayed(self.buffers.as_deref())
+                && !self.session.owes_answer(self.buffers.as_deref())
             {
                 return Stop::Close(CloseCause::Client);
             }

@@ -46,7 +46,10 @@ pub enum State {
     ReadingHead,
     /// A request's body is arriving.
     ReadingBody,
-    /// A request is in, its answer waits on `/delay`.
+    /// A request is in, and its answer waits on something outside the
+    /// exchange: its `/delay` timer or, on the admin listener, the end
+    /// of a snapshot round (the worker wakes it), or the event stream's
+    /// next frame.
     Delayed,
     /// Output waits for the socket (or the transport's own backlog).
     Writing,
@@ -179,8 +182,9 @@ impl Conn {
     }
 
     /// Where a connection whose output waits for the socket stands: still
-    /// shaking hands (its flight backed up), or refusing; with a `/delay`
-    /// answer pending behind the output, `Delayed`; else `Writing`.
+    /// shaking hands (its flight backed up), or refusing; with a delayed
+    /// answer pending behind the output (or the event stream's next
+    /// frame), `Delayed`; else `Writing`.
     pub(super) fn writing(&self) -> State {
         match self.state {
             State::Handshaking => State::Handshaking,

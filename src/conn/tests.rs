@@ -68,7 +68,7 @@ impl Worker {
         };
         let heard = &mut self.heard;
         let shared = (&self.settings, &self.stats);
-        self.resources.lend_to(now, shared, heard, lending)
+        self.resources.lend_to(now, shared, heard, lending, None)
     }
 
     /// Fires the connection's activity timer the way the loop does:

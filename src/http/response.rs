@@ -59,7 +59,7 @@ impl Status {
     }
 
     /// The whole status line, CRLF included.
-    fn line(self) -> &'static [u8] {
+    pub fn line(self) -> &'static [u8] {
         match self {
             Status::Continue => b"HTTP/1.1 100 Continue\r\n",
             Status::Ok => b"HTTP/1.1 200 OK\r\n",
@@ -97,11 +97,15 @@ pub enum BodyLength {
     Known(u64),
     /// `Transfer-Encoding: chunked`: the body is streamed as it is produced.
     Chunked,
+    /// Neither: the body runs until the connection closes (the admin's
+    /// event stream; only with [`Persistence::Close`]).
+    UntilClose,
 }
 
 /// The methods this server answers (`/` takes any), named in the `Allow`
-/// field that RFC 9110 §15.5.6 requires on a 405.
-const ALLOW: &[u8] = b"Allow: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS\r\n";
+/// field that RFC 9110 §15.5.6 requires on a 405 (see
+/// [`ResponseHead::extra`]).
+pub const ALLOW: &[u8] = b"Allow: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS\r\n";
 
 /// Everything a response head says.
 pub struct ResponseHead<'a> {
@@ -116,6 +120,10 @@ pub struct ResponseHead<'a> {
     /// Requests the connection will still take after this one, when they
     /// are limited: sent as `max=N`, counting down as Apache does.
     pub requests_left: Option<u32>,
+    /// Header lines of the response's own, each ending in CRLF: the
+    /// `Allow` of a 405 ([`ALLOW`] on the main listener), the admin's
+    /// `Cache-Control` and `Content-Security-Policy`; mostly empty.
+    pub extra: &'a [u8],
 }
 
 impl ResponseHead<'_> {
@@ -133,10 +141,9 @@ impl ResponseHead<'_> {
                 out.extend_from_slice(b"\r\n");
             }
             BodyLength::Chunked => out.extend_from_slice(b"\r\nTransfer-Encoding: chunked\r\n"),
+            BodyLength::UntilClose => out.extend_from_slice(b"\r\n"),
         }
-        if self.status == Status::MethodNotAllowed {
-            out.extend_from_slice(ALLOW);
-        }
+        out.extend_from_slice(self.extra);
         match self.persistence {
             Persistence::Close => out.extend_from_slice(b"Connection: close\r\n"),
             Persistence::KeepAlive => {
@@ -212,6 +219,7 @@ mod tests {
             date: DATE,
             keep_alive_header: b"Connection: keep-alive\r\nKeep-Alive: timeout=5",
             requests_left,
+            extra: b"",
         }
         .encode(&mut out);
         String::from_utf8(out).unwrap()
@@ -249,6 +257,7 @@ mod tests {
             date: DATE,
             keep_alive_header: b"",
             requests_left: None,
+            extra: ALLOW,
         }
         .encode(&mut out);
         let text = String::from_utf8(out).unwrap();

@@ -1,5 +1,5 @@
 //! What a worker shows of itself when asked: the [`Snapshot`] it builds at
-//! the top of a turn when the admin loop has posted a request in its
+//! the top of a turn when the admin worker has posted a request in its
 //! mailbox (see [`crate::shared::Mailbox`]).
 
 mod snapshot;

@@ -103,13 +103,13 @@ impl Session {
     ) -> BodyTarget {
         let terms = answer.terms.when_draining(ctx.draining);
         let Buffers { output, body, .. } = buffers;
-        let length = length.map_or(BodyLength::Chunked, BodyLength::Known);
         let reply = answer.streamed_reply();
-        write_head(&mut output.buf, reply, length, terms, ctx);
+        let framing = length.map_or(BodyLength::Chunked, BodyLength::Known);
+        write_head(&mut output.buf, reply, framing, terms, ctx);
         let echo = match length {
             _ if answer.is_head => Echo::Nothing,
-            BodyLength::Known(_) => Echo::Raw,
-            BodyLength::Chunked => Echo::Chunks,
+            Some(_) => Echo::Raw,
+            None => Echo::Chunks,
         };
         match echo {
             Echo::Raw => output.buf.extend_from_slice(body),

@@ -32,7 +32,14 @@ impl Session {
                     draining: ctx.draining,
                     kept_on: self.kept_on,
                 };
-                let answer = match Plan::of(request, ctx.settings) {
+                let planned = match ctx.admin.as_deref_mut() {
+                    Some(admin) => {
+                        let answer = admin.plan(head.method, head.target, ctx.timers, ctx.now);
+                        Ok(Plan::admin(request, answer, ctx.settings))
+                    }
+                    None => Plan::of(request, ctx.settings),
+                };
+                let answer = match planned {
                     Ok(answer) => answer,
                     Err(bad) => {
                         let method = head.method;

@@ -20,7 +20,11 @@
 //! block behind the output ([`Session::filler_due`]), whatever n.
 //!
 //! What is answered is the application's (`app`): once per request head
-//! the session asks it for a [`Plan`], and carries that out here.
+//! the session asks it for a [`Plan`], and carries that out here. On the
+//! admin listener's worker (`ctx.admin` lent) the plan holds the admin's
+//! answer instead: one that waits on a snapshot round waits as a
+//! `/delay` answer does, and the event stream is a response whose body
+//! runs until the close, fed a frame per tick ([`Session::push_frame`]).
 //!
 //! Keeping I/O out makes this the unit the fuzz target drives directly.
 
@@ -28,9 +32,11 @@ mod body;
 mod head;
 mod refusal;
 
+use crate::admin::rounds::RoundId;
+use crate::admin::service::Answer;
 use crate::app::controls::After;
 use crate::app::keep_terms::KeepTerms;
-use crate::app::{BodySource, KeepAliveScratch, Plan, ReplyHead, Terms};
+use crate::app::{BodySource, KeepAliveScratch, Plan, ReplyHead, Terms, Wait};
 use crate::config::Settings;
 use crate::ctx::Ctx;
 use crate::http::response::{BodyLength, CONTINUE, Persistence, ResponseHead};
@@ -203,8 +209,60 @@ impl Session {
         matches!(in_flight(buffers), Some(InFlight::Body { .. }))
     }
 
+    /// The answer waits on something outside the exchange: its `/delay`
+    /// timer, an admin round, or (the event stream) its next frame.
     pub fn is_delayed(&self, buffers: Option<&Buffers>) -> bool {
-        matches!(in_flight(buffers), Some(InFlight::Delayed { .. }))
+        matches!(
+            in_flight(buffers),
+            Some(InFlight::Delayed { .. } | InFlight::Awaiting { .. } | InFlight::Streaming { .. })
+        )
+    }
+
+    /// The admin answer that waits on a round, if one does.
+    pub fn awaited(&self, buffers: Option<&Buffers>) -> Option<Answer> {
+        match in_flight(buffers) {
+            Some(InFlight::Awaiting { answer, .. }) => answer.admin_answer(),
+            _ => None,
+        }
+    }
+
+    /// The answer waits on its `/delay` timer or an admin round: it is
+    /// owed even to a client that has shut its write side.
+    pub fn owes_answer(&self, buffers: Option<&Buffers>) -> bool {
+        matches!(
+            in_flight(buffers),
+            Some(InFlight::Delayed { .. } | InFlight::Awaiting { .. })
+        )
+    }
+
+    /// The event stream's interval and the round it wants a frame from,
+    /// when the response is the admin's event stream.
+    pub fn stream(&self, buffers: Option<&Buffers>) -> Option<(u64, Option<RoundId>)> {
+        match in_flight(buffers) {
+            Some(InFlight::Streaming {
+                interval_ms, wants, ..
+            }) => Some((*interval_ms, *wants)),
+            _ => None,
+        }
+    }
+
+    /// A tick: the event stream wants round `round`'s frame, unless it
+    /// already waits for one.
+    pub fn want_frame(&mut self, round: RoundId, buffers: &mut Buffers) {
+        if let Some(InFlight::Streaming { wants, .. }) = &mut buffers.in_flight {
+            wants.get_or_insert(round);
+        }
+    }
+
+    /// Queues a frame of the event stream; returns whether it was its
+    /// first.
+    pub fn push_frame(&mut self, frame: &[u8], buffers: &mut Buffers) -> bool {
+        let Some(InFlight::Streaming { wants, fresh, .. }) = &mut buffers.in_flight else {
+            return false;
+        };
+        *wants = None;
+        buffers.output.buf.extend_from_slice(frame);
+        std::mem::replace(fresh, false)
     }
 
     /// How long the answer waiting on `/delay` waits, in ms.
@@ -285,7 +343,14 @@ impl Session {
                 // A generated body goes from the connection's writes
                 // ([`Session::filler_due`]); what follows it waits, as it
                 // waits on a delayed answer.
-                Some(InFlight::Delayed { .. } | InFlight::Sending { .. }) => false,
+                // So do requests behind an admin answer waiting on a
+                // round, or behind the event stream.
+                Some(
+                    InFlight::Delayed { .. }
+                    | InFlight::Sending { .. }
+                    | InFlight::Awaiting { .. }
+                    | InFlight::Streaming { .. },
+                ) => false,
             };
             if !went_on {
                 break;
@@ -299,9 +364,12 @@ impl Session {
         dropped
     }
 
-    /// The `/delay` timer fired: queue the waiting answer.
+    /// What the answer waited on has come (the `/delay` timer fired, the
+    /// admin round ended): queue it.
     pub fn delay_elapsed(&mut self, buffers: &mut Buffers, ctx: &mut Ctx<'_>) {
-        if let Some(InFlight::Delayed { answer, .. }) = buffers.in_flight {
+        if let Some(InFlight::Delayed { answer, .. } | InFlight::Awaiting { answer, .. }) =
+            buffers.in_flight
+        {
             buffers.in_flight = None;
             self.respond(answer, buffers, ctx);
         }
@@ -365,9 +433,10 @@ impl Session {
     /// The whole request is in: answer now, or after its delay.
     fn complete(&mut self, answer: Plan, buffers: &mut Buffers, ctx: &mut Ctx<'_>) {
         self.count_received();
-        match answer.wait_ms() {
-            Some(ms) => buffers.in_flight = Some(InFlight::Delayed { ms, answer }),
-            None => {
+        match answer.waits() {
+            Wait::Ms(ms) => buffers.in_flight = Some(InFlight::Delayed { ms, answer }),
+            Wait::Round(round) => buffers.in_flight = Some(InFlight::Awaiting { round, answer }),
+            Wait::Nothing => {
                 buffers.in_flight = None;
                 self.respond(answer, buffers, ctx);
             }
@@ -379,14 +448,18 @@ impl Session {
         let terms = answer.terms.when_draining(ctx.draining);
         let persistence = terms.persistence;
         let Buffers { output, body, .. } = buffers;
-        let reply = answer.reply(body, ctx.settings);
+        let reply = answer.reply(body, ctx.settings, ctx.admin.as_deref());
         // Bytes of a `/bytes` body, generated after the head as it drains.
-        let (payload, generated): (&[u8], u64) = match reply.body {
-            BodySource::Bytes(payload) => (payload, 0),
-            BodySource::Filler(n) => (b"", n),
+        let (payload, generated, streams): (&[u8], u64, bool) = match reply.body {
+            BodySource::Bytes(payload) => (payload, 0, false),
+            BodySource::Filler(n) => (b"", n, false),
+            BodySource::Stream(opening) => (opening, 0, true),
         };
         let content_length = payload.len() + generated as usize;
-        let length = BodyLength::Known(content_length as u64);
+        let length = match streams {
+            true => BodyLength::UntilClose,
+            false => BodyLength::Known(content_length as u64),
+        };
         write_head(&mut output.buf, reply.head, length, terms, ctx);
         if !answer.is_head {
             output.buf.extend_from_slice(payload);
@@ -400,6 +473,7 @@ impl Session {
             ctx.log_response(&mut buffers.log, status, sent as u64);
         }
         match generated {
+            _ if streams && !answer.is_head => self.open_event_stream(answer, buffers),
             0 => self.end_exchange(persistence, buffers),
             _ if answer.is_head => self.end_exchange(persistence, buffers),
             remaining => {
@@ -408,6 +482,19 @@ impl Session {
                     persistence,
                 });
             }
+        }
+    }
+
+    /// The admin's event stream's opening is queued: the exchange stays
+    /// in it, fed a frame per tick (the first from the round its answer
+    /// named), until the connection closes.
+    fn open_event_stream(&mut self, answer: Plan, buffers: &mut Buffers) {
+        if let Some(Answer::Stream { interval_ms, round }) = answer.admin_answer() {
+            buffers.in_flight = Some(InFlight::Streaming {
+                interval_ms,
+                wants: Some(round),
+                fresh: true,
+            });
         }
     }
 
@@ -468,6 +555,7 @@ fn write_head(
             .current(ctx.timers, ctx.now, TimerEvent::DateExpired),
         keep_alive_header: terms.keep_alive_header(ctx.settings, &mut scratch),
         requests_left: terms.requests_left,
+        extra: reply.extra,
     }
     .encode(out);
 }

@@ -5,7 +5,7 @@ use super::{Session, write_head};
 use crate::app::controls::BadControl;
 use crate::app::{ReplyHead, Terms};
 use crate::ctx::Ctx;
-use crate::http::response::BodyLength;
+use crate::http::response::{ALLOW, BodyLength};
 use crate::http::{Method, RequestError, Status};
 use crate::pool::{Buffers, HeadProgress};
 use crate::stats::CloseCause;
@@ -67,6 +67,10 @@ impl Session {
         let head = ReplyHead {
             status,
             content_type: "text/plain",
+            extra: match status {
+                Status::MethodNotAllowed => ALLOW,
+                _ => b"",
+            },
         };
         write_head(out, head, length, Terms::CLOSE, ctx);
         buffers.output.buf.extend_from_slice(reason);

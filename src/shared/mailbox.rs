@@ -1,4 +1,4 @@
-//! The admin loop's line to one worker: it posts a request for a
+//! The admin worker's line to one worker: it posts a request for a
 //! [`Snapshot`] and wakes the worker's poll; the worker builds the snapshot
 //! at the top of its next turn, leaves it here and wakes the asker back.
 //! Nobody blocks on the other, and nothing is published unasked, so an idle
@@ -11,7 +11,7 @@ use mio::Waker;
 
 use crate::introspect::Snapshot;
 
-/// The admin loop's line to one worker.
+/// The admin worker's line to one worker.
 #[derive(Debug, Default)]
 pub struct Mailbox {
     /// A snapshot is wanted (the worker checks this once per turn).

@@ -124,7 +124,7 @@ impl Remote {
     }
 
     /// Asks every worker for a snapshot and blocks up to `timeout` for the
-    /// answers (for tests and tools; the admin loop asks without blocking);
+    /// answers (for tests and tools; the admin worker asks without blocking);
     /// a worker that does not answer in time is left out.
     pub fn snapshots(&self, timeout: std::time::Duration) -> io::Result<Vec<Snapshot>> {
         let mut poll = Poll::new()?;

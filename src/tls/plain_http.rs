@@ -19,11 +19,9 @@
 //! and drains what follows, and counts the connection as a failed
 //! handshake (`plain_http`).
 
-use std::io::Write;
 use std::net::SocketAddr;
 use std::time::SystemTime;
 
-use crate::date::DATE_LEN;
 use crate::http::Status;
 use crate::http::response::{BodyLength, Persistence, ResponseHead};
 use crate::http::target::is_host_value;
@@ -65,9 +63,7 @@ pub fn answer(request: &[u8], local: Option<SocketAddr>, now: SystemTime) -> Vec
     let body = format!(
         "This port speaks HTTPS, and the request came in plain HTTP.\nUse {url} instead.\n"
     );
-    let mut date = [0u8; DATE_LEN];
-    // An IMF-fixdate is exactly DATE_LEN bytes: the write cannot fall short.
-    let _ = write!(&mut date[..], "{}", httpdate::HttpDate::from(now));
+    let date = crate::date::format(now);
     let mut out = Vec::with_capacity(160 + body.len());
     ResponseHead {
         status: Status::BadRequest,
@@ -77,6 +73,7 @@ pub fn answer(request: &[u8], local: Option<SocketAddr>, now: SystemTime) -> Vec
         date: &date,
         keep_alive_header: b"",
         requests_left: None,
+        extra: b"",
     }
     .encode(&mut out);
     if !request.starts_with(b"HEAD ") {

@@ -23,7 +23,9 @@
 //!    turn has touched with the fresh one (`restamp`).
 //!
 //! Taking connections in lives in `accept`, the graceful shutdown in
-//! `drain`, the admin snapshot in `view`.
+//! `drain`, the admin snapshot in `view`. The admin listener is served by
+//! a worker of this kind too, with the admin's routes: its part (answers
+//! woken when a round ends, event streams fed per tick) is `admin`.
 
 use std::io;
 use std::sync::Arc;
@@ -34,6 +36,7 @@ use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token};
 use slab::Slab;
 
+use crate::admin::service::Service as AdminService;
 use crate::app::filler::FillerFile;
 use crate::clock::{LoopClock, RateLimit};
 use crate::config::Settings;
@@ -110,6 +113,10 @@ pub struct Worker {
     /// The observer that hears what happens at the idle boundary (the
     /// peer observer, in a server), known only by its trait.
     observer: Box<dyn WorkerObserver>,
+    /// The admin's routes, rounds and ticks, on the admin listener's
+    /// worker (see `admin`); `None` on the main listener's, which serve
+    /// the demonstration routes.
+    admin: Option<AdminService>,
     /// Holds the kernel's receive stamping switched on (see
     /// `rx_stamps::hold_switched_on`): a late request that
     /// crosses an idle FIN arrives microseconds after the watch asks its
@@ -161,6 +168,7 @@ impl Worker {
             drain_deadline: None,
             memory: MemoryReturn::default(),
             observer,
+            admin: None,
             _stamping: rx_stamps::hold_switched_on(),
         })
     }
@@ -179,6 +187,9 @@ impl Worker {
             }
             self.sync_touched(now);
             self.fire_due_timers(now);
+            if self.admin.is_some() {
+                self.collect_rounds(now);
+            }
             if self.shared.mailbox.is_asked() {
                 self.shared.stats.snapshots.add(1);
                 self.shared.mailbox.reply(self.snapshot(now));
@@ -306,6 +317,7 @@ impl Worker {
             (&self.settings, &self.shared.stats),
             &mut *self.observer,
             lending,
+            self.admin.as_mut(),
         );
         let mut flow = handle(conn, &mut ctx);
         if flow.is_open()
@@ -328,10 +340,14 @@ impl Worker {
                 }
             }
             Flow::Close(cause) => {
+                let viewing = conn.stream().map(|(interval_ms, _)| interval_ms);
                 conn.account(true, &mut ctx);
                 conn.release(cause, &mut ctx);
                 let id = conn.id();
                 self.conns.remove(key);
+                if let Some(interval_ms) = viewing {
+                    self.viewer_left(interval_ms);
+                }
                 self.shared.stats.closed(cause);
                 tracing::trace!(conn = id, ?cause, "connection closed");
             }
@@ -376,6 +392,10 @@ impl Worker {
             // mid-turn with the reading taken before the poll: their
             // deadlines are approximate (early, never late), so they are
             // not measured.
+            if let TimerEvent::Admin(timer) = due.payload {
+                self.on_admin_timer(timer, now);
+                continue;
+            }
             let measured = matches!(due.payload, TimerEvent::Conn { .. });
             let late = measured.then(|| now.saturating_sub(due.deadline));
             self.shared.stats.timer_fired(kind, late);
@@ -400,6 +420,7 @@ impl Worker {
                         timers.enroll(now, ms, false, TimerEvent::ReturnMemory);
                     }
                 }
+                TimerEvent::Admin(_) => {} // handled above, unmeasured
             }
         }
     }
@@ -413,5 +434,6 @@ impl Drop for Worker {
 }
 
 mod accept;
+mod admin;
 mod drain;
 mod view;

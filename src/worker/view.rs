@@ -39,6 +39,9 @@ impl Worker {
             TimerEvent::DateExpired => TimerKind::Date,
             TimerEvent::AcceptResume => TimerKind::AcceptPause,
             TimerEvent::ReturnMemory => TimerKind::MemoryReturn,
+            // The admin's round and ticks: answers waiting, as `/delay`'s
+            // (on the admin worker, which is never asked for a snapshot).
+            TimerEvent::Admin(_) => TimerKind::Delay,
         }
     }
 

@@ -425,6 +425,13 @@ impl Transport {
         disable_nagle(&self.stream, &mut self.switched);
     }
 
+    /// Keeps the kernel's send buffer to about `bytes`, so what waits
+    /// unsent for a peer that stopped reading is found out soon (the
+    /// admin's event stream).
+    pub(super) fn limit_send_buffer(&self, bytes: usize) {
+        let _ = socket2::SockRef::from(&self.stream).set_send_buffer_size(bytes);
+    }
+
     /// Shuts the write side once, after saying the close (`close_notify`
     /// over TLS) if the output `ending` is whole; false if the socket is
     /// already gone.
