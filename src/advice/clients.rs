@@ -151,9 +151,9 @@ const KNOWN: &[(&str, Client)] = &[
                 template: "-Djdk.httpclient.keepalive.timeout={}",
                 late_s: 3,
                 why: "it drops an expired idle connection only when its selector thread next \
-                      wakes, which can be 3 s later (JDK 17.0.15 set to 1 reused connections \
+                      wakes, which can be 3 s later: JDK 17.0.15 set to 1 reused connections \
                       idle up to 1,996 ms at a 2 s server, a request lost and retried, and \
-                      2,606 ms at a 6 s one)",
+                      2,606 ms at a 6 s one",
                 retry: "retry a request that fails with an IOException on a reused connection \
                         (for requests safe to repeat)",
             },
@@ -185,8 +185,8 @@ const KNOWN: &[(&str, Client)] = &[
                 template: "CURLOPT_MAXAGE_CONN={} in libcurl (the curl tool reuses connections \
                            only within one run)",
                 late_s: 1,
-                why: "it compares whole seconds of idle time, the fraction dropped (libcurl \
-                      7.88.1 set to 1 reused connections idle up to 1,999 ms)",
+                why: "it compares whole seconds of idle time, the fraction dropped: libcurl \
+                      7.88.1 set to 1 reused connections idle up to 1,999 ms",
                 retry: "retry a request that fails with CURLE_GOT_NOTHING or \
                         CURLE_SEND_ERROR on a reused connection (for requests safe to repeat)",
             },
