@@ -3,11 +3,12 @@
 Usage: pauses.py CLIENT MODE URL PAUSE_S...
 CLIENT is httpx, aiohttp, requests, urllib3 or libcurl (through ctypes, so
 no build is needed); MODE is `advised` (the advice table's setting for a
-safe value of 1,900 ms), `nopool` (its "do not pool" setting), or for
-libcurl `seconds` (CURLOPT_MAXAGE_CONN=1, which the table does not
-advise) and `default` (no setting). Prints
-`version V`, then `ok STATUS` or `error WHAT` per request; exits 1 if any
-request failed. tests/advice_clients.rs reads the server's /peers after.
+safe value of 1,900 ms; requests, urllib3 and libcurl have none, so they
+run as they are), `nopool` (its "do not pool" setting), or for libcurl
+`seconds` (CURLOPT_MAXAGE_CONN=1, the whole-second rule's setting for a
+3 s server). Prints `version V`, then `ok STATUS` or `error WHAT` per
+request; exits 1 if any request failed. tests/advice_clients.rs reads the
+server's /peers after.
 """
 
 import asyncio
@@ -98,8 +99,8 @@ def run_libcurl(mode, url, pauses):
     curl.curl_easy_setopt(handle, CURLOPT_URL, url.encode())
     curl.curl_easy_setopt(handle, CURLOPT_WRITEFUNCTION, discard)
     if mode == "seconds":
-        # The least whole-second setting, 1: the table no longer advises
-        # it for 1.9 s (it was seen to reuse connections idle ~2 s).
+        # The least whole-second setting, 1: what the table tells a 3 s
+        # server, never a 2 s one (it reuses connections idle ~1.99 s).
         curl.curl_easy_setopt(handle, CURLOPT_MAXAGE_CONN, ctypes.c_long(1))
     elif mode == "nopool":
         curl.curl_easy_setopt(handle, CURLOPT_FORBID_REUSE, ctypes.c_long(1))
