@@ -8,14 +8,18 @@
 //! send no `User-Agent` at all (Node's `http.Agent`) get [`UNNAMED`]'s.
 //!
 //! Each entry was checked against its own documentation for its unit, its
-//! meaning and where it is set (the source is named beside it). Each also
-//! has its own "do not pool" setting, told where the safe value is 0:
-//! several read a 0 timeout as "no limit" (Go, Node, Envoy) and OkHttp
-//! refuses one. The whole-second settings (JDK, libcurl) were tried against
-//! the real clients at a 2 s server and kept connections up to a second
-//! past their value, so they are told a second less, and below 2 s the
-//! retry or "do not pool" instead. The "do not pool" settings are taken
-//! from each client's documentation, not yet tried against the client.
+//! meaning and where it is set (the source is named beside it), and each
+//! that installs here was run as the real client against this server
+//! closing at exactly 2 s (tests/advice_clients.rs; docs/lab.md has the
+//! table of how each entry was checked): the setting for 1,900 ms kept
+//! every reuse under it, and the "do not pool" setting opened a
+//! connection per request. Each has that "do not pool" setting, told
+//! where the safe value is 0: several read a 0 timeout as "no limit" (Go,
+//! Node, Envoy) and OkHttp refuses one. The whole-second settings are
+//! checked coarsely and were seen to reuse connections past their value
+//! (libcurl up to a second, the JDK 1.6 s and by its source up to 3 s),
+//! so they are told that much less, and where no whole second is that
+//! low the retry or "do not pool" instead.
 
 use super::trim;
 
@@ -38,13 +42,14 @@ enum Setting {
     Millis(&'static str),
     /// A setting in seconds, fractions allowed.
     Seconds(&'static str),
-    /// A setting in whole seconds, on a coarse clock checked only at some
-    /// moments: set to N it was seen to reuse a connection idle up to a
-    /// second past N (libcurl 7.88.1 at 1: 1,980-1,999 ms; JDK 17.0.15 at
-    /// 1: 1,986-1,996 ms, a request lost), so N is a second under the safe
-    /// value; `retry` is what covers the race where no N is that low.
+    /// A setting in whole seconds, checked coarsely: set to N it may reuse
+    /// a connection idle up to `late_s` seconds past N (`why` says how
+    /// and what was seen), so N is `late_s` under the safe value; `retry`
+    /// is what covers the race where no N is that low.
     WholeSeconds {
         template: &'static str,
+        late_s: u64,
+        why: &'static str,
         retry: &'static str,
     },
     /// nginx's time: whole seconds as `2s`, else milliseconds (`1900ms`),
@@ -134,12 +139,21 @@ const KNOWN: &[(&str, Client)] = &[
     ),
     // java.net.http module docs: jdk.httpclient.keepalive.timeout, whole
     // seconds (default 30); values <= 0 were unspecified until JDK-8371950.
+    // HttpClientImpl.SelectorManager purges expired pooled connections
+    // only when its selector wakes, which waits up to 3 s (NODEADLINE,
+    // "keep-alive have seconds granularity") when nothing else is due.
+    // Tried: tests/advice_clients.rs (Connection: close; the rule at 5 s).
     (
         "java-http-client/",
         Client {
             name: "Java HttpClient",
             setting: Setting::WholeSeconds {
                 template: "-Djdk.httpclient.keepalive.timeout={}",
+                late_s: 3,
+                why: "it drops an expired idle connection only when its selector thread next \
+                      wakes, which can be 3 s later: JDK 17.0.15 set to 1 reused connections \
+                      idle up to 1,996 ms at a 2 s server, a request lost and retried, and \
+                      2,606 ms at a 6 s one",
                 retry: "retry a request that fails with an IOException on a reused connection \
                         (for requests safe to repeat)",
             },
@@ -148,6 +162,7 @@ const KNOWN: &[(&str, Client)] = &[
         },
     ),
     // OkHttp ConnectionPool(maxIdleConnections, keepAliveDuration, TimeUnit).
+    // Tried: tests/advice_clients.rs (Debian's OkHttp 3.13.1).
     (
         "okhttp/",
         Client {
@@ -160,7 +175,9 @@ const KNOWN: &[(&str, Client)] = &[
         },
     ),
     // libcurl CURLOPT_MAXAGE_CONN: long, seconds idle allowed for reuse
-    // (default 118); an older cached connection is closed instead.
+    // (default 118); an older cached connection is closed instead. Its
+    // check compares whole seconds, the fraction dropped. Tried:
+    // tests/advice_clients.rs (FORBID_REUSE; the rule at 3 s).
     (
         "curl/",
         Client {
@@ -168,6 +185,9 @@ const KNOWN: &[(&str, Client)] = &[
             setting: Setting::WholeSeconds {
                 template: "CURLOPT_MAXAGE_CONN={} in libcurl (the curl tool reuses connections \
                            only within one run)",
+                late_s: 1,
+                why: "it compares whole seconds of idle time, the fraction dropped: libcurl \
+                      7.88.1 set to 1 reused connections idle up to 1,999 ms",
                 retry: "retry a request that fails with CURLE_GOT_NOTHING or \
                         CURLE_SEND_ERROR on a reused connection (for requests safe to repeat)",
             },
@@ -222,7 +242,7 @@ pub const UNNAMED: &[Client] = &[
     },
     UNDICI,
     // reqwest ClientBuilder::pool_idle_timeout (hyper's), Option<Duration>,
-    // default 90 s.
+    // default 90 s. Tried by hand (0.12.28): docs/lab.md.
     Client {
         name: "reqwest",
         setting: Setting::Millis(
@@ -267,8 +287,8 @@ pub const PROXIES: &[Client] = &[
         no_pool: "option http-server-close in the backend (it closes the server connection \
                   after each response)",
     },
-    // Envoy: idle_timeout (a protobuf Duration, written "1.9s") in
-    // common_http_protocol_options, under the cluster's
+    // Envoy (not tried: not in Debian): idle_timeout (a protobuf Duration,
+    // written "1.9s") in common_http_protocol_options, under the cluster's
     // typed_extension_protocol_options keyed by
     // envoy.extensions.upstreams.http.v3.HttpProtocolOptions; default 1 h.
     Client {
@@ -310,16 +330,20 @@ impl Client {
         match self.setting {
             Setting::Millis(template) | Setting::Missing(template) => template.replace("{}", &ms),
             Setting::Seconds(template) => template.replace("{}", &trim(safe_ms as f64 / 1000.0)),
-            Setting::WholeSeconds { retry, .. } if whole_seconds_under(safe_ms) == 0 => format!(
-                "its setting takes whole seconds on a clock checked only at some moments (set to \
-                 N, it was seen to reuse a connection idle up to a second past N), so it cannot \
-                 keep one under {ms} ms: {retry}, or keep no idle connections: {}",
+            Setting::WholeSeconds {
+                late_s, why, retry, ..
+            } if whole_seconds_under(safe_ms, late_s) == 0 => format!(
+                "its setting takes whole seconds and may let a connection be reused up to \
+                 {late_s} s past it ({why}), so it cannot keep one under {ms} ms: {retry}, or \
+                 keep no idle connections: {}",
                 self.no_pool
             ),
-            Setting::WholeSeconds { template, .. } => format!(
-                "{}; a second under {ms} ms, as it may reuse a connection idle up to a second past \
-                 its setting",
-                template.replace("{}", &whole_seconds_under(safe_ms).to_string())
+            Setting::WholeSeconds {
+                template, late_s, ..
+            } => format!(
+                "{}; {late_s} s under {ms} ms, as it may reuse a connection idle up to {late_s} s \
+                 past its setting",
+                template.replace("{}", &whole_seconds_under(safe_ms, late_s).to_string())
             ),
             Setting::NginxTime(template) => match safe_ms % 1000 {
                 0 => template.replace("{}", &format!("{}s", safe_ms / 1000)),
@@ -333,7 +357,7 @@ impl Client {
     pub fn can_be_set_to(&self, safe_ms: u64) -> bool {
         match self.setting {
             Setting::Missing(_) => false,
-            Setting::WholeSeconds { .. } => whole_seconds_under(safe_ms) > 0,
+            Setting::WholeSeconds { late_s, .. } => whole_seconds_under(safe_ms, late_s) > 0,
             _ => safe_ms > 0,
         }
     }
@@ -344,10 +368,10 @@ impl Client {
     }
 }
 
-/// The whole-second setting that keeps a connection under `safe_ms` on a
-/// clock that may let it live a second past the setting: 0 if none.
-fn whole_seconds_under(safe_ms: u64) -> u64 {
-    (safe_ms / 1000).saturating_sub(1)
+/// The whole-second setting that keeps a connection under `safe_ms` where
+/// it may be reused up to `late_s` seconds past the setting: 0 if none.
+fn whole_seconds_under(safe_ms: u64, late_s: u64) -> u64 {
+    (safe_ms / 1000).saturating_sub(late_s)
 }
 
 /// Every client and proxy in the table, once each.
@@ -394,7 +418,7 @@ mod tests {
         );
         let java = recognise("Java-http-client/17").unwrap();
         assert!(
-            java.advice(60_000).contains("timeout=59;"),
+            java.advice(60_000).contains("timeout=57;"),
             "{}",
             java.advice(60_000)
         );
@@ -526,6 +550,13 @@ mod tests {
             java.advice(1900)
                 .contains("allowRestrictedHeaders=connection")
         );
+        // Set to 1 it reused a connection idle 2,606 ms: never 1 below
+        // 4 s, and 3 s under from there.
+        assert!(!java.can_be_set_to(3999), "{}", java.advice(3999));
+        assert!(!sets(&java.advice(3999), "keepalive.timeout=", '1'));
+        assert!(java.advice(4000).contains("keepalive.timeout=1;"));
+        let curl = recognise("curl/8.5.0").unwrap();
+        assert!(curl.advice(2000).contains("MAXAGE_CONN=1 "));
         assert!(java.advice(1900).contains("retry"));
         let go = recognise("Go-http-client/1.1").unwrap();
         assert!(go.advice(0).contains("DisableKeepAlives: true"));
