@@ -42,7 +42,7 @@ use crate::peer_observer::PeerFindings;
 use crate::peer_observer::peers::PeersSnapshot;
 use crate::peer_observer::report::{PeersReport, ServerIdle};
 use crate::{Server, ServerHandle, logging};
-use cli::{FailOn, GuardArgs};
+use cli::GuardArgs;
 use run::Ended;
 use table::RunReport;
 
@@ -178,7 +178,8 @@ fn judge_run(
     for workers in by_agent.into_values() {
         let mut peers = PeersSnapshot::merge(workers);
         peers.window_us = window_us;
-        clients.extend(judge::judge(&PeersReport::new(&peers, server)));
+        let shadow = !args.real_close;
+        clients.extend(judge::judge(&PeersReport::new(&peers, server), shadow));
     }
     clients.sort_by(|a, b| (&a.addr, &a.user_agent).cmp(&(&b.addr, &b.user_agent)));
     let clients_pass = !clients.iter().any(|c| c.fails(args.fail_on));
@@ -192,10 +193,8 @@ fn judge_run(
         duration_s: window_us as f64 / 1e6,
         keep_alive: settings.keep_alive,
         server,
-        fail_on: match args.fail_on {
-            FailOn::Race => "race",
-            FailOn::AtRisk => "at-risk",
-        },
+        fail_on: args.fail_on.name(),
+        shadow_ms: settings.shadow_ms,
         connections_left_open,
         clients,
         clients_pass,

@@ -20,6 +20,7 @@ fn reuse(gap_ms: u64, headroom_ms: i64) -> Event<'static> {
         headroom_us: headroom_ms * 1000,
         idle_timeout_ms: 2000,
         advertised_secs: Some(2),
+        past_deadline: false,
     })
 }
 
@@ -151,6 +152,7 @@ fn the_binding_terms_are_the_shortest_that_went_wrong() {
             headroom_us: headroom_ms * 1000,
             idle_timeout_ms: ms,
             advertised_secs: None,
+            past_deadline: false,
         })
     };
     table.record(ip(2), 1, &with(300, 250));
@@ -321,6 +323,7 @@ fn past_the_promise_is_judged_by_the_gap_the_wire_sees() {
         headroom_us: 1_000_000,
         idle_timeout_ms: 3000,
         advertised_secs: Some(2),
+        past_deadline: false,
     };
     table.record(ip(2), 1, &Event::Reused(inside));
     let past = Reuse {

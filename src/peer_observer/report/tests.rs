@@ -58,6 +58,7 @@ fn reuse(gap_ms: u64, idle_timeout_ms: u64) -> Event<'static> {
         headroom_us: (idle_timeout_ms as i64 - gap_ms as i64) * 1000,
         idle_timeout_ms,
         advertised_secs: Some(2),
+        past_deadline: false,
     })
 }
 
@@ -174,6 +175,7 @@ fn served_reuses_are_at_risk_at_worst_never_a_race() {
         headroom_us: 900_000,
         idle_timeout_ms: 3000,
         advertised_secs: Some(2),
+        past_deadline: false,
     });
     let view = view_of(&[past_promise]);
     assert_eq!(view.verdict, Verdict::AtRisk, "{}", view.advice);
