@@ -228,7 +228,7 @@ fn inconclusive_advice(
     let safe = view.safe_pool_idle_timeout_ms;
     let fix = fix::fix(safe.into(), keeper);
     let should = match safe {
-        Some(ms) => format!("Should its limit be above {ms} ms: {fix}"),
+        Some(ms) => format!("Should its limit be above {ms} ms: {}", lower_first(&fix)),
         None => fix,
     };
     format!(
@@ -238,6 +238,15 @@ fn inconclusive_advice(
         trim(from),
         trim(to)
     )
+}
+
+/// `text` with its first letter in lower case, to follow a colon.
+fn lower_first(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_lowercase().chain(chars).collect(),
+        None => String::new(),
+    }
 }
 
 /// A number of seconds without trailing zeros: 1.9, 2, 0.05.
@@ -456,7 +465,11 @@ mod tests {
             client.advice
         );
         assert!(client.advice.contains("not known"), "{}", client.advice);
-        assert!(!client.advice.starts_with("Set"), "{}", client.advice);
+        assert!(
+            client.advice.contains(" ms: set httpx's keepalive_expiry="),
+            "{}",
+            client.advice
+        );
         assert!(!client.fails(FailOn::AtRisk));
     }
 
