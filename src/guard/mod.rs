@@ -2,9 +2,12 @@
 //! guard for CI. It starts the server with its test controls on, runs
 //! COMMAND (a test suite) against it with the base URL in `KAS_LAB_URL`, and when
 //! COMMAND ends judges every client that connected over the whole run:
-//! a client that lost requests to the server's idle close (`race`), or
-//! that would (`at risk`: reuses near or past the deadline, idle
-//! connections kept as long as the server keeps them), fails the run.
+//! a client that lost requests to the server's idle close, or reused a
+//! connection past the deadline (`race`: the server keeps idle
+//! connections open past it, the shadow deadline, and counts such a
+//! reuse as a request production would have lost), or came near it (`at
+//! risk`), fails the run; one whose limit the run did not show against
+//! the deadline is `inconclusive` (see [`judge`]).
 //!
 //! ```text
 //!  start server ─▶ run COMMAND ─▶ settle ─▶ judge ─▶ table (stderr), --json FILE ─▶ exit
@@ -18,8 +21,9 @@
 //!
 //! The pieces: [`cli`] (the command line, the server's flags among it),
 //! [`run`] (COMMAND and the signals), `settle` (waiting for what the
-//! server can still learn), [`judge`] (the verdicts: the peer observer's, made
-//! stricter), [`table`] (what is printed and written).
+//! server can still learn), [`judge`] (the verdicts: the peer observer's,
+//! and what the client's reuses and closes show of its limit), [`table`]
+//! (what is printed and written).
 
 pub mod cli;
 pub mod judge;

@@ -11,8 +11,10 @@
 //! - `race`: requests were lost in the window: they arrived after the
 //!   server's idle FIN, or in before it left (they crossed it in flight:
 //!   the client could not have known); those within a round trip after it
-//!   are too close to tell which ([`crate::peer_observer::peers::Crossing`]).
-//!   Nothing else is a race.
+//!   are too close to tell which ([`crate::peer_observer::peers::Crossing`]);
+//!   or, under the race guard's shadow deadline (never on a server), a
+//!   request reused a connection past the deadline, which production
+//!   would have lost. Nothing else is a race.
 //! - `at risk`: served reuses came within [`super::NEAR_MISS_US`] of the
 //!   idle deadline, or after the advertised `Keep-Alive: timeout` (the
 //!   server kept its connection longer than it promised, this time), or
