@@ -13,7 +13,8 @@
 //!   client still held that connection as good);
 //! - from above, the youngest connection it let go as it opened or reused
 //!   another (a lazy pool: httpx, urllib3, aiohttp), or where its own idle
-//!   closes cluster (a pool that times connections out itself).
+//!   closes cluster (a pool that times connections out itself; two at
+//!   least: one alone may be the client's exit).
 //!
 //! A limit shown below the server's deadline is `ok`. A client that
 //! reused no connection cannot race the idle close: `ok`. Anything else
@@ -169,9 +170,12 @@ fn keeps_ms(view: &PeerView) -> u64 {
 
 /// What the client's reuses and closes showed of its own limit.
 fn shown_limit(view: &PeerView) -> ShownLimit {
+    // One close alone may be the client's exit, not its timer: a
+    // cluster needs two.
+    let eager = (view.recent.client_idle_closes).saturating_sub(view.recent.lazy_client_closes);
     let clustered = view
         .client_idle_timeout_ms
-        .filter(|_| !view.client_idle_timeout_is_upper_bound);
+        .filter(|_| !view.client_idle_timeout_is_upper_bound && eager >= 2);
     let lazy = view.recent.shortest_lazy_close_ms;
     let below_ms = match (lazy, clustered) {
         (Some(a), Some(b)) => Some(a.min(b)),
@@ -502,5 +506,34 @@ mod tests {
             "{}",
             client.advice
         );
+    }
+
+    #[test]
+    fn one_close_alone_is_not_a_limit_two_at_one_age_are() {
+        let ages = |ms: &[u32]| {
+            let mut stats = PeerStats {
+                connections: 1,
+                requests: 2,
+                client_idle_closes: ms.len() as u64,
+                ..PeerStats::default()
+            };
+            for &ms in ms {
+                stats.client_idle_ages.push_ms(ms);
+            }
+            let recent = Recent {
+                reuses: 1,
+                longest_served_gap_ms: Some(300),
+                client_idle_closes: ms.len() as u64,
+                ..Recent::default()
+            };
+            judge(&report_as(HTTPX, stats, recent, EXACT), true).remove(0)
+        };
+        // The client's exit, 1.2 s after its last response.
+        let exit = ages(&[1200]);
+        assert_eq!(exit.verdict, GuardVerdict::Inconclusive, "{}", exit.advice);
+        // A pool that times idle connections out itself at 500 ms.
+        let timed = ages(&[500, 502]);
+        assert_eq!(timed.verdict, GuardVerdict::Ok, "{}", timed.advice);
+        assert_eq!(timed.client_limit.below_ms, Some(500));
     }
 }

@@ -367,3 +367,27 @@ fn user_agents_taking_turns_without_forwarding_headers_name_both_fixes() {
         view.advice
     );
 }
+
+#[test]
+fn a_reuse_past_the_deadline_under_the_shadow_deadline_is_a_race() {
+    let past = Event::Reused(Reuse {
+        gap_us: 2_500_000,
+        headroom_us: -500_000,
+        idle_timeout_ms: 2000,
+        advertised_secs: Some(2),
+        past_deadline: true,
+    });
+    let view = view_of(&[reuse(500, 2000), past]);
+    assert_eq!(view.verdict, Verdict::Race, "{}", view.advice);
+    assert_eq!(view.recent.reuses_past_deadline, 1);
+    assert_eq!(view.recent.shortest_lost_reuse_ms, Some(2500));
+    assert_eq!(view.recent.longest_served_reuse_ms, Some(500));
+    assert_eq!(view.near_misses, 0);
+    assert!(
+        view.advice.contains("production would have lost it"),
+        "{}",
+        view.advice
+    );
+    let safe = view.safe_pool_idle_timeout_ms.expect("a safe value");
+    assert!(safe < 2000, "{safe}");
+}
