@@ -370,14 +370,15 @@ fn user_agents_taking_turns_without_forwarding_headers_name_both_fixes() {
 
 #[test]
 fn a_reuse_past_the_deadline_under_the_shadow_deadline_is_a_race() {
-    let past = Event::Reused(Reuse {
-        gap_us: 2_500_000,
-        headroom_us: -500_000,
-        idle_timeout_ms: 2000,
-        advertised_secs: Some(2),
+    // 2.5 s idle against 2 s: served only under the shadow deadline.
+    let Event::Reused(late_reuse) = reuse(2500, 2000) else {
+        unreachable!("a reuse")
+    };
+    let past = Reuse {
         past_deadline: true,
-    });
-    let view = view_of(&[reuse(500, 2000), past]);
+        ..late_reuse
+    };
+    let view = view_of(&[reuse(500, 2000), Event::Reused(past)]);
     assert_eq!(view.verdict, Verdict::Race, "{}", view.advice);
     assert_eq!(view.recent.reuses_past_deadline, 1);
     assert_eq!(view.recent.shortest_lost_reuse_ms, Some(2500));
