@@ -536,4 +536,29 @@ mod tests {
         assert_eq!(timed.verdict, GuardVerdict::Ok, "{}", timed.advice);
         assert_eq!(timed.client_limit.below_ms, Some(500));
     }
+
+    #[test]
+    fn a_near_miss_is_at_risk_failing_by_default_and_passing_under_fail_on_race() {
+        let stats = PeerStats {
+            connections: 1,
+            requests: 2,
+            near_misses: 1,
+            ..PeerStats::default()
+        };
+        let recent = Recent {
+            reuses: 1,
+            near_misses: 1,
+            longest_served_gap_ms: Some(1950),
+            ..Recent::default()
+        };
+        let client = judge(&report_as(HTTPX, stats, recent, EXACT), true).remove(0);
+        assert_eq!(client.verdict, GuardVerdict::AtRisk, "{}", client.advice);
+        assert!(client.fails(FailOn::AtRisk));
+        assert!(!client.fails(FailOn::Race));
+        assert!(
+            client.advice.contains("keepalive_expiry="),
+            "{}",
+            client.advice
+        );
+    }
 }
