@@ -141,6 +141,11 @@ pub struct Reuse {
     pub idle_timeout_ms: u64,
     /// What its responses advertised (`Keep-Alive: timeout=`), in seconds.
     pub advertised_secs: Option<u64>,
+    /// It came after the idle timer had run out and found nothing, while
+    /// the shadow deadline kept the connection open (the race guard's,
+    /// `Settings::shadow_ms`): served here, lost in production, where the
+    /// server would have closed the connection.
+    pub past_deadline: bool,
 }
 
 /// An idle connection's end.

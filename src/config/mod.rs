@@ -166,6 +166,10 @@ pub struct Config {
     #[arg(skip)]
     pub clients_by_agent: bool,
 
+    /// Not a flag: see [`Settings::shadow_ms`] (the guard sets it).
+    #[arg(skip)]
+    pub shadow: Option<Duration>,
+
     /// Not a flag: the certificate and key of `tls_cert` and `tls_key`,
     /// as loaded (and matched) when the configuration loaded.
     #[arg(skip)]
@@ -220,6 +224,13 @@ pub struct Settings {
     /// The peer observer also tells clients apart by User-Agent, for the
     /// race guard (`peer_observer::clients`; off for a server).
     pub clients_by_agent: bool,
+    /// The shadow deadline, for the race guard (`None`: off, as for a
+    /// server): an idle connection whose timer runs out is kept open as
+    /// long again, and at least this many ms, instead of closed, and a request that reuses it then
+    /// is told as one production would have lost (`conn::state`'s
+    /// `Overdue`). At its end the connection closes as it would have at
+    /// the deadline.
+    pub shadow_ms: Option<u64>,
     /// The listener speaks TLS with this identity (`None`: plain HTTP).
     /// Each connection takes it at accept, so a reload changes it for new
     /// connections only.
@@ -272,6 +283,7 @@ impl Config {
             peers_window_us: self.peers_window.as_micros() as u64,
             loop_clock_start: self.loop_clock_start.as_micros() as u64,
             clients_by_agent: self.clients_by_agent,
+            shadow_ms: self.shadow.map(whole_ms).filter(|&ms| ms > 0),
             tls: self.tls.clone(),
         }
     }

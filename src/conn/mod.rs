@@ -233,6 +233,7 @@ impl Conn {
         tracing::debug!(conn = id, %peer, ?slot, ?purpose, state = ?self.state, "timer expired");
         let cause = match purpose {
             Purpose::KeepAlive => return self.expire_idle(ctx),
+            Purpose::Shadow => return self.end_shadow(ctx),
             Purpose::Linger | Purpose::LingerTotal => {
                 return Flow::Close(self.session.closing().unwrap_or(CloseCause::Error));
             }
@@ -316,15 +317,37 @@ impl Conn {
     /// first: a request that made it is served (and the timer re-armed);
     /// only a connection with nothing to read is closed.
     ///
-    /// The close is a reset when the connection's terms ask for one
-    /// (`close=rst`); otherwise a FIN, and the watch, when descriptors
-    /// allow it. Either way the observer hears that the server ended an
-    /// idle connection.
+    /// Under the shadow deadline (the race guard's) the connection is not
+    /// closed but kept `Overdue` (see [`state`]), unless its terms ask for
+    /// a reset, which a client would meet at once.
     fn expire_idle(&mut self, ctx: &mut Ctx<'_>) -> Flow {
         match self.drive(ctx) {
             Flow::Open if !self.transport.moved() => {}
             flow => return flow,
         }
+        let resets = self.session.kept_on().idle_close() == IdleClose::Rst;
+        if ctx.settings.shadow_ms.is_some() && !resets {
+            self.enter(State::Overdue, ctx);
+            return Flow::Open;
+        }
+        self.close_idle(ctx)
+    }
+
+    /// The shadow deadline ran out: read first, as at the real deadline,
+    /// then close as the connection would have closed there.
+    fn end_shadow(&mut self, ctx: &mut Ctx<'_>) -> Flow {
+        match self.drive(ctx) {
+            Flow::Open if !self.transport.moved() => self.close_idle(ctx),
+            flow => flow,
+        }
+    }
+
+    /// Closes an idle connection at its deadline (or the shadow's end),
+    /// nothing having arrived: a reset when the connection's terms ask for
+    /// one (`close=rst`); otherwise a FIN, and the watch, when descriptors
+    /// allow it. Either way the observer hears that the server ended an
+    /// idle connection.
+    fn close_idle(&mut self, ctx: &mut Ctx<'_>) -> Flow {
         // The observer hears of the idle end as the state changes: to
         // `Watching`, or to `Closed` (see `Conn::enter`).
         match self.session.kept_on().idle_close() {

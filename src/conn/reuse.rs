@@ -102,6 +102,7 @@ impl Conn {
             headroom_us,
             idle_timeout_ms,
             advertised_secs: self.advertised_secs(settings),
+            past_deadline: self.slots.in_shadow(),
         }
     }
 

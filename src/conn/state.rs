@@ -13,9 +13,21 @@
 //!                 │                  Idle ◀──── Writing ──▶ Closing (linger)
 //!                 │                    │                       ▲
 //!                 │                    └─ idle timer ─▶ Watching (after our FIN)
+//!                 │                    │                  ▲
+//!                 │   (shadow) idle timer ─▶ Overdue ─────┘ shadow's end
+//!                 │                          (a request: ReadingHead)
 //!                 └─ plain HTTP on the TLS port (a 400) ───────┘
 //!                                     any state ─▶ Closed
 //! ```
+//!
+//! `Overdue` is the shadow deadline (the race guard's, see
+//! `Settings::shadow_ms`): the idle timer ran out at the real deadline and
+//! found nothing to read, but instead of closing, the connection stays
+//! open for the shadow's length, holding no buffers, as an idle one does.
+//! A request that comes then is served and told to the observer as a
+//! reuse production would have lost (`Reuse::past_deadline`); a client's
+//! close then is told as a client idle close, at its age. At the shadow's
+//! end the connection closes as it would have at the deadline.
 //!
 //! Each event moves the connection explicitly, where it learns where it
 //! stands: the read that completes a handshake (or refuses plain HTTP)
@@ -55,6 +67,9 @@ pub enum State {
     Writing,
     /// Persistent, between requests, holding no buffers.
     Idle,
+    /// Idle past its real deadline, kept open by the shadow deadline: a
+    /// request now is one production would have lost.
+    Overdue,
     /// The last response is sent; the write side is shut (or about to
     /// be) and input is drained before the close (the linger).
     Closing,
@@ -90,7 +105,7 @@ impl State {
     /// reuses both kinds.
     pub fn eviction_rank(self) -> Option<u8> {
         match self {
-            State::Idle => Some(0),
+            State::Idle | State::Overdue => Some(0),
             State::Fresh => Some(1),
             State::Handshaking => Some(2),
             _ => None,
@@ -100,7 +115,7 @@ impl State {
     /// What a drain does to it.
     pub fn on_drain(self) -> Drain {
         match self {
-            State::Idle | State::Fresh | State::Handshaking => Drain::CloseNow,
+            State::Idle | State::Overdue | State::Fresh | State::Handshaking => Drain::CloseNow,
             _ => Drain::Finish,
         }
     }
@@ -110,7 +125,12 @@ impl State {
     pub fn has_work(self) -> bool {
         !matches!(
             self,
-            State::Fresh | State::Handshaking | State::Idle | State::Watching(_) | State::Closed(_)
+            State::Fresh
+                | State::Handshaking
+                | State::Idle
+                | State::Overdue
+                | State::Watching(_)
+                | State::Closed(_)
         )
     }
 
@@ -127,7 +147,7 @@ impl State {
                 Activity::Reading
             }
             State::Delayed | State::Writing => Activity::Writing,
-            State::Idle => Activity::Idle,
+            State::Idle | State::Overdue => Activity::Idle,
             State::Closing | State::Watching(_) | State::Closed(_) => Activity::Closing,
         }
     }
@@ -145,15 +165,18 @@ impl Conn {
     /// `Closed`, cancels the timers and gives the buffers back.
     pub(super) fn enter(&mut self, next: State, ctx: &mut Ctx<'_>) {
         let was = std::mem::replace(&mut self.state, next);
+        let idle = |state| matches!(state, State::Idle | State::Overdue);
         match (was, next) {
-            (State::Idle, State::Watching(_)) => self.report_idle_end(Closer::Server, false, ctx),
+            (was, State::Watching(_)) if idle(was) => {
+                self.report_idle_end(Closer::Server, false, ctx);
+            }
             // Without the watch (a reset, or a FIN with no descriptor to
             // spare for it), a request that loses the race meets the
             // kernel's reset and is never seen here.
-            (State::Idle, State::Closed(CloseCause::KeepAliveTimeout)) => {
+            (was, State::Closed(CloseCause::KeepAliveTimeout)) if idle(was) => {
                 self.report_idle_end(Closer::Server, true, ctx);
             }
-            (State::Idle, State::Closed(cause @ (CloseCause::Client | CloseCause::Reset))) => {
+            (was, State::Closed(cause @ (CloseCause::Client | CloseCause::Reset))) if idle(was) => {
                 self.report_idle_end(Closer::Client, cause == CloseCause::Reset, ctx);
             }
             _ => {}
@@ -176,7 +199,7 @@ impl Conn {
             self.enter(next, ctx);
         }
         let begun = n > 0 || self.transport.has_partial_input();
-        if begun && matches!(self.state, State::Fresh | State::Idle) {
+        if begun && matches!(self.state, State::Fresh | State::Idle | State::Overdue) {
             self.enter(State::ReadingHead, ctx);
         }
     }
@@ -213,6 +236,8 @@ impl Conn {
             {
                 State::ReadingHead
             }
+            // Still past its deadline: only a request or a close ends that.
+            _ if self.state == State::Overdue => State::Overdue,
             _ if self.session.has_received() => State::Idle,
             _ => State::Fresh,
         }
@@ -259,7 +284,7 @@ mod tests {
     use crate::timers::Micros;
 
     /// Every state but `Closed`, with a watch begun at loop time 0.
-    fn all() -> [State; 9] {
+    fn all() -> [State; 10] {
         [
             State::Handshaking,
             State::Fresh,
@@ -268,6 +293,7 @@ mod tests {
             State::Delayed,
             State::Writing,
             State::Idle,
+            State::Overdue,
             State::Closing,
             State::Watching(FinWatch::from(0 as Micros)),
         ]
@@ -281,7 +307,12 @@ mod tests {
             .collect();
         assert_eq!(
             evictable,
-            [State::Handshaking, State::Fresh, State::Idle],
+            [
+                State::Handshaking,
+                State::Fresh,
+                State::Idle,
+                State::Overdue
+            ],
             "evictable states"
         );
         let rank = |state: State| state.eviction_rank().unwrap();

@@ -499,3 +499,69 @@ fn a_reuse_well_inside_the_promise_is_judged_by_the_loop_reading() {
     }
     assert_eq!(field(heard_reuse(&worker), "headroom_us"), left);
 }
+
+#[test]
+fn under_the_shadow_deadline_an_expired_connection_stays_open_and_a_reuse_is_marked() {
+    let mut worker = Worker::new();
+    worker.settings.shadow_ms = Some(2000);
+    let (mut client, mut conn) = answered_once(&mut worker);
+
+    // The idle timer runs out with nothing to read: no FIN, no idle end.
+    assert_eq!(worker.fire_activity(&mut conn), Flow::Open);
+    assert_eq!(conn.state(), State::Overdue);
+    assert_eq!(worker.heard.count("IdleEnded"), 0);
+    conn.sync_timers(0, &mut worker.resources.timers, 0, &worker.settings);
+    let shadow = conn.slots.activity().expect("the shadow's timer");
+    let kept_ms = worker.settings.keep_alive_ms.max(2000);
+    assert_eq!(worker.resources.timers.deadline(shadow), kept_ms * 1000);
+    assert!(conn.slots.in_shadow());
+
+    // A request now is served, and reported as past the deadline.
+    send(&mut client, &conn, GET);
+    {
+        let mut ctx = worker.ctx();
+        assert_eq!(conn.on_ready(Readiness::default(), &mut ctx), Flow::Open);
+        conn.account(false, &mut ctx);
+    }
+    assert!(read_response(&mut client).starts_with("HTTP/1.1 200 OK"));
+    assert!(
+        heard_reuse(&worker).contains("past_deadline: true"),
+        "{:?}",
+        worker.heard.0
+    );
+    assert_eq!(conn.state(), State::Idle);
+}
+
+#[test]
+fn the_shadow_deadline_ends_in_the_close_the_deadline_would_have_made() {
+    let mut worker = Worker::new();
+    worker.settings.shadow_ms = Some(2000);
+    let (mut client, mut conn) = answered_once(&mut worker);
+    assert_eq!(worker.fire_activity(&mut conn), Flow::Open);
+    assert_eq!(conn.state(), State::Overdue);
+    // A readable edge with nothing to read keeps it overdue.
+    assert_eq!(
+        conn.on_ready(Readiness::default(), &mut worker.ctx()),
+        Flow::Open
+    );
+    assert_eq!(conn.state(), State::Overdue);
+
+    // The shadow's end: FIN, the watch, and the server's idle end.
+    assert_eq!(worker.fire_activity(&mut conn), Flow::Open);
+    assert!(matches!(conn.state(), State::Watching(_)));
+    assert_eq!(worker.heard.count("IdleEnded(IdleEnd { closer: Server"), 1);
+    assert_eq!(client.read(&mut [0u8; 64]).unwrap(), 0, "FIN");
+}
+
+#[test]
+fn without_the_shadow_deadline_a_reuse_is_not_marked() {
+    let mut worker = Worker::new();
+    let (mut client, mut conn, _) = idle_after_one_answer(&mut worker);
+    send(&mut client, &conn, GET);
+    {
+        let mut ctx = worker.ctx();
+        assert_eq!(conn.on_ready(Readiness::default(), &mut ctx), Flow::Open);
+        conn.account(false, &mut ctx);
+    }
+    assert!(heard_reuse(&worker).contains("past_deadline: false"));
+}

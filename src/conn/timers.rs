@@ -30,6 +30,8 @@ pub(super) enum Purpose {
     LingerTotal,
     /// Watching the peer after the idle FIN.
     PeerAfterFin,
+    /// The shadow deadline: idle past the real one (`State::Overdue`).
+    Shadow,
 }
 
 impl Purpose {
@@ -86,6 +88,13 @@ impl TimerSlots {
         }
     }
 
+    /// Whether the shadow deadline's timer is armed: the connection was
+    /// idle past its real deadline as of the last sync (a request read
+    /// since is one production would have lost).
+    pub fn in_shadow(&self) -> bool {
+        self.activity.is_some() && self.activity_purpose == Purpose::Shadow
+    }
+
     /// The keep-alive timer, while one is armed.
     pub fn keep_alive(&self) -> Option<TimerId> {
         self.activity
@@ -124,7 +133,7 @@ impl Conn {
             Slot::Deadline => self.slots.deadline_purpose,
         };
         match purpose {
-            Purpose::KeepAlive => TimerKind::KeepAlive,
+            Purpose::KeepAlive | Purpose::Shadow => TimerKind::KeepAlive,
             Purpose::Headers => TimerKind::Headers,
             Purpose::Inactivity => TimerKind::Inactivity,
             Purpose::Delay => TimerKind::Delay,
@@ -194,6 +203,14 @@ impl Conn {
             State::Idle => {
                 let ms = self.session.kept_on().keep_alive_ms(settings);
                 want(Purpose::KeepAlive, ms, false)
+            }
+            // Past the deadline, as long again, at least the shadow's
+            // length (a reload that turned the shadow off ends it at once).
+            State::Overdue => {
+                let ms = settings.shadow_ms.map_or(0, |ms| {
+                    ms.max(self.session.kept_on().keep_alive_ms(settings))
+                });
+                want(Purpose::Shadow, ms, false)
             }
             State::Watching(_) => want(Purpose::PeerAfterFin, IDLE_WATCH_MS, false),
             State::ReadingHead => settings

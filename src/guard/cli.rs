@@ -1,6 +1,6 @@
 //! The `lab` subcommand's command line: every server flag (the server's
-//! own [`Config`], flattened in), the guard's `--json` and `--fail-on`,
-//! and the COMMAND after `--`.
+//! own [`Config`], flattened in), the guard's `--json`, `--fail-on` and
+//! `--real-close`, and the COMMAND after `--`.
 //!
 //! clap checks the whole line once, with the subcommand's help and usage. The
 //! server's configuration is then loaded as the server loads its own
@@ -8,8 +8,10 @@
 //! `--config` file), from the flags before `--` less the guard's, with
 //! what the guard needs added: a free port on loopback unless `--listen`
 //! is given, the test controls on unless `--test-controls` is given, and
-//! a window as long as any run, so the verdicts cover the whole run; and
-//! the peer observer tells clients apart by User-Agent as well as by address.
+//! a window as long as any run, so the verdicts cover the whole run; the
+//! peer observer tells clients apart by User-Agent as well as by address;
+//! and, unless `--real-close` is given, the shadow deadline
+//! ([`SHADOW_MIN`]).
 
 use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
@@ -19,7 +21,7 @@ use clap::{Arg, ArgMatches, Command, CommandFactory, ValueEnum};
 
 use crate::config::Config;
 
-const USAGE: &str = "keepalive-server lab [SERVER FLAGS] [--json FILE] [--fail-on race|at-risk] -- COMMAND [ARGS...]";
+const USAGE: &str = "keepalive-server lab [SERVER FLAGS] [--json FILE] [--fail-on race|at-risk|inconclusive] [--real-close] -- COMMAND [ARGS...]";
 
 const ABOUT: &str = "\
 The keep-alive race guard: runs COMMAND (a test suite) against the keep-alive lab, then judges \
@@ -36,8 +38,15 @@ guard waits for what the server can still learn (at most 2.5 s), prints a table 
 clients (address and User-Agent, verdict, requests, lost requests, near misses, advice) on \
 stderr, and with --json writes the same to FILE.
 
+The shadow deadline: an idle connection whose timer runs out is not closed but kept open as long \
+again (at least 2 s more); a request that reuses it then is served and counted as one \
+production would have lost (`race`), and a client that opens a new connection instead shows \
+its own limit is shorter. A client whose limit the run did not show against the deadline is \
+`inconclusive`, with the pause that would settle it. --real-close closes at the deadline \
+instead, and counts the requests that really meet the close.
+
 Exit status: COMMAND's own when it failed; otherwise 1 when a client is `race`, or `at risk` \
-under the default --fail-on at-risk; otherwise 0. 2: a usage error. 126/127: COMMAND could not \
+under the default --fail-on at-risk, or `inconclusive` under --fail-on inconclusive; otherwise 0. 2: a usage error. 126/127: COMMAND could not \
 be run (not executable / not found). SIGINT or SIGTERM stops COMMAND too: 128 + the signal.
 
 In CI: keepalive-server lab --keep-alive-timeout 5s -- npm test";
@@ -50,7 +59,25 @@ pub enum FailOn {
     /// Lost requests and clients at risk fail.
     #[default]
     AtRisk,
+    /// Those, and clients whose limit the run did not show.
+    Inconclusive,
 }
+
+impl FailOn {
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            FailOn::Race => "race",
+            FailOn::AtRisk => "at-risk",
+            FailOn::Inconclusive => "inconclusive",
+        }
+    }
+}
+
+/// The shortest shadow deadline: an idle connection is kept past its
+/// deadline as long again, and at least this long (see
+/// `Settings::shadow_ms`).
+pub const SHADOW_MIN: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// What the guard runs: the server's configuration, what it writes, and
 /// the command.
@@ -60,12 +87,16 @@ pub struct GuardArgs {
     /// Where the JSON report goes, if anywhere.
     pub json: Option<PathBuf>,
     pub fail_on: FailOn,
+    /// Close idle connections at the deadline (no shadow deadline).
+    pub real_close: bool,
     /// The program and its arguments (never empty).
     pub command: Vec<OsString>,
 }
 
-/// The guard's own flags: not passed to the server.
+/// The guard's own flags that take a value: not passed to the server.
 const GUARD_FLAGS: [&str; 2] = ["json", "fail-on"];
+/// The guard's own switch: not passed to the server.
+const GUARD_SWITCH: &str = "real-close";
 
 /// The window the guard judges on: longer than any run (the loop clock
 /// starts at zero, so the whole run falls in it); the longest allowed.
@@ -107,10 +138,17 @@ pub fn command() -> Command {
         .arg(
             Arg::new("fail_on")
                 .long("fail-on")
-                .value_name("race|at-risk")
+                .value_name("race|at-risk|inconclusive")
                 .value_parser(clap::builder::EnumValueParser::<FailOn>::new())
                 .default_value("at-risk")
-                .help("The verdict that fails the run: race (lost requests only) or at-risk (also clients that would race)")
+                .help("The verdict that fails the run: race (lost requests only), at-risk (also clients that would race), or inconclusive (also clients whose limit the run did not show)")
+                .help_heading("Guard"),
+        )
+        .arg(
+            Arg::new("real_close")
+                .long(GUARD_SWITCH)
+                .action(clap::ArgAction::SetTrue)
+                .help("Close idle connections at the deadline and count the requests that meet the close, instead of the shadow deadline")
                 .help_heading("Guard"),
         )
         .arg(
@@ -143,6 +181,7 @@ pub fn parse(args: Vec<OsString>) -> Result<GuardArgs, clap::Error> {
     }
     let json = matches.get_one::<PathBuf>("json").cloned();
     let fail_on = *matches.get_one::<FailOn>("fail_on").expect("has a default");
+    let real_close = matches.get_flag("real_close");
     let command: Vec<OsString> = matches
         .get_many::<OsString>("command")
         .expect("required")
@@ -150,10 +189,12 @@ pub fn parse(args: Vec<OsString>) -> Result<GuardArgs, clap::Error> {
         .collect();
     let mut config = Config::load_from(server_args(&args[1..], &matches))?;
     config.clients_by_agent = true;
+    config.shadow = (!real_close).then_some(SHADOW_MIN);
     Ok(GuardArgs {
         config,
         json,
         fail_on,
+        real_close,
         command,
     })
 }
@@ -218,6 +259,9 @@ fn server_flags(args: &[OsString]) -> Vec<OsString> {
             Some((name, _)) => (name, true),
             None => (long, false),
         };
+        if name == GUARD_SWITCH && !inline_value {
+            continue;
+        }
         let guard = GUARD_FLAGS.contains(&name);
         let value = (!inline_value && (guard || takes_value.iter().any(|t| t == name)))
             .then(|| tokens.next())
@@ -257,6 +301,7 @@ mod tests {
             "--keep-alive-timeout",
             "1s",
             "--fail-on=race",
+            "--real-close",
             "--access-log",
             "--json",
             "--workers=1",
@@ -283,6 +328,8 @@ mod tests {
         assert_eq!(args.config.keep_alive_timeout.as_millis(), 1000);
         assert_eq!(args.fail_on, FailOn::AtRisk);
         assert_eq!(args.json, None);
+        assert!(!args.real_close);
+        assert_eq!(args.config.settings().shadow_ms, Some(2000));
         assert_eq!(args.command, os(&["true", "-x"]));
     }
 
@@ -305,6 +352,14 @@ mod tests {
         assert_eq!(args.json, Some(PathBuf::from("out.json")));
         assert!(!args.config.test_controls);
         assert_eq!(args.command, os(&["sh", "-c", "exit 3"]));
+    }
+
+    #[test]
+    fn real_close_turns_the_shadow_deadline_off() {
+        let args = parsed(&["--real-close", "--fail-on=inconclusive", "--", "true"]).unwrap();
+        assert!(args.real_close);
+        assert_eq!(args.config.settings().shadow_ms, None);
+        assert_eq!(args.fail_on, FailOn::Inconclusive);
     }
 
     #[test]

@@ -2,9 +2,12 @@
 //! guard for CI. It starts the server with its test controls on, runs
 //! COMMAND (a test suite) against it with the base URL in `KAS_LAB_URL`, and when
 //! COMMAND ends judges every client that connected over the whole run:
-//! a client that lost requests to the server's idle close (`race`), or
-//! that would (`at risk`: reuses near or past the deadline, idle
-//! connections kept as long as the server keeps them), fails the run.
+//! a client that lost requests to the server's idle close, or reused a
+//! connection past the deadline (`race`: the server keeps idle
+//! connections open past it, the shadow deadline, and counts such a
+//! reuse as a request production would have lost), or came near it (`at
+//! risk`), fails the run; one whose limit the run did not show against
+//! the deadline is `inconclusive` (see [`judge`]).
 //!
 //! ```text
 //!  start server ─▶ run COMMAND ─▶ settle ─▶ judge ─▶ table (stderr), --json FILE ─▶ exit
@@ -18,8 +21,9 @@
 //!
 //! The pieces: [`cli`] (the command line, the server's flags among it),
 //! [`run`] (COMMAND and the signals), `settle` (waiting for what the
-//! server can still learn), [`judge`] (the verdicts: the peer observer's, made
-//! stricter), [`table`] (what is printed and written).
+//! server can still learn), [`judge`] (the verdicts: the peer observer's,
+//! and what the client's reuses and closes show of its limit), [`table`]
+//! (what is printed and written).
 
 pub mod cli;
 pub mod judge;
@@ -42,7 +46,7 @@ use crate::peer_observer::PeerFindings;
 use crate::peer_observer::peers::PeersSnapshot;
 use crate::peer_observer::report::{PeersReport, ServerIdle};
 use crate::{Server, ServerHandle, logging};
-use cli::{FailOn, GuardArgs};
+use cli::GuardArgs;
 use run::Ended;
 use table::RunReport;
 
@@ -178,7 +182,8 @@ fn judge_run(
     for workers in by_agent.into_values() {
         let mut peers = PeersSnapshot::merge(workers);
         peers.window_us = window_us;
-        clients.extend(judge::judge(&PeersReport::new(&peers, server)));
+        let shadow = !args.real_close;
+        clients.extend(judge::judge(&PeersReport::new(&peers, server), shadow));
     }
     clients.sort_by(|a, b| (&a.addr, &a.user_agent).cmp(&(&b.addr, &b.user_agent)));
     let clients_pass = !clients.iter().any(|c| c.fails(args.fail_on));
@@ -192,10 +197,8 @@ fn judge_run(
         duration_s: window_us as f64 / 1e6,
         keep_alive: settings.keep_alive,
         server,
-        fail_on: match args.fail_on {
-            FailOn::Race => "race",
-            FailOn::AtRisk => "at-risk",
-        },
+        fail_on: args.fail_on.name(),
+        shadow_ms: settings.shadow_ms,
         connections_left_open,
         clients,
         clients_pass,

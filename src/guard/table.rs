@@ -6,9 +6,9 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::peer_observer::report::{ServerIdle, Verdict};
+use crate::peer_observer::report::ServerIdle;
 
-use super::judge::ClientVerdict;
+use super::judge::{ClientVerdict, GuardVerdict};
 
 /// The guard's findings on one run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -24,8 +24,12 @@ pub struct RunReport {
     pub keep_alive: bool,
     /// The server's idle timeouts the clients were judged against.
     pub server: ServerIdle,
-    /// Which verdicts fail the run: `race` or `at-risk`.
+    /// Which verdicts fail the run: `race`, `at-risk` or `inconclusive`.
     pub fail_on: &'static str,
+    /// The shadow deadline's least length, ms: an idle connection was
+    /// kept past its deadline as long again, at least this (`None`:
+    /// `--real-close`, closed at the deadline).
+    pub shadow_ms: Option<u64>,
     /// Connections still open when the guard stopped waiting (a process
     /// COMMAND left behind holds them): what they would still show is
     /// not judged.
@@ -36,11 +40,12 @@ pub struct RunReport {
 }
 
 /// The words a verdict is shown with.
-pub fn verdict_label(verdict: Verdict) -> &'static str {
+pub fn verdict_label(verdict: GuardVerdict) -> &'static str {
     match verdict {
-        Verdict::Ok => "ok",
-        Verdict::AtRisk => "at risk",
-        Verdict::Race => "race",
+        GuardVerdict::Ok => "ok",
+        GuardVerdict::Inconclusive => "inconclusive",
+        GuardVerdict::AtRisk => "at risk",
+        GuardVerdict::Race => "race",
     }
 }
 
@@ -66,17 +71,17 @@ impl RunReport {
         if !self.clients.is_empty() {
             let _ = writeln!(
                 out,
-                "  {:<width$}  {:<7}  {:>8}  {:>4}  {:>11}",
+                "  {:<width$}  {:<12}  {:>8}  {:>4}  {:>11}",
                 "CLIENT", "VERDICT", "REQUESTS", "LOST", "NEAR MISSES"
             );
         }
         for (client, name) in self.clients.iter().zip(&names) {
             let _ = writeln!(
                 out,
-                "  {name:<width$}  {:<7}  {:>8}  {:>4}  {:>11}",
+                "  {name:<width$}  {:<12}  {:>8}  {:>4}  {:>11}",
                 verdict_label(client.verdict),
                 client.requests,
-                client.lost_requests,
+                client.lost_requests + client.requests_past_deadline,
                 client.near_misses,
             );
             let _ = writeln!(out, "      {}", client.advice);
@@ -93,21 +98,33 @@ impl RunReport {
                 }
             );
         }
-        let failing = self
-            .clients
-            .iter()
-            .filter(|c| c.verdict != Verdict::Ok)
-            .count();
+        let count = |verdict| self.clients.iter().filter(|c| c.verdict == verdict).count();
+        let racing = count(GuardVerdict::Race) + count(GuardVerdict::AtRisk);
+        let unsettled = count(GuardVerdict::Inconclusive);
+        let mut said = Vec::new();
+        if racing > 0 {
+            said.push(match self.clients_pass {
+                true => format!("{racing} client{} at risk, reported only", plural(racing)),
+                false => format!("{racing} client{} would race the server", plural(racing)),
+            });
+        }
+        if unsettled > 0 {
+            said.push(format!(
+                "{unsettled} client{} inconclusive{}",
+                plural(unsettled),
+                match self.fail_on == "inconclusive" {
+                    true => "",
+                    false => ", reported only",
+                }
+            ));
+        }
         let _ = writeln!(
             out,
-            "keepalive-server lab: {} (--fail-on {}){}",
+            "keepalive-server lab: {} (--fail-on {}){}{}",
             if self.clients_pass { "pass" } else { "FAIL" },
             self.fail_on,
-            match (failing, self.clients_pass) {
-                (0, _) => String::new(),
-                (n, true) => format!(": {n} client{} at risk, reported only", plural(n)),
-                (n, false) => format!(": {n} client{} would race the server", plural(n)),
-            }
+            if said.is_empty() { "" } else { ": " },
+            said.join("; ")
         );
         if self.command_status != 0 {
             let _ = writeln!(
@@ -128,8 +145,15 @@ impl RunReport {
             .server
             .advertised_timeout_s
             .map_or_else(|| "nothing".to_owned(), |s| format!("{s} s"));
+        let after = match self.shadow_ms {
+            Some(ms) => format!(
+                "; the guard keeps them open past it as long again, at least {ms} ms more (the \
+                 shadow deadline), and counts each reuse then as a request production would lose"
+            ),
+            None => "; --real-close: closed there, lost requests counted as they come".to_owned(),
+        };
         format!(
-            "the server closes idle connections after {} ms and advertises {advertised}",
+            "the server closes idle connections after {} ms and advertises {advertised}{after}",
             self.server.idle_timeout_ms
         )
     }
@@ -158,7 +182,7 @@ fn plural(n: usize) -> &'static str {
 mod tests {
     use super::*;
 
-    fn client(verdict: Verdict) -> ClientVerdict {
+    fn client(verdict: GuardVerdict) -> ClientVerdict {
         ClientVerdict {
             addr: "127.0.0.1".into(),
             user_agent: Some("python-httpx/0.28.1".into()),
@@ -168,8 +192,11 @@ mod tests {
             connections: 2,
             requests: 4,
             lost_requests: 0,
+            requests_past_deadline: 0,
             near_misses: 1,
             server_idle_closes: 0,
+            client_limit: Default::default(),
+            settling_pause_s: None,
             safe_pool_idle_timeout_ms: Some(900),
             advice: "Set httpx's keepalive_expiry=0.9 in httpx.Limits (900 ms or less).".into(),
         }
@@ -186,6 +213,7 @@ mod tests {
                 idle_timeout_ms: 2000,
             },
             fail_on: "at-risk",
+            shadow_ms: Some(2000),
             connections_left_open: 0,
             clients,
             clients_pass: pass,
@@ -194,7 +222,7 @@ mod tests {
 
     #[test]
     fn the_table_shows_each_client_with_its_advice() {
-        let text = run(vec![client(Verdict::AtRisk)], false).text();
+        let text = run(vec![client(GuardVerdict::AtRisk)], false).text();
         assert!(
             text.contains("127.0.0.1 python-httpx/0.28.1  at risk"),
             "{text}"
@@ -241,7 +269,7 @@ mod tests {
     #[test]
     fn the_json_has_the_tables_fields() {
         let json: serde_json::Value =
-            serde_json::from_str(&run(vec![client(Verdict::Race)], false).json()).unwrap();
+            serde_json::from_str(&run(vec![client(GuardVerdict::Race)], false).json()).unwrap();
         let first = &json["clients"][0];
         assert_eq!(first["verdict"], "race");
         assert_eq!(first["user_agent"], "python-httpx/0.28.1");

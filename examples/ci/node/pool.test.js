@@ -7,7 +7,9 @@
 // ?advertise=none, does not say so in a Keep-Alive header: like nginx by
 // default and most load balancers, so Node's agent cannot adapt to it. An
 // agent that keeps idle sockets longer than the server does races it; the
-// guard reports it as `at risk` even when no request was lost this time.
+// guard keeps the connection open past its deadline (its shadow deadline),
+// serves the reuse after the 2.2 s pause, and reports the request as one
+// production would have lost (`race`).
 // AGENT_TIMEOUT_MS (default 500) sets the agent's idle timeout: 5000 is the
 // misconfigured agent the guard catches.
 'use strict';

@@ -40,13 +40,24 @@ pub struct LazyBoard {
     slots: Box<[Slot]>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Slot {
     /// The latest new connection's time + 1 (0: none).
     accepted: AtomicU64,
     /// The unpaired run: its latest close's time, shifted, and its count
     /// in the low [`COUNT_BITS`] (0: none).
     closes: AtomicU64,
+    /// The youngest idle age, ms, of a close in the unpaired run
+    /// (`u64::MAX`: none): a lazy close's age bounds the pool's limit.
+    youngest_ms: AtomicU64,
+}
+
+/// Client closes a use showed lazy: how many, and the youngest's idle
+/// age, ms (the pool's limit is below it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Paired {
+    pub count: u32,
+    pub youngest_ms: Option<u64>,
 }
 
 impl LazyBoard {
@@ -63,7 +74,13 @@ impl LazyBoard {
     fn with_origin(origin: Option<Instant>) -> Self {
         LazyBoard {
             origin,
-            slots: (0..SLOTS).map(|_| Slot::default()).collect(),
+            slots: (0..SLOTS)
+                .map(|_| Slot {
+                    accepted: AtomicU64::new(0),
+                    closes: AtomicU64::new(0),
+                    youngest_ms: AtomicU64::new(u64::MAX),
+                })
+                .collect(),
         }
     }
 
@@ -78,52 +95,63 @@ impl LazyBoard {
         &self.slots[(key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as usize % SLOTS]
     }
 
-    /// A client idle close for `key`: whether it is lazy already (it came
-    /// right after a new connection); else it waits for the next use.
-    pub fn client_closed(&self, key: u64, loop_now: Micros) -> bool {
+    /// A client idle close for `key`, of a connection idle `age_ms`:
+    /// whether it is lazy already (it came right after a new connection);
+    /// else it waits for the next use.
+    pub fn client_closed(&self, key: u64, loop_now: Micros, age_ms: u64) -> bool {
         let now = self.now(loop_now);
         let slot = self.slot(key);
         let accepted = slot.accepted.load(Relaxed);
         if accepted != 0 && now.saturating_sub(accepted - 1) < LAZY_CLOSE_US {
             return true;
         }
+        let mut extends = false;
         let _ = slot.closes.fetch_update(Relaxed, Relaxed, |old| {
             let (last, count) = unpack(old);
-            Some(match old != 0 && now.saturating_sub(last) < LAZY_CLOSE_US {
+            extends = old != 0 && now.saturating_sub(last) < LAZY_CLOSE_US;
+            Some(match extends {
                 true => pack(now.max(last), count.saturating_add(1)),
                 false => pack(now, 1),
             })
         });
+        match extends {
+            true => slot.youngest_ms.fetch_min(age_ms, Relaxed),
+            false => slot.youngest_ms.swap(age_ms, Relaxed),
+        };
         false
     }
 
-    /// A new connection for `key`: how many waiting closes it shows lazy.
-    pub fn accepted(&self, key: u64, loop_now: Micros) -> u32 {
+    /// A new connection for `key`: the waiting closes it shows lazy.
+    pub fn accepted(&self, key: u64, loop_now: Micros) -> Paired {
         let now = self.now(loop_now);
         let slot = self.slot(key);
         slot.accepted.store(now + 1, Relaxed);
         paired(slot, now)
     }
 
-    /// A reuse for `key`: how many waiting closes it shows lazy. Reads the
+    /// A reuse for `key`: the waiting closes it shows lazy. Reads the
     /// clock only when closes are waiting.
-    pub fn reused(&self, key: u64, loop_now: Micros) -> u32 {
+    pub fn reused(&self, key: u64, loop_now: Micros) -> Paired {
         let slot = self.slot(key);
         if slot.closes.load(Relaxed) == 0 {
-            return 0;
+            return Paired::default();
         }
         paired(slot, self.now(loop_now))
     }
 }
 
-/// The waiting run, taken: its count if it ended within
-/// [`LAZY_CLOSE_US`] before `now`, else 0 (it was not lazy).
-fn paired(slot: &Slot, now: Micros) -> u32 {
+/// The waiting run, taken: its count and youngest age if it ended within
+/// [`LAZY_CLOSE_US`] before `now`, else none (it was not lazy).
+fn paired(slot: &Slot, now: Micros) -> Paired {
     let run = slot.closes.swap(0, Relaxed);
+    let youngest = slot.youngest_ms.swap(u64::MAX, Relaxed);
     let (last, count) = unpack(run);
     match run != 0 && now.saturating_sub(last) < LAZY_CLOSE_US {
-        true => count,
-        false => 0,
+        true => Paired {
+            count,
+            youngest_ms: (youngest != u64::MAX).then_some(youngest),
+        },
+        false => Paired::default(),
     }
 }
 
@@ -144,20 +172,22 @@ mod tests {
         let board = LazyBoard::local();
         // Two closes 40 µs apart, then a new connection 300 µs later (as
         // if on another worker: the board is all they share).
-        assert!(!board.client_closed(7, 1_000_000));
-        assert!(!board.client_closed(7, 1_000_040));
-        assert_eq!(board.accepted(7, 1_000_340), 2);
+        assert!(!board.client_closed(7, 1_000_000, 2500));
+        assert!(!board.client_closed(7, 1_000_040, 2400));
+        let paired = board.accepted(7, 1_000_340);
+        assert_eq!(paired.count, 2);
+        assert_eq!(paired.youngest_ms, Some(2400), "the youngest close's age");
         // Taken once.
-        assert_eq!(board.reused(7, 1_000_400), 0);
+        assert_eq!(board.reused(7, 1_000_400), Paired::default());
         // A close right after a new connection is lazy at once.
-        assert!(board.client_closed(7, 1_002_000));
+        assert!(board.client_closed(7, 1_002_000, 900));
         // A close long before the use is not lazy.
-        assert!(!board.client_closed(9, 2_000_000));
-        assert_eq!(board.reused(9, 2_000_000 + LAZY_CLOSE_US), 0);
+        assert!(!board.client_closed(9, 2_000_000, 900));
+        assert_eq!(board.reused(9, 2_000_000 + LAZY_CLOSE_US).count, 0);
         // Another key's closes are its own.
-        assert!(!board.client_closed(11, 3_000_000));
-        assert_eq!(board.accepted(12, 3_000_100), 0);
-        assert_eq!(board.reused(11, 3_000_200), 1);
+        assert!(!board.client_closed(11, 3_000_000, 900));
+        assert_eq!(board.accepted(12, 3_000_100).count, 0);
+        assert_eq!(board.reused(11, 3_000_200).count, 1);
     }
 
     #[test]
@@ -165,7 +195,7 @@ mod tests {
         let board = LazyBoard::shared();
         // The loop times differ wildly (two workers' clocks); the board's
         // own clock pairs them.
-        assert!(!board.client_closed(3, 5));
-        assert_eq!(board.accepted(3, 999_999_999), 1);
+        assert!(!board.client_closed(3, 5, 900));
+        assert_eq!(board.accepted(3, 999_999_999).count, 1);
     }
 }

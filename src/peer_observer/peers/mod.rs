@@ -24,7 +24,7 @@ mod recent;
 mod samples;
 
 pub use addressing::{Addressing, HostShape, Listening};
-pub use lazy::LazyBoard;
+pub use lazy::{LazyBoard, Paired};
 pub use recent::{Recent, Terms};
 pub use samples::{AgeSamples, Agents};
 
@@ -393,6 +393,9 @@ impl Entry {
     }
 
     fn reused(&mut self, reuse: Reuse, at: Moment) {
+        if reuse.past_deadline {
+            return self.reused_past_deadline(reuse, at);
+        }
         let stats = &mut self.stats;
         let near = reuse.headroom_us < NEAR_MISS_US as i64;
         let past = past_advertised(&reuse);
@@ -411,6 +414,18 @@ impl Entry {
         bucket.note_terms(reuse.idle_timeout_ms, reuse.advertised_secs, near || past);
     }
 
+    /// A reuse after the real deadline, served under the shadow deadline
+    /// (the race guard's): production would have lost it, after this long
+    /// idle. Neither a near miss nor a served gap: a failure.
+    fn reused_past_deadline(&mut self, reuse: Reuse, at: Moment) {
+        self.stats.reuse_gaps.record(reuse.gap_us);
+        let bucket = self.window.at(at.stretch);
+        bucket.add(Count::Reuses);
+        bucket.add(Count::PastDeadline);
+        bucket.note_failure(reuse.gap_us / 1000);
+        bucket.note_terms(reuse.idle_timeout_ms, reuse.advertised_secs, true);
+    }
+
     fn idle_ended(&mut self, end: IdleEnd, now: Micros, at: Moment, lazy: Lazy<'_>) {
         let bucket = self.window.at(at.stretch);
         match end.closer {
@@ -419,8 +434,10 @@ impl Entry {
                 self.stats.client_idle_ages.push(end.age_us);
                 bucket.add(Count::ClientIdleCloses);
                 bucket.note_round_trip(end.round_trip_us);
-                if lazy.board.client_closed(lazy.key, now) {
+                let age_ms = end.age_us / 1000;
+                if lazy.board.client_closed(lazy.key, now, age_ms) {
                     bucket.add(Count::LazyClientCloses);
+                    bucket.note_lazy_close(age_ms);
                 }
             }
             Closer::Server => {
@@ -437,11 +454,13 @@ impl Entry {
 
     /// The peer opened or reused a connection, which showed `paired`
     /// client idle closes just before it (on any worker) lazy.
-    fn lazy_closes(&mut self, paired: u32, at: Moment) {
-        if paired > 0 {
-            self.window
-                .at(at.stretch)
-                .add_many(Count::LazyClientCloses, paired);
+    fn lazy_closes(&mut self, paired: Paired, at: Moment) {
+        if paired.count > 0 {
+            let bucket = self.window.at(at.stretch);
+            bucket.add_many(Count::LazyClientCloses, paired.count);
+            if let Some(age_ms) = paired.youngest_ms {
+                bucket.note_lazy_close(age_ms);
+            }
         }
     }
 }

@@ -5,6 +5,7 @@
 //! so what is older than the window is forgotten without a sweep.
 
 use super::BUCKETS;
+use crate::peer_observer::report::MIN_TIMEOUT_MS;
 use crate::timers::Micros;
 
 /// One peer's figures over the recent window, or the sum of several.
@@ -35,6 +36,14 @@ pub struct Recent {
     pub client_idle_closes: u64,
     /// Client idle closes that came with its next connection or request.
     pub lazy_client_closes: u64,
+    /// Reuses that came after the real deadline, served only because the
+    /// shadow deadline kept the connection open (the race guard's):
+    /// requests production would have lost.
+    pub past_deadline: u64,
+    /// The youngest idle age, ms, at which the client let a connection go
+    /// lazily (closed it as it opened or reused another): its pool's
+    /// limit is below it.
+    pub shortest_lazy_close_ms: Option<u64>,
     /// The shortest idle timeout of a connection that went wrong (a late
     /// request, a near miss, a reuse past the promise), with what it
     /// advertised; else the shortest the peer met.
@@ -42,7 +51,8 @@ pub struct Recent {
     /// The shortest idle time, ms, after which a request was lost: the
     /// connection's idle timeout plus how long after the FIN it came.
     pub lowest_failure_ms: Option<u64>,
-    /// The longest idle gap, ms, after which a reuse was served.
+    /// The longest idle gap, ms, after which a reuse was served (before
+    /// the deadline, when a shadow deadline runs).
     pub longest_served_gap_ms: Option<u64>,
     /// The longest round trip the kernel measured on its connections, µs.
     pub round_trip_us: Option<u32>,
@@ -94,6 +104,9 @@ impl Recent {
         self.server_idle_closes += other.server_idle_closes;
         self.client_idle_closes += other.client_idle_closes;
         self.lazy_client_closes += other.lazy_client_closes;
+        self.past_deadline += other.past_deadline;
+        self.shortest_lazy_close_ms =
+            min_some(self.shortest_lazy_close_ms, other.shortest_lazy_close_ms);
         self.binding = match (self.binding, other.binding) {
             (Some(a), Some(b)) => Some(a.tighter(b)),
             (a, b) => a.or(b),
@@ -128,6 +141,8 @@ pub(super) struct Bucket {
     longest_served_gap_ms: u32,
     /// 0: none yet.
     round_trip_us: u32,
+    /// `u32::MAX`: none yet.
+    shortest_lazy_close_ms: u32,
 }
 
 /// The counts a bucket keeps, by index.
@@ -143,10 +158,11 @@ pub(super) enum Count {
     ServerIdleCloses,
     ClientIdleCloses,
     LazyClientCloses,
+    PastDeadline,
 }
 
 impl Count {
-    const ALL: usize = 10;
+    const ALL: usize = 11;
 }
 
 impl Bucket {
@@ -155,6 +171,7 @@ impl Bucket {
             start,
             binding_advertised: u16::MAX,
             lowest_failure_ms: u32::MAX,
+            shortest_lazy_close_ms: u32::MAX,
             ..Bucket::default()
         }
     }
@@ -211,6 +228,16 @@ impl Bucket {
         self.longest_served_gap_ms = self.longest_served_gap_ms.max(gap_ms);
     }
 
+    /// The client let a connection go lazily after `age_ms` idle (younger
+    /// than [`MIN_TIMEOUT_MS`]: a client done with it, not timing it out).
+    pub(super) fn note_lazy_close(&mut self, age_ms: u64) {
+        if age_ms < u64::from(MIN_TIMEOUT_MS) {
+            return;
+        }
+        let age_ms = u32::try_from(age_ms).unwrap_or(u32::MAX - 1);
+        self.shortest_lazy_close_ms = self.shortest_lazy_close_ms.min(age_ms);
+    }
+
     pub(super) fn note_round_trip(&mut self, round_trip_us: Option<u32>) {
         self.round_trip_us = self.round_trip_us.max(round_trip_us.unwrap_or(0));
     }
@@ -229,6 +256,9 @@ impl Bucket {
             server_idle_closes: count(Count::ServerIdleCloses),
             client_idle_closes: count(Count::ClientIdleCloses),
             lazy_client_closes: count(Count::LazyClientCloses),
+            past_deadline: count(Count::PastDeadline),
+            shortest_lazy_close_ms: (self.shortest_lazy_close_ms != u32::MAX)
+                .then_some(u64::from(self.shortest_lazy_close_ms)),
             binding: self.binding(),
             lowest_failure_ms: (self.lowest_failure_ms != u32::MAX)
                 .then_some(u64::from(self.lowest_failure_ms)),
@@ -249,6 +279,9 @@ impl Bucket {
         self.lowest_failure_ms = self.lowest_failure_ms.min(other.lowest_failure_ms);
         self.longest_served_gap_ms = self.longest_served_gap_ms.max(other.longest_served_gap_ms);
         self.round_trip_us = self.round_trip_us.max(other.round_trip_us);
+        self.shortest_lazy_close_ms = self
+            .shortest_lazy_close_ms
+            .min(other.shortest_lazy_close_ms);
     }
 }
 

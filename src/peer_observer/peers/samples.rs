@@ -19,7 +19,8 @@ impl AgeSamples {
         self.push_ms(u32::try_from(age_us / 1000).unwrap_or(u32::MAX));
     }
 
-    pub(super) fn push_ms(&mut self, ms: u32) {
+    /// Adds an age in whole ms (the oldest goes when full).
+    pub fn push_ms(&mut self, ms: u32) {
         self.ms[usize::from(self.next)] = ms;
         self.next = ((usize::from(self.next) + 1) % AGE_SAMPLES) as u8;
         self.len = (usize::from(self.len) + 1).min(AGE_SAMPLES) as u8;

@@ -20,6 +20,7 @@ fn reuse(gap_ms: u64, headroom_ms: i64) -> Event<'static> {
         headroom_us: headroom_ms * 1000,
         idle_timeout_ms: 2000,
         advertised_secs: Some(2),
+        past_deadline: false,
     })
 }
 
@@ -151,6 +152,7 @@ fn the_binding_terms_are_the_shortest_that_went_wrong() {
             headroom_us: headroom_ms * 1000,
             idle_timeout_ms: ms,
             advertised_secs: None,
+            past_deadline: false,
         })
     };
     table.record(ip(2), 1, &with(300, 250));
@@ -325,6 +327,7 @@ fn past_the_promise_is_judged_by_the_gap_the_wire_sees() {
         headroom_us: 1_000_000,
         idle_timeout_ms: 3000,
         advertised_secs: Some(2),
+        past_deadline: false,
     };
     table.record(ip(2), 1, &Event::Reused(inside));
     let past = Reuse {
@@ -420,4 +423,42 @@ fn two_user_agents_on_one_connection_are_several_clients() {
     };
     assert!(turns(2), "two clients' requests on one connection");
     assert!(!turns(3), "one after the other, on their own connections");
+}
+
+#[test]
+fn a_reuse_past_the_deadline_is_a_failure_not_a_near_miss() {
+    let mut table = table();
+    let past = Event::Reused(Reuse {
+        gap_us: 2_500_000,
+        headroom_us: -500_000,
+        idle_timeout_ms: 2000,
+        advertised_secs: Some(2),
+        past_deadline: true,
+    });
+    table.record(ip(2), 10, &reuse(500, 1500));
+    table.record(ip(2), 20, &past);
+    let recent = table.snapshot(30).peers[0].recent;
+    assert_eq!(recent.reuses, 2);
+    assert_eq!(recent.past_deadline, 1);
+    assert_eq!(recent.near_misses, 0);
+    assert_eq!(recent.lowest_failure_ms, Some(2500));
+    assert_eq!(
+        recent.longest_served_gap_ms,
+        Some(500),
+        "only before the deadline"
+    );
+}
+
+#[test]
+fn a_lazy_close_keeps_its_age_and_a_young_one_is_left_out() {
+    let mut table = table();
+    // Let go at 2.5 s idle, as the pool opened a new connection.
+    table.record(ip(2), 1_000_000, &idle_end(Closer::Client, 2500));
+    table.record(ip(2), 1_000_300, &Event::Accepted);
+    // A close right after a new connection, 3 ms idle: a client done.
+    table.record(ip(2), 2_000_000, &Event::Accepted);
+    table.record(ip(2), 2_000_100, &idle_end(Closer::Client, 3));
+    let recent = table.snapshot(3_000_000).peers[0].recent;
+    assert_eq!(recent.lazy_client_closes, 2);
+    assert_eq!(recent.shortest_lazy_close_ms, Some(2500));
 }

@@ -11,8 +11,10 @@
 //! - `race`: requests were lost in the window: they arrived after the
 //!   server's idle FIN, or in before it left (they crossed it in flight:
 //!   the client could not have known); those within a round trip after it
-//!   are too close to tell which ([`crate::peer_observer::peers::Crossing`]).
-//!   Nothing else is a race.
+//!   are too close to tell which ([`crate::peer_observer::peers::Crossing`]);
+//!   or, under the race guard's shadow deadline (never on a server), a
+//!   request reused a connection past the deadline, which production
+//!   would have lost. Nothing else is a race.
 //! - `at risk`: served reuses came within [`super::NEAR_MISS_US`] of the
 //!   idle deadline, or after the advertised `Keep-Alive: timeout` (the
 //!   server kept its connection longer than it promised, this time), or
@@ -117,6 +119,19 @@ pub struct RecentView {
     pub client_idle_closes: u64,
     pub lazy_client_closes: u64,
     pub server_idle_closes: u64,
+    /// Reuses after the real deadline, served only because the race
+    /// guard's shadow deadline kept the connection open: requests
+    /// production would have lost (0 outside the guard).
+    pub reuses_past_deadline: u64,
+    /// The longest idle gap, ms, after which a reuse was served before
+    /// the deadline: the client's own limit is longer.
+    pub longest_served_reuse_ms: Option<u64>,
+    /// The shortest idle time, ms, after which a request was (or, past
+    /// the deadline, would have been) lost.
+    pub shortest_lost_reuse_ms: Option<u64>,
+    /// The youngest idle age, ms, at which the client let a connection go
+    /// as it opened or reused another: its own limit is shorter.
+    pub shortest_lazy_close_ms: Option<u64>,
 }
 
 impl From<&Recent> for RecentView {
@@ -132,6 +147,10 @@ impl From<&Recent> for RecentView {
             client_idle_closes: recent.client_idle_closes,
             lazy_client_closes: recent.lazy_client_closes,
             server_idle_closes: recent.server_idle_closes,
+            reuses_past_deadline: recent.past_deadline,
+            longest_served_reuse_ms: recent.longest_served_gap_ms,
+            shortest_lost_reuse_ms: recent.lowest_failure_ms,
+            shortest_lazy_close_ms: recent.shortest_lazy_close_ms,
         }
     }
 }
@@ -178,6 +197,8 @@ pub struct PeerView {
     /// The idle timeout the verdict and advice are about (the peer's
     /// connections may have had one of their own).
     pub judged_idle_timeout_ms: u64,
+    /// What those connections advertised as `Keep-Alive: timeout`, s.
+    pub judged_advertised_timeout_s: Option<u64>,
     pub recent: RecentView,
     pub verdict: Verdict,
     pub safe_pool_idle_timeout_ms: Option<u64>,
@@ -293,6 +314,7 @@ impl PeerView {
             proxy_signs: signs.into_iter().map(proxy::sign_name).collect(),
             round_trip_ms: recent.round_trip_us.map(|us| f64::from(us) / 1000.0),
             judged_idle_timeout_ms: terms.idle_timeout_ms,
+            judged_advertised_timeout_s: terms.advertised_secs,
             recent: RecentView::from(recent),
             verdict: judgement.verdict,
             safe_pool_idle_timeout_ms: judgement.safe_ms,

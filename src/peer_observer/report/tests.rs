@@ -58,6 +58,7 @@ fn reuse(gap_ms: u64, idle_timeout_ms: u64) -> Event<'static> {
         headroom_us: (idle_timeout_ms as i64 - gap_ms as i64) * 1000,
         idle_timeout_ms,
         advertised_secs: Some(2),
+        past_deadline: false,
     })
 }
 
@@ -176,6 +177,7 @@ fn served_reuses_are_at_risk_at_worst_never_a_race() {
         headroom_us: 900_000,
         idle_timeout_ms: 3000,
         advertised_secs: Some(2),
+        past_deadline: false,
     });
     let view = view_of(&[past_promise]);
     assert_eq!(view.verdict, Verdict::AtRisk, "{}", view.advice);
@@ -368,4 +370,29 @@ fn user_agents_taking_turns_without_forwarding_headers_name_both_fixes() {
         "{}",
         view.advice
     );
+}
+
+#[test]
+fn a_reuse_past_the_deadline_under_the_shadow_deadline_is_a_race() {
+    // 2.5 s idle against 2 s: served only under the shadow deadline.
+    let Event::Reused(late_reuse) = reuse(2500, 2000) else {
+        unreachable!("a reuse")
+    };
+    let past = Reuse {
+        past_deadline: true,
+        ..late_reuse
+    };
+    let view = view_of(&[reuse(500, 2000), Event::Reused(past)]);
+    assert_eq!(view.verdict, Verdict::Race, "{}", view.advice);
+    assert_eq!(view.recent.reuses_past_deadline, 1);
+    assert_eq!(view.recent.shortest_lost_reuse_ms, Some(2500));
+    assert_eq!(view.recent.longest_served_reuse_ms, Some(500));
+    assert_eq!(view.near_misses, 0);
+    assert!(
+        view.advice.contains("production would have lost it"),
+        "{}",
+        view.advice
+    );
+    let safe = view.safe_pool_idle_timeout_ms.expect("a safe value");
+    assert!(safe < 2000, "{safe}");
 }

@@ -51,6 +51,7 @@ pub(super) fn judge(
         says: Vec::new(),
     };
     judging.lost_requests();
+    judging.lost_past_deadline();
     judging.resets();
     judging.served_near_the_deadline();
     judging.own_timeout(own);
@@ -147,6 +148,32 @@ impl Judging<'_> {
         self.says.push(format!("{what}. {}", self.fix));
         // Lost requests are where advice to the wrong party costs most.
         self.says.extend(self.unless_a_proxy.clone());
+    }
+
+    /// Reuses past the real deadline, seen only under the race guard's
+    /// shadow deadline: requests production would have lost, a race.
+    fn lost_past_deadline(&mut self) {
+        let n = self.recent.past_deadline;
+        if n == 0 {
+            return;
+        }
+        self.verdict = Verdict::Race;
+        let youngest = self
+            .recent
+            .lowest_failure_ms
+            .map_or_else(String::new, |ms| {
+                format!(" (the soonest after {ms} ms idle)")
+            });
+        self.says.push(format!(
+            "{n} request{} reused a connection past {}{youngest} {}: served only because the \
+             guard's shadow deadline kept {} open; production would have lost {}. {}",
+            plural(n),
+            self.about,
+            self.within,
+            if n == 1 { "it" } else { "them" },
+            if n == 1 { "it" } else { "them" },
+            self.fix
+        ));
     }
 
     /// Idle closes made with a reset hide lost requests: never `ok`.
