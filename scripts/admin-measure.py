@@ -13,8 +13,15 @@ during the run, admin on) and reports:
    building its snapshot (`cost_us` in /timers), median over probes.
 4. With --wrk: server CPU per request under wrk (one worker), with one
    viewer open vs none, in alternating rounds; medians and their ratio.
+5. With --saturated ROUNDS: /metrics latency (connect to last byte, a
+   fresh connection each, one probe every 20 ms) while wrk saturates the
+   main listener (one worker, the whole server on CPU 0, wrk -t1 -c50 on
+   CPU 1), this tree's binary and each --baseline alternating in every
+   round; medians over the rounds of each round's median and p99. Only
+   this measure runs when it is asked for.
 
 Usage: scripts/admin-measure.py [--connections 10000] [--seconds 10] [--workers 2] [--wrk ROUNDS]
+       scripts/admin-measure.py --saturated ROUNDS [--baseline PATH]... [--seconds 5]
 Environment: HOST (127.0.0.1), PORT_BASE (18580): the servers listen on
 PORT_BASE and PORT_BASE+1, their admin endpoints on PORT_BASE+10 and +11.
 """
@@ -34,8 +41,9 @@ HOST = os.environ.get("HOST", "127.0.0.1")
 PORT_BASE = int(os.environ.get("PORT_BASE", "18580"))
 
 
-def start_server(port, admin, workers):
-    args = [BIN, "--listen", f"{HOST}:{port}", "--admin", f"{HOST}:{admin}",
+def start_server(port, admin, workers, binary=BIN, cpu=None):
+    pin = ["taskset", "-c", str(cpu)] if cpu is not None else []
+    args = pin + [binary, "--listen", f"{HOST}:{port}", "--admin", f"{HOST}:{admin}",
             "--workers", str(workers), "--keep-alive-timeout", "600s"]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(200):
@@ -144,8 +152,15 @@ def main():
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--wrk", type=int, default=0, help="rounds of the wrk comparison (0: skip)")
+    parser.add_argument("--saturated", type=int, default=0,
+                        help="rounds of /metrics latency under a saturated main listener (only this)")
+    parser.add_argument("--baseline", action="append", default=[],
+                        help="with --saturated: another keepalive-server binary to alternate with")
     opts = parser.parse_args()
     subprocess.run(["cargo", "build", "--release", "--quiet", "--bin", "keepalive-server"], cwd=ROOT, check=True)
+    if opts.saturated:
+        metrics_when_saturated(opts.saturated, [BIN] + opts.baseline, opts.seconds)
+        return
     port, admin = PORT_BASE, PORT_BASE + 10
     proc = start_server(port, admin, opts.workers)
     try:
@@ -224,6 +239,49 @@ def compare_under_wrk(rounds):
         spread = lambda values: f"{min(values):.2f}-{max(values):.2f}"
         print(f"  {scope:8} no viewer {none:.2f} µs ({spread(results[('none', scope)])}), "
               f"one viewer {viewer:.2f} µs ({spread(results[('viewer', scope)])}); ratio {viewer / none:.3f}")
+
+
+def metrics_when_saturated(rounds, binaries, seconds):
+    """/metrics latency while wrk saturates the main listener, each binary
+    in turn in every round (the order reversed every other round)."""
+    port, admin = PORT_BASE + 2, PORT_BASE + 12
+    medians = {b: [] for b in binaries}
+    p99s = {b: [] for b in binaries}
+    served = {b: [] for b in binaries}
+    for r in range(rounds):
+        for binary in (binaries if r % 2 == 0 else binaries[::-1]):
+            proc = start_server(port, admin, 1, binary, cpu=0)
+            try:
+                load = subprocess.Popen(
+                    ["taskset", "-c", "1", "wrk", "-t1", "-c50", f"-d{seconds + 2:.0f}s",
+                     f"http://{HOST}:{port}/"], stdout=subprocess.PIPE, text=True)
+                time.sleep(1)
+                took = []
+                end = time.monotonic() + seconds
+                while time.monotonic() < end:
+                    t = time.perf_counter()
+                    head, body = http_get(admin, "/metrics")
+                    took.append((time.perf_counter() - t) * 1000)
+                    assert head.startswith(b"HTTP/1.1 200") and body, head
+                    time.sleep(0.02)
+                out = load.communicate()[0]
+                served[binary].append(float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)))
+                medians[binary].append(statistics.median(took))
+                p99s[binary].append(quantile(took, 0.99))
+            finally:
+                proc.kill()
+                proc.wait()
+    print(f"/metrics under a saturated main listener (one worker, server on CPU 0, "
+          f"wrk -t1 -c50 on CPU 1), {rounds} alternating rounds of {seconds:.0f} s, medians over rounds:")
+    first = statistics.median(medians[binaries[0]])
+    for binary in binaries:
+        median = statistics.median(medians[binary])
+        print(f"  {binary}: median {median:.3f} ms "
+              f"({min(medians[binary]):.3f}-{max(medians[binary]):.3f}), "
+              f"p99 {statistics.median(p99s[binary]):.3f} ms "
+              f"({min(p99s[binary]):.3f}-{max(p99s[binary]):.3f}), "
+              f"main listener {statistics.median(served[binary]):.0f} req/s; "
+              f"this tree / it {first / median:.2f}x")
 
 
 if __name__ == "__main__":

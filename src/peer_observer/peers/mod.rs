@@ -214,6 +214,12 @@ impl PeerTable {
         self.listening = listening;
     }
 
+    /// This table tells lazy closes on `lazy` (every worker's) from now
+    /// on, under its own keys.
+    pub fn share_lazy_board(&mut self, lazy: Arc<LazyBoard>) {
+        self.lazy = lazy;
+    }
+
     /// How long the recent window is, µs.
     pub fn window(&self) -> Micros {
         self.width * BUCKETS as u64

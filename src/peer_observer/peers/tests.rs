@@ -200,17 +200,31 @@ fn a_run_of_client_closes_before_the_next_request_is_lazy_every_one() {
 #[test]
 fn a_lazy_close_pairs_with_a_connection_on_another_worker() {
     let board = Arc::new(LazyBoard::shared());
-    let mut one = PeerTable::sharing(10 * MINUTE, Arc::clone(&board), 0);
-    let mut two = PeerTable::sharing(10 * MINUTE, Arc::clone(&board), 0);
+    let one = PeerTable::sharing(10 * MINUTE, Arc::clone(&board), 0);
+    let two = PeerTable::sharing(10 * MINUTE, Arc::clone(&board), 0);
+    assert_eq!(close_on_one_then_connect_on_two(one, two), (1, 1));
+}
+
+/// A worker's table is built on its own board and told the shared one
+/// after (the server's order): from then on it pairs across workers too.
+#[test]
+fn a_table_told_the_shared_board_pairs_with_another_worker() {
+    let board = Arc::new(LazyBoard::shared());
+    let [mut one, mut two] = [PeerTable::new(10 * MINUTE), PeerTable::new(10 * MINUTE)];
+    one.share_lazy_board(Arc::clone(&board));
+    two.share_lazy_board(Arc::clone(&board));
+    assert_eq!(close_on_one_then_connect_on_two(one, two), (1, 1));
+}
+
+/// A client idle close on `one`, then a new connection from the same
+/// peer on `two`: the merged (client idle closes, lazy ones).
+fn close_on_one_then_connect_on_two(mut one: PeerTable, mut two: PeerTable) -> (u64, u64) {
     // The workers' loop clocks read differently; the board keeps its own.
     one.record(ip(2), 5 * MINUTE, &idle_end(Closer::Client, 1992));
     two.record(ip(2), 17, &Event::Accepted);
     let merged = PeersSnapshot::merge([one.snapshot(5 * MINUTE + 1), two.snapshot(18)]);
     let recent = merged.peers[0].recent;
-    assert_eq!(
-        (recent.client_idle_closes, recent.lazy_client_closes),
-        (1, 1)
-    );
+    (recent.client_idle_closes, recent.lazy_client_closes)
 }
 
 #[test]
