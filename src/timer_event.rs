@@ -28,3 +28,15 @@ pub enum Slot {
     /// The whole-request deadline: activity never moves it.
     Deadline,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_timers_payload_stays_eight_bytes() {
+        // Every idle connection holds one timer node carrying this: a wider
+        // payload (an admin tick's u64 made it 16) costs every connection.
+        assert!(std::mem::size_of::<TimerEvent>() <= 8);
+    }
+}

@@ -46,8 +46,20 @@ use crate::worker::{WAKER, Worker};
 pub enum AdminTimer {
     /// The snapshot round in flight waited long enough.
     Round,
-    /// Dashboard viewers on this interval (ms) are due a snapshot.
-    Tick(u64),
+    /// Dashboard viewers on this interval (ms) are due a snapshot. A u16
+    /// (intervals are at most `http::MAX_INTERVAL_MS`, 5 s), so the timer
+    /// payload stays 8 bytes and every connection's timer node small.
+    Tick(u16),
+}
+
+// Every interval the route admits fits a tick's u16.
+const _: () = assert!(http::MAX_INTERVAL_MS <= u16::MAX as u64);
+
+impl AdminTimer {
+    /// The tick of viewers on `interval_ms` (within the route's bounds).
+    pub fn tick(interval_ms: u64) -> AdminTimer {
+        AdminTimer::Tick(interval_ms.min(u64::from(u16::MAX)) as u16)
+    }
 }
 
 /// Binds the admin listener and serves it on a thread of its own: a

@@ -197,7 +197,7 @@ impl Service {
         match self.ticks.get_mut(&interval_ms) {
             Some(tick) => tick.viewers += 1,
             None => {
-                let event = TimerEvent::Admin(AdminTimer::Tick(interval_ms));
+                let event = TimerEvent::Admin(AdminTimer::tick(interval_ms));
                 let timer = timers.enroll(now, interval_ms, false, event);
                 self.ticks.insert(interval_ms, Tick { viewers: 1, timer });
             }
@@ -234,7 +234,7 @@ impl Service {
         now: Micros,
     ) -> Option<RoundId> {
         let tick = self.ticks.get_mut(&interval_ms)?;
-        let event = TimerEvent::Admin(AdminTimer::Tick(interval_ms));
+        let event = TimerEvent::Admin(AdminTimer::tick(interval_ms));
         tick.timer = timers.enroll(now, interval_ms, false, event);
         Some(self.rounds.any(&self.remote, timers, now))
     }
@@ -388,7 +388,7 @@ mod tests {
         let _ = service.collect(&mut timers, 0);
         // The tick fires (leaving the lists), as the worker fires it.
         let due = timers.expire(500_000).expect("the viewer's tick");
-        assert_eq!(due.payload, TimerEvent::Admin(AdminTimer::Tick(500)));
+        assert_eq!(due.payload, TimerEvent::Admin(AdminTimer::tick(500)));
         assert!(service.tick(500, &mut timers, 500_000).is_some());
         let finished = service.collect(&mut timers, 500_000).expect("ended");
         let view = Wanted {

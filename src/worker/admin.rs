@@ -54,6 +54,7 @@ impl Worker {
                 }
             }
             AdminTimer::Tick(interval_ms) => {
+                let interval_ms = u64::from(interval_ms);
                 let Some(round) = admin.tick(interval_ms, timers, now) else {
                     return;
                 };
