@@ -218,26 +218,14 @@ fn passes_words(closes: &Closes, paragraph: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::measure::response::ResponseHead;
     use crate::probe::closes::samples::{periodic, spread_starts};
     use crate::probe::closes::{self, CloseSample};
     use crate::probe::sweep::SweepPoint;
 
     fn idle(advertised: Option<u64>, samples: &[CloseSample]) -> Idle {
-        Idle {
-            promise: ResponseHead {
-                minor_version: 1,
-                status: 200,
-                keep_alive_timeout: advertised,
-                ..ResponseHead::default()
-            },
-            connections: samples.len(),
-            samples: samples.to_vec(),
-            closes: closes::analyse(samples),
-            fins: samples.len(),
-            rounds: 1,
-            ..Idle::before_any_round(Duration::from_secs(1))
-        }
+        let mut idle = Idle::of_samples(samples);
+        idle.promise.keep_alive_timeout = advertised;
+        idle
     }
 
     fn steady(ms: f64, n: usize) -> Vec<CloseSample> {
