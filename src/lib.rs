@@ -74,6 +74,7 @@ pub mod tally;
 pub mod timer_event;
 pub mod timers;
 pub mod tls;
+pub mod upstream;
 
 mod clock;
 mod conn;
