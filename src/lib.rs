@@ -77,6 +77,7 @@ pub mod tally;
 pub mod timer_event;
 pub mod timers;
 pub mod tls;
+pub mod upstream;
 
 mod clock;
 mod conn;

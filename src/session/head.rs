@@ -65,6 +65,10 @@ impl Session {
                     let Buffers { input, log, .. } = &mut *buffers;
                     log.remember_head(&input.bytes()[..len]);
                 }
+                if answer.forwards() && !self.start_forward(len, buffers, ctx) {
+                    buffers.head_progress = HeadProgress::default();
+                    return false;
+                }
                 buffers.input.consume(len);
                 buffers.head_progress = HeadProgress::default();
                 self.begin(answer, body, buffers, ctx);
@@ -84,7 +88,7 @@ impl Session {
 }
 
 /// What a request head may take, as configured.
-fn head_limits(settings: &Settings) -> HeadLimits {
+pub(super) fn head_limits(settings: &Settings) -> HeadLimits {
     HeadLimits {
         head_size: settings.max_header_size,
         header_fields: settings.max_headers,
