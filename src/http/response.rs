@@ -152,18 +152,36 @@ impl ResponseHead<'_> {
             BodyLength::UntilClose => out.extend_from_slice(b"\r\n"),
         }
         out.extend_from_slice(self.extra);
-        match self.persistence {
-            Persistence::Close => out.extend_from_slice(b"Connection: close\r\n"),
-            Persistence::KeepAlive => {
-                out.extend_from_slice(self.keep_alive_header);
-                if let Some(left) = self.requests_left {
-                    out.extend_from_slice(b", max=");
-                    push_decimal(out, u64::from(left));
-                }
-                out.extend_from_slice(b"\r\n");
-            }
-        }
+        push_persistence(
+            out,
+            self.persistence,
+            self.keep_alive_header,
+            self.requests_left,
+        );
         out.extend_from_slice(b"\r\n");
+    }
+}
+
+/// Appends the fields that say whether the connection persists:
+/// `Connection: close`, or `keep_alive_header` (see
+/// [`ResponseHead::keep_alive_header`]) with `max=N` when `requests_left`
+/// says so. Shared with the heads of forwarded responses.
+pub fn push_persistence(
+    out: &mut Vec<u8>,
+    persistence: Persistence,
+    keep_alive_header: &[u8],
+    requests_left: Option<u32>,
+) {
+    match persistence {
+        Persistence::Close => out.extend_from_slice(b"Connection: close\r\n"),
+        Persistence::KeepAlive => {
+            out.extend_from_slice(keep_alive_header);
+            if let Some(left) = requests_left {
+                out.extend_from_slice(b", max=");
+                push_decimal(out, u64::from(left));
+            }
+            out.extend_from_slice(b"\r\n");
+        }
     }
 }
 
