@@ -20,7 +20,7 @@
 
 use std::io::{self, Read, Write};
 
-use super::Conn;
+use super::{Conn, Readiness};
 use crate::ctx::Ctx;
 use crate::forward::response::MAX_UPSTREAM_HEAD;
 use crate::pool::Buffers;
@@ -74,8 +74,17 @@ impl Fault {
 
 impl Conn {
     /// A readiness event on the upstream connection this one borrowed:
-    /// driven as a pass (which moves the upstream's bytes too).
-    pub fn on_upstream_ready(&mut self, ctx: &mut Ctx<'_>) -> super::Flow {
+    /// driven as a pass (which moves the upstream's bytes too). A hangup
+    /// is remembered: its EOF may wait unread behind an answer read whole,
+    /// and such a connection must not be pooled (no edge would tell).
+    pub fn on_upstream_ready(&mut self, readiness: Readiness, ctx: &mut Ctx<'_>) -> super::Flow {
+        if let Some(link) = self
+            .buffers
+            .as_deref_mut()
+            .and_then(|b| b.upstream.as_deref_mut())
+        {
+            link.hung_up |= readiness.hangup || readiness.error;
+        }
         self.drive(ctx)
     }
 

@@ -60,8 +60,10 @@ pub struct UpstreamLink {
     pub request_done: bool,
     /// What came from the upstream and is not yet relayed.
     pub input: Input,
-    /// The upstream closed its side.
+    /// The upstream closed its side (read), or an event said it hung up
+    /// (`hung_up`: then it is not pooled, though its EOF may be unread).
     pub eof: bool,
+    pub hung_up: bool,
     /// A byte of an answer came back.
     pub answered: bool,
     /// Reading stopped because the client's output was full: it resumes
@@ -93,6 +95,7 @@ impl Default for UpstreamLink {
             request_done: false,
             input: Input::new(),
             eof: false,
+            hung_up: false,
             answered: false,
             paused: false,
             relay: Relay::Head,
@@ -119,6 +122,7 @@ impl UpstreamLink {
         self.request_done = false;
         self.input.clear();
         self.eof = false;
+        self.hung_up = false;
         self.answered = false;
         self.paused = false;
         self.relay = Relay::Head;
@@ -168,6 +172,7 @@ impl UpstreamLink {
         self.sent = 0;
         self.input.clear();
         self.eof = false;
+        self.hung_up = false;
         self.paused = false;
     }
 
@@ -180,6 +185,7 @@ impl UpstreamLink {
             && self.pending() == 0
             && self.input.is_empty()
             && !self.eof
+            && !self.hung_up
     }
 
     /// The client's head is queued (a final answer came): a failure now
