@@ -204,7 +204,14 @@ fn exchange_once(
     if !connected(link, ctx)? {
         return Ok(());
     }
-    send(link, ctx)?;
+    if let Err(fault) = send(link, ctx) {
+        if link.can_retry() {
+            return Err(fault);
+        }
+        // Its answer (maybe an early one, already in the socket) decides.
+        link.send_broken = true;
+        link.trimmed = true;
+    }
     receive(session, buffers, ctx)
 }
 
@@ -257,6 +264,11 @@ fn connected(link: &mut UpstreamLink, ctx: &mut Ctx<'_>) -> Result<bool, Fault> 
 
 /// Sends what the link holds of the request, until the socket is full.
 fn send(link: &mut UpstreamLink, ctx: &mut Ctx<'_>) -> Result<(), Fault> {
+    if link.send_broken {
+        link.out.clear();
+        link.sent = 0;
+        return Ok(());
+    }
     let Some(mut stream) = link.key.and_then(|key| ctx.upstreams.stream(key)) else {
         return Ok(());
     };

@@ -56,6 +56,10 @@ pub struct UpstreamLink {
     pub out: Vec<u8>,
     pub sent: usize,
     pub trimmed: bool,
+    /// Sending failed (the upstream stopped reading: it may have answered
+    /// early, a 413 say): what is queued for it is dropped from then on,
+    /// and its answer, whole or not, decides.
+    pub send_broken: bool,
     /// The whole request (its body's end included) is in `out`.
     pub request_done: bool,
     /// What came from the upstream and is not yet relayed.
@@ -92,6 +96,7 @@ impl Default for UpstreamLink {
             out: Vec::new(),
             sent: 0,
             trimmed: false,
+            send_broken: false,
             request_done: false,
             input: Input::new(),
             eof: false,
@@ -119,6 +124,7 @@ impl UpstreamLink {
         self.out.clear();
         self.sent = 0;
         self.trimmed = false;
+        self.send_broken = false;
         self.request_done = false;
         self.input.clear();
         self.eof = false;
@@ -186,6 +192,7 @@ impl UpstreamLink {
             && self.input.is_empty()
             && !self.eof
             && !self.hung_up
+            && !self.send_broken
     }
 
     /// The client's head is queued (a final answer came): a failure now
