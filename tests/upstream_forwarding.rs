@@ -397,3 +397,17 @@ fn an_early_answer_ends_the_exchange_and_the_rest_of_the_body_is_dropped() {
     );
     assert_eq!(upstream.accepted(), 2);
 }
+
+#[test]
+fn a_client_over_tls_is_forwarded_as_https() {
+    let upstream = FakeUpstream::start(echo);
+    let cert = support::tls::TestCert::new();
+    let server = cert.serve(|config| upstream.configure(config));
+    let mut client = cert.connect(server.addr);
+    for _ in 0..2 {
+        let (head, body) = client.get("/over-tls");
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        assert!(body.contains("X-Forwarded-Proto: https"), "{body}");
+    }
+    assert_eq!(upstream.accepted(), 1, "kept on both hops");
+}
