@@ -306,7 +306,7 @@ fn each_framing_reaches_each_client_version() {
         (
             chunked,
             1,
-            ClientFraming::Raw,
+            ClientFraming::Chunks,
             Persistence::KeepAlive,
             Some("Transfer-Encoding: chunked"),
         ),
