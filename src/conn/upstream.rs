@@ -22,10 +22,10 @@ use std::io::{self, Read, Write};
 
 use super::Conn;
 use crate::ctx::Ctx;
+use crate::forward::response::MAX_UPSTREAM_HEAD;
 use crate::pool::Buffers;
 use crate::readiness::{interrupted, would_block};
 use crate::session::{OUTPUT_HIGH_WATER, Session};
-use crate::upstream::stand_in::MAX_ANSWER_HEAD;
 use crate::upstream::{Failure, Relay, UpstreamLink};
 
 /// What went wrong on the upstream's side, and how to say it.
@@ -285,7 +285,7 @@ fn receive(session: &mut Session, buffers: &mut Buffers, ctx: &mut Ctx<'_>) -> R
         let Some(mut stream) = link.key.and_then(|key| ctx.upstreams.stream(key)) else {
             return Ok(());
         };
-        let spare = link.input.spare(MAX_ANSWER_HEAD);
+        let spare = link.input.spare(MAX_UPSTREAM_HEAD);
         if spare.is_empty() {
             link.paused = true; // a whole buffer waits on the output
             return Ok(());

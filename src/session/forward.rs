@@ -16,16 +16,17 @@
 use super::{OUTPUT_HIGH_WATER, Session};
 use crate::app::{KeepAliveScratch, Plan};
 use crate::ctx::Ctx;
+use crate::forward::{
+    ClientFraming, ClientSide, Forwarding, ResponseFraming, parse_upstream_head, write_client_head,
+    write_upstream_head,
+};
 use crate::http::body::{BodyOut, BodySink};
-use crate::http::response::{BodyLength, CHUNK_FRAMING, LAST_CHUNK, Persistence, push_chunk};
-use crate::http::{BodyDecoder, Framing, Method, Status, parse_head};
+use crate::http::response::{CHUNK_FRAMING, LAST_CHUNK, Persistence, push_chunk};
+use crate::http::{BodyDecoder, Framing, Method, Status};
 use crate::in_flight::{BodyTarget, Echo, InFlight};
 use crate::pool::Buffers;
 use crate::stats::CloseCause;
-use crate::upstream::stand_in::{
-    ClientTerms, Forwarding, ResponseFraming, parse_upstream_head, write_client_head,
-    write_upstream_head,
-};
+use crate::timer_event::TimerEvent;
 use crate::upstream::{Failure, Relay, UpstreamBody};
 
 /// The methods a request may be sent twice with (RFC 9110 §9.2.2).
@@ -39,14 +40,16 @@ const IDEMPOTENT: [&[u8]; 6] = [
 ];
 
 impl Session {
-    /// The head of `len` bytes at the front of the input is to be
-    /// forwarded: its upstream head is written into the link (made at the
-    /// first forwarded request, then kept with the buffers). Returns
-    /// whether processing may go on (`false`: refused, as an Upgrade is,
-    /// 501).
+    /// The head of `len` bytes at the front of the input, planned as
+    /// `answer`, with its body framed as `framing`, on HTTP/1.`minor`, is
+    /// to be forwarded: its upstream head is written into the link (made
+    /// at the first forwarded request, then kept with the buffers).
+    /// Returns whether processing may go on (`false`: refused, as an
+    /// Upgrade is, 501).
     pub(super) fn start_forward(
         &mut self,
-        len: usize,
+        answer: Plan,
+        (len, framing, minor): (usize, Framing, u8),
         buffers: &mut Buffers,
         ctx: &mut Ctx<'_>,
     ) -> bool {
@@ -55,36 +58,29 @@ impl Session {
         };
         let Buffers {
             input,
-            body,
             upstream: link,
             ..
         } = &mut *buffers;
-        // The head is parsed again, from the input, beside a copy of its
-        // bytes: the parsed head borrows what it was parsed from.
-        body.clear();
-        body.extend_from_slice(&input.bytes()[..len]);
-        let parsed = parse_head(input.bytes_mut(), super::head::head_limits(ctx.settings));
-        let Ok(Some((head, _))) = parsed else {
-            return false; // parsed once already: cannot happen
-        };
+        let raw = &input.bytes()[..len];
         let link = link.get_or_insert_with(Box::default);
-        let idempotent = IDEMPOTENT.iter().any(|method| body.starts_with(method));
-        link.reset(idempotent, head.minor_version == 0);
-        link.request_done = head.framing == Framing::None;
+        let idempotent = IDEMPOTENT.iter().any(|method| raw.starts_with(method));
+        link.reset(idempotent, minor == 0);
+        link.request_done = framing == Framing::None;
         let how = Forwarding {
             client_ip: ctx.conn.peer.ip(),
             tls: ctx.conn.tls.is_some(),
             prefix: &upstream.prefix,
+            authority: &upstream.authority,
+            strip_controls: ctx.settings.test_controls,
         };
-        let written = write_upstream_head(body, &head, &how, &mut link.out);
-        body.clear();
-        if written.is_err() {
-            let answer = (
-                Status::NotImplemented,
-                &b"Upgrade is not forwarded\n"[..],
-                head.method,
-            );
-            self.fail_with(answer, CloseCause::BadRequest, buffers, ctx);
+        if let Err(refused) = write_upstream_head(raw, framing, &how, &mut link.out) {
+            let status = refused.status();
+            let reason: &[u8] = match status {
+                Status::NotImplemented => b"Upgrade is not forwarded\n",
+                _ => status.reason_line(),
+            };
+            let cause = CloseCause::BadRequest;
+            self.fail_with((status, reason, answer.method), cause, buffers, ctx);
             return false;
         }
         true
@@ -197,78 +193,49 @@ impl Session {
             Ok(None) if link.eof && link.input.is_empty() => return Err(Failure::Reset),
             Ok(None) if link.eof => return Err(Failure::BadResponse),
             Ok(None) => return Ok(false),
-            Err(_) => return Err(Failure::BadResponse),
-        };
-        if head.interim {
-            if !link.client_http10 {
-                output
-                    .buf
-                    .extend_from_slice(&link.input.bytes()[..head.len]);
+            Err(bad) => {
+                tracing::debug!(why = bad.why(), "a bad answer head from the upstream");
+                return Err(Failure::BadResponse);
             }
-            link.input.consume(head.len);
-            return Ok(true);
-        }
+        };
         let terms = answer.terms.when_draining(ctx.draining);
-        let http10 = link.client_http10;
-        // (what the upstream sends, how the client gets it, and whether
-        // the client's connection must close to end it)
-        let (body, length, chunks, closes) = match head.framing {
-            ResponseFraming::Empty => (None, BodyLength::UntilClose, false, false),
-            ResponseFraming::Length(n) => (
-                Some(UpstreamBody::Framed(BodyDecoder::Length { remaining: n })),
-                BodyLength::Known(n),
-                false,
-                false,
-            ),
-            ResponseFraming::Chunked => (
-                Some(UpstreamBody::Framed(BodyDecoder::chunked(
-                    ctx.settings.max_header_size,
-                ))),
-                if http10 {
-                    BodyLength::UntilClose
-                } else {
-                    BodyLength::Chunked
-                },
-                !http10,
-                http10,
-            ),
-            ResponseFraming::UntilClose => (
-                Some(UpstreamBody::UntilClose),
-                if http10 {
-                    BodyLength::UntilClose
-                } else {
-                    BodyLength::Chunked
-                },
-                !http10,
-                http10,
-            ),
-        };
-        let persistence = match closes {
-            true => Persistence::Close,
-            false => terms.persistence,
-        };
         let mut scratch: KeepAliveScratch = [0; 64];
-        let client_terms = ClientTerms {
-            length,
-            persistence,
+        let client = ClientSide {
+            minor_version: u8::from(!link.client_http10),
+            is_head: answer.is_head,
+            persistence: terms.persistence,
             keep_alive_header: terms.keep_alive_header(ctx.settings, &mut scratch),
             requests_left: terms.requests_left,
+            date: ctx
+                .date
+                .current(ctx.timers, ctx.now, TimerEvent::DateExpired),
         };
-        write_client_head(
-            &link.input.bytes()[..head.len],
-            &client_terms,
-            &mut output.buf,
-        );
+        let written = write_client_head(link.input.bytes(), &head, client, &mut output.buf);
         link.input.consume(head.len);
+        if head.interim {
+            return Ok(true);
+        }
+        let body = match (head.framing, written.framing) {
+            (_, ClientFraming::None) => None,
+            (ResponseFraming::Length(n), _) => {
+                Some(UpstreamBody::Framed(BodyDecoder::Length { remaining: n }))
+            }
+            (ResponseFraming::Chunked, _) => Some(UpstreamBody::Framed(BodyDecoder::chunked(
+                ctx.settings.max_header_size,
+            ))),
+            (ResponseFraming::UntilClose | ResponseFraming::Empty, _) => {
+                Some(UpstreamBody::UntilClose)
+            }
+        };
         link.status = head.status;
-        link.client_closes = persistence == Persistence::Close;
+        link.client_closes = written.persistence == Persistence::Close;
         link.relay = match body {
             None => Relay::Done {
                 reusable: head.reusable,
             },
             Some(body) => Relay::Body {
                 body,
-                chunks,
+                out: written.framing,
                 reusable: head.reusable,
             },
         };
@@ -356,8 +323,9 @@ impl Session {
 }
 
 /// Relays what the link holds of the answer's body, as far as the
-/// output has room (the upstream's framing decoded, the client's
-/// written). Returns whether relaying may go on (the body ended).
+/// output has room, as the client's head framed it (see
+/// [`ClientFraming`]). Returns whether relaying may go on (the body
+/// ended).
 fn relay_body(buffers: &mut Buffers) -> Result<bool, Failure> {
     let Buffers {
         output, upstream, ..
@@ -367,12 +335,13 @@ fn relay_body(buffers: &mut Buffers) -> Result<bool, Failure> {
     };
     let Relay::Body {
         body,
-        chunks,
+        out,
         reusable,
     } = link.relay
     else {
         return Ok(false);
     };
+    let chunks = out == ClientFraming::Chunks;
     let framing = if chunks { CHUNK_FRAMING } else { 0 };
     let room = OUTPUT_HIGH_WATER.saturating_sub(output.pending() + framing);
     if room == 0 {
@@ -381,33 +350,39 @@ fn relay_body(buffers: &mut Buffers) -> Result<bool, Failure> {
     }
     let available = link.input.bytes();
     let offered = &available[..available.len().min(room)];
-    let out = &mut output.buf;
     let (consumed, done) = match body {
         UpstreamBody::Framed(mut decoder) => {
+            // Raw: the upstream's own bytes, its framing with them (the
+            // decoder only finds the end); else the data alone.
+            let raw = out == ClientFraming::Raw;
+            let mut decoded = 0;
             let mut sink = BodySink {
-                out: if chunks {
-                    BodyOut::Chunks(out)
-                } else {
-                    BodyOut::Raw(out)
+                out: match raw {
+                    true => BodyOut::Discard,
+                    false => BodyOut::Raw(&mut output.buf),
                 },
-                received: &mut link.relayed,
+                received: &mut decoded,
                 limit: u64::MAX,
                 response_begun: true,
             };
             let progress = decoder
                 .decode(offered, &mut sink)
                 .map_err(|_| Failure::BadResponse)?;
+            if raw {
+                output.buf.extend_from_slice(&offered[..progress.consumed]);
+            }
+            link.relayed += progress.consumed as u64;
             link.relay = Relay::Body {
                 body: UpstreamBody::Framed(decoder),
-                chunks,
+                out,
                 reusable,
             };
             (progress.consumed, progress.done)
         }
         UpstreamBody::UntilClose => {
             match chunks {
-                true => push_chunk(out, offered),
-                false => out.extend_from_slice(offered),
+                true => push_chunk(&mut output.buf, offered),
+                false => output.buf.extend_from_slice(offered),
             }
             link.relayed += offered.len() as u64;
             let n = offered.len();

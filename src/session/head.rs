@@ -61,11 +61,12 @@ impl Session {
                     });
                 }
                 let body = (head.framing, head.expect_continue);
+                let forwarded = (len, head.framing, head.minor_version);
                 if ctx.settings.logs_access() {
                     let Buffers { input, log, .. } = &mut *buffers;
                     log.remember_head(&input.bytes()[..len]);
                 }
-                if answer.forwards() && !self.start_forward(len, buffers, ctx) {
+                if answer.forwards() && !self.start_forward(answer, forwarded, buffers, ctx) {
                     buffers.head_progress = HeadProgress::default();
                     return false;
                 }
@@ -88,7 +89,7 @@ impl Session {
 }
 
 /// What a request head may take, as configured.
-pub(super) fn head_limits(settings: &Settings) -> HeadLimits {
+fn head_limits(settings: &Settings) -> HeadLimits {
     HeadLimits {
         head_size: settings.max_header_size,
         header_fields: settings.max_headers,

@@ -3,6 +3,7 @@
 //! upstream connection it borrowed, the bytes still to send up, the bytes
 //! come back and not yet relayed, and where the answer's relay stands.
 
+use crate::forward::ClientFraming;
 use crate::http::BodyDecoder;
 use crate::pool::Input;
 use crate::session::OUTPUT_HIGH_WATER;
@@ -15,8 +16,8 @@ pub enum Relay {
     /// The client's head is queued; the body follows as it comes.
     Body {
         body: UpstreamBody,
-        /// The client gets it as chunks (else as it comes).
-        chunks: bool,
+        /// How the client's head said it is sent.
+        out: ClientFraming,
         /// The upstream said its connection persists.
         reusable: bool,
     },

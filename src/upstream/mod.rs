@@ -24,7 +24,6 @@
 
 mod link;
 mod pool;
-pub mod stand_in;
 
 pub use link::{Relay, UpstreamBody, UpstreamLink};
 pub use pool::{UPSTREAM_BIT, Upstreams};
