@@ -389,3 +389,100 @@ fn a_chunked_answer_turning_to_garbage_is_cut_not_continued() {
         "{relayed:?}"
     );
 }
+
+#[test]
+fn a_body_an_upstream_sends_after_a_head_answer_never_answers_the_next_request() {
+    let _serial = support::serial();
+    // A buggy upstream sends a body with its answer to HEAD: that
+    // connection is not used again.
+    let upstream = FakeUpstream::start(|conn| {
+        while let Some(got) = conn.read_request() {
+            if got.line().starts_with("HEAD") {
+                conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello");
+            } else {
+                conn.answer(b"fresh");
+            }
+        }
+    });
+    let fixture = lab(upstream.addr, "", |_| {});
+    let mut client = Reader::connect(fixture.addr);
+    client.send(b"HEAD / HTTP/1.1\r\nHost: s\r\n\r\n");
+    let (response, _) = client.read(true);
+    assert_eq!(response.content_length(), Some(5));
+    for n in 0..3 {
+        client.send(b"GET / HTTP/1.1\r\nHost: s\r\n\r\n");
+        let (response, _) = client.read(false);
+        assert_eq!(
+            response.body, b"fresh",
+            "request {n} after the HEAD: {response:?}"
+        );
+    }
+    assert!(client.leftover().is_empty());
+}
+
+#[test]
+fn a_client_gone_mid_answer_takes_its_upstream_connection_with_it() {
+    let _serial = support::serial();
+    let upstream = FakeUpstream::start(|conn| {
+        while let Some(got) = conn.read_request() {
+            if !got.line().starts_with("GET /big") {
+                conn.answer(b"fresh");
+                continue;
+            }
+            conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 50000000\r\n\r\n");
+            let piece = [b'x'; 64 * 1024];
+            for _ in 0..800 {
+                if conn.stream.write_all(&piece).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    let fixture = lab(upstream.addr, "", |_| {});
+    let mut leaving = Reader::connect(fixture.addr);
+    leaving.send(b"GET /big HTTP/1.1\r\nHost: s\r\n\r\n");
+    let mut some = [0u8; 64 * 1024];
+    leaving.stream.read_exact(&mut some).unwrap();
+    drop(leaving);
+    // The half-sent answer's connection is closed, not pooled: the next
+    // client's request is answered on a fresh one.
+    support::eventually(SLACK, || match upstream.open() {
+        0 => Ok(()),
+        open => Err(format!("{open} upstream connections still open")),
+    });
+    let mut client = Reader::connect(fixture.addr);
+    client.send(b"GET /x HTTP/1.1\r\nHost: s\r\n\r\n");
+    let (response, framed) = client.read(false);
+    assert_eq!(
+        (response.body.as_slice(), framed),
+        (&b"fresh"[..], Framed::Length)
+    );
+    assert_eq!(upstream.accepted(), 2);
+}
+
+#[test]
+fn a_client_waiting_on_a_slow_upstream_is_not_timed_out_as_idle_or_inactive() {
+    let _serial = support::serial();
+    // The service takes 2.5 s; the client side's timers are all 1 s. The
+    // wait is the upstream's, bounded by --upstream-timeout (60 s) alone.
+    let upstream = FakeUpstream::start(|conn| {
+        while conn.read_request().is_some() {
+            std::thread::sleep(Duration::from_millis(2500));
+            conn.answer(b"late");
+        }
+    });
+    let fixture = lab(upstream.addr, "", |config| {
+        config.timeout = Duration::from_secs(1);
+        config.keep_alive_timeout = Duration::from_secs(1);
+        config.keep_alive_buffer = Duration::ZERO;
+        config.headers_timeout = Duration::from_secs(1);
+    });
+    let mut client = Reader::connect(fixture.addr);
+    client.send(b"GET / HTTP/1.1\r\nHost: s\r\n\r\n");
+    let (response, _) = client.read(false);
+    assert_eq!(
+        (response.status, response.body.as_slice()),
+        (200, &b"late"[..]),
+        "{response:?}"
+    );
+}

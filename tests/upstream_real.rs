@@ -495,3 +495,33 @@ fn a_chunked_answer_reaches_an_http_1_0_client_decoded_then_the_close() {
     );
     assert!(response.closes(), "{response:?}");
 }
+
+#[test]
+fn early_hints_reach_an_http_1_1_client_and_never_an_http_1_0_one() {
+    let upstream = FakeUpstream::start(|conn| {
+        while conn.read_request().is_some() {
+            conn.send(b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\nConnection: X-Hop\r\nX-Hop: 1\r\n\r\n");
+            conn.answer(b"final");
+        }
+    });
+    let fixture = lab(upstream.addr, "", |_| {});
+    let mut client = Reader::connect(fixture.addr);
+    client.send(b"GET / HTTP/1.1\r\nHost: s\r\n\r\n");
+    let (hints, framed) = client.read(false);
+    assert_eq!((hints.status, framed), (103, Framed::Nothing), "{hints:?}");
+    assert_eq!(hints.header("link"), Some("</a.css>; rel=preload"));
+    assert!(
+        hints.header("x-hop").is_none(),
+        "hop-by-hop in a 1xx: {hints:?}"
+    );
+    let (response, _) = client.read(false);
+    assert_eq!(
+        (response.status, response.body.as_slice()),
+        (200, &b"final"[..])
+    );
+    let mut old = Reader::connect(fixture.addr);
+    old.send(b"GET / HTTP/1.0\r\n\r\n");
+    let (response, _) = old.read(false);
+    assert_eq!(response.status, 200, "RFC 9110 §15.2: no 1xx to HTTP/1.0");
+    assert_eq!(response.body, b"final");
+}
