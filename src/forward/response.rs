@@ -21,7 +21,7 @@
 //! |---|---|---|
 //! | none (HEAD, 1xx, 204, 304) | the upstream's `Content-Length` kept for HEAD and 304 | the same |
 //! | `Content-Length: N` | `Content-Length: N`, bytes as they come | the same |
-//! | chunked | decoded and chunked again | decoded, then `Connection: close` |
+//! | chunked | chunked, bytes as they come | decoded, then `Connection: close` |
 //! | until close | chunked, each read one chunk: stays persistent | bytes as they come, then `Connection: close` |
 //!
 //! A 1xx head goes to an HTTP/1.1 client as it came, hop-by-hop fields
@@ -249,12 +249,12 @@ pub struct ClientSide<'a> {
 pub enum ClientFraming {
     /// No body (HEAD, 1xx, 204, 304).
     None,
-    /// The upstream's body bytes as they come (`Content-Length`).
+    /// The upstream's body bytes as they come, its framing included
+    /// (`Content-Length`, or chunked to an HTTP/1.1 client: the engine
+    /// follows the chunks only to find the end).
     Raw,
-    /// The body's data (the upstream's chunked coding taken off, as nginx
-    /// does, so its chunk sizes are checked before anything is relayed
-    /// and its trailers stay behind), each piece sent as one chunk, then
-    /// the last chunk once the upstream's body has ended.
+    /// Each piece of a body that runs until the upstream's close sent as
+    /// one chunk, and the last chunk once the upstream has closed.
     Chunks,
     /// The body's data (the upstream's chunked coding taken off), then the
     /// client's connection closes: an HTTP/1.0 client.
@@ -331,7 +331,7 @@ fn client_terms(parsed: &UpstreamHead, client: &ClientSide<'_>) -> (ClientFramin
     let framing = match parsed.framing {
         ResponseFraming::Empty => ClientFraming::None,
         ResponseFraming::Length(_) => ClientFraming::Raw,
-        ResponseFraming::Chunked if http_1_1 => ClientFraming::Chunks,
+        ResponseFraming::Chunked if http_1_1 => ClientFraming::Raw,
         ResponseFraming::UntilClose if http_1_1 => ClientFraming::Chunks,
         ResponseFraming::Chunked | ResponseFraming::UntilClose => ClientFraming::UntilClose,
     };

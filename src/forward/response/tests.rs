@@ -306,7 +306,7 @@ fn each_framing_reaches_each_client_version() {
         (
             chunked,
             1,
-            ClientFraming::Chunks,
+            ClientFraming::Raw,
             Persistence::KeepAlive,
             Some("Transfer-Encoding: chunked"),
         ),
