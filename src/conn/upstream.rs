@@ -16,7 +16,10 @@
 //! Reading stops while the client's output is over the high-water mark;
 //! the bytes already in the upstream socket bring no new edge, so the
 //! connection's pass resumes the read once its output drains
-//! ([`Conn::upstream_paused`]).
+//! ([`Conn::upstream_paused`]). Every pass processes its input through
+//! [`Conn::process`], which moves a forwarded exchange on after the
+//! session has taken what it can: without `--upstream` that is one
+//! branch on the buffers' link, never taken.
 
 use std::io::{self, Read, Write};
 
@@ -73,6 +76,22 @@ impl Fault {
 }
 
 impl Conn {
+    /// Parses and answers what the input holds (see `Session::process`),
+    /// and moves a forwarded exchange on (here): its end, or room
+    /// for the request body upstream, lets the session take more input.
+    pub(super) fn process(&mut self, ctx: &mut Ctx<'_>) {
+        loop {
+            let Some(buffers) = self.buffers.as_deref_mut() else {
+                return;
+            };
+            let dropped = self.session.process(buffers, ctx);
+            self.dropped_input |= dropped > 0;
+            if buffers.upstream.is_none() || !self.pump_upstream(ctx) {
+                return;
+            }
+        }
+    }
+
     /// A readiness event on the upstream connection this one borrowed:
     /// driven as a pass (which moves the upstream's bytes too). A hangup
     /// is remembered: its EOF may wait unread behind an answer read whole,
