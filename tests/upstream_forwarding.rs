@@ -411,3 +411,24 @@ fn a_client_over_tls_is_forwarded_as_https() {
     }
     assert_eq!(upstream.accepted(), 1, "kept on both hops");
 }
+
+#[test]
+fn a_name_whose_first_address_refuses_is_reached_at_the_next() {
+    // `localhost` as 127.0.0.1 and ::1, with the service on ::1 alone (as
+    // Node listens on `localhost`).
+    let upstream = FakeUpstream::start_on("[::1]:0", echo);
+    let port = upstream.addr.port();
+    let server = start(|config| {
+        config.upstream = Some(keepalive_server::config::Upstream {
+            url: format!("http://localhost:{port}"),
+            authority: format!("localhost:{port}"),
+            addrs: vec![format!("127.0.0.1:{port}").parse().unwrap(), upstream.addr],
+            prefix: String::new(),
+        });
+    });
+    for _ in 0..2 {
+        let response = support::client::get(server.addr, "/");
+        assert_eq!(response.status, 200, "{response:?}");
+    }
+    assert_eq!(upstream_errors(&server, Failure::Refused), 0);
+}

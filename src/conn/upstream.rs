@@ -59,7 +59,8 @@ impl Fault {
             .upstream
             .as_ref()
             .map_or_else(String::new, |up| {
-                format!("upstream {} ({})", up.url, up.addrs[0])
+                let addrs: Vec<String> = up.addrs.iter().map(ToString::to_string).collect();
+                format!("upstream {} ({})", up.url, addrs.join(", "))
             });
         let what = match self.failure {
             Failure::Refused => "cannot connect",
@@ -189,6 +190,27 @@ fn fail(session: &mut Session, fault: Fault, buffers: &mut Buffers, ctx: &mut Ct
 fn exchange(session: &mut Session, buffers: &mut Buffers, ctx: &mut Ctx<'_>) -> Result<(), Fault> {
     loop {
         match exchange_once(session, buffers, ctx) {
+            Err(fault) if fault.failure == Failure::Refused => {
+                // The name's next address, if it has one not yet tried
+                // (`localhost` is 127.0.0.1 and ::1; a service may listen
+                // on either alone).
+                let Some(link) = buffers.upstream.as_deref_mut() else {
+                    return Err(fault);
+                };
+                let addresses = ctx
+                    .settings
+                    .upstream
+                    .as_ref()
+                    .map_or(1, |up| up.addrs.len());
+                link.tries += 1;
+                if usize::from(link.tries) >= addresses {
+                    return Err(fault);
+                }
+                if let Some(key) = link.key.take() {
+                    ctx.upstreams.close(key, ctx.timers);
+                }
+                link.connected = false;
+            }
             Err(fault) if fault.failure == Failure::Reset => {
                 let Some(link) = buffers.upstream.as_deref_mut() else {
                     return Err(fault);
@@ -250,9 +272,10 @@ fn connected(link: &mut UpstreamLink, ctx: &mut Ctx<'_>) -> Result<bool, Fault> 
                 link.reused = true;
                 return Ok(true);
             }
-            let Some(addr) = ctx.settings.upstream.as_ref().map(|up| up.addrs[0]) else {
+            let Some(addrs) = ctx.settings.upstream.as_ref().map(|up| &up.addrs[..]) else {
                 return Err(Fault::of(Failure::Refused));
             };
+            let addr = ctx.upstreams.address(addrs, link.tries);
             let key = ctx
                 .upstreams
                 .connect(addr, ctx.key)
@@ -272,8 +295,9 @@ fn connected(link: &mut UpstreamLink, ctx: &mut Ctx<'_>) -> Result<bool, Fault> 
         return Err(Fault::io(Failure::Refused, error));
     }
     match stream.peer_addr() {
-        Ok(_) => {
+        Ok(addr) => {
             link.connected = true;
+            ctx.upstreams.connected_to(addr);
             Ok(true)
         }
         Err(e) if e.kind() == io::ErrorKind::NotConnected || would_block(&e) => Ok(false),
