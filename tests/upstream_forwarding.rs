@@ -397,3 +397,38 @@ fn an_early_answer_ends_the_exchange_and_the_rest_of_the_body_is_dropped() {
     );
     assert_eq!(upstream.accepted(), 2);
 }
+
+#[test]
+fn a_client_over_tls_is_forwarded_as_https() {
+    let upstream = FakeUpstream::start(echo);
+    let cert = support::tls::TestCert::new();
+    let server = cert.serve(|config| upstream.configure(config));
+    let mut client = cert.connect(server.addr);
+    for _ in 0..2 {
+        let (head, body) = client.get("/over-tls");
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        assert!(body.contains("X-Forwarded-Proto: https"), "{body}");
+    }
+    assert_eq!(upstream.accepted(), 1, "kept on both hops");
+}
+
+#[test]
+fn a_name_whose_first_address_refuses_is_reached_at_the_next() {
+    // `localhost` as 127.0.0.1 and ::1, with the service on ::1 alone (as
+    // Node listens on `localhost`).
+    let upstream = FakeUpstream::start_on("[::1]:0", echo);
+    let port = upstream.addr.port();
+    let server = start(|config| {
+        config.upstream = Some(keepalive_server::config::Upstream {
+            url: format!("http://localhost:{port}"),
+            authority: format!("localhost:{port}"),
+            addrs: vec![format!("127.0.0.1:{port}").parse().unwrap(), upstream.addr],
+            prefix: String::new(),
+        });
+    });
+    for _ in 0..2 {
+        let response = support::client::get(server.addr, "/");
+        assert_eq!(response.status, 200, "{response:?}");
+    }
+    assert_eq!(upstream_errors(&server, Failure::Refused), 0);
+}

@@ -518,22 +518,6 @@ impl Conn {
         }
     }
 
-    /// Parses and answers what the input holds (see `Session::process`),
-    /// and moves a forwarded exchange on (`upstream`): its end, or room
-    /// for the request body upstream, lets the session take more input.
-    fn process(&mut self, ctx: &mut Ctx<'_>) {
-        loop {
-            let Some(buffers) = self.buffers.as_deref_mut() else {
-                return;
-            };
-            let dropped = self.session.process(buffers, ctx);
-            self.dropped_input |= dropped > 0;
-            if buffers.upstream.is_none() || !self.pump_upstream(ctx) {
-                return;
-            }
-        }
-    }
-
     /// After the socket is drained, with the output flushed: an idle
     /// connection gives its buffers back, and starts closing if the server
     /// is draining. A connection answered with `Connection: close` closes now
