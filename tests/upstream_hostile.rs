@@ -486,3 +486,60 @@ fn a_client_waiting_on_a_slow_upstream_is_not_timed_out_as_idle_or_inactive() {
         "{response:?}"
     );
 }
+
+#[test]
+fn a_request_pipelined_behind_a_body_refused_early_is_answered() {
+    let _serial = support::serial();
+    // The upstream answers 413 from the head alone, then reads the body
+    // slowly; the client sends the body and its next request in one go.
+    // The lab drops the rest of the body and must go on to the request
+    // behind it, already in hand, with no new byte from the client.
+    let asked = AtomicUsize::new(0);
+    let upstream = FakeUpstream::start(move |conn| {
+        if asked.fetch_add(1, Ordering::SeqCst) > 0 {
+            while conn.read_request().is_some() {
+                conn.answer(b"next");
+            }
+            return;
+        }
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            if conn.stream.read(&mut byte).unwrap_or(0) == 0 {
+                return;
+            }
+            head.push(byte[0]);
+        }
+        conn.send(b"HTTP/1.1 413 Too Big\r\nContent-Length: 4\r\nConnection: close\r\n\r\nnope");
+        let _ = conn.stream.shutdown(std::net::Shutdown::Write);
+        std::thread::sleep(Duration::from_millis(200));
+        conn.wait_closed();
+    });
+    let fixture = lab(upstream.addr, "", |_| {});
+    let mut client = Reader::connect(fixture.addr);
+    let body = vec![b'u'; 900 * 1024];
+    let mut request = format!(
+        "POST /upload HTTP/1.1\r\nHost: s\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    request.extend_from_slice(&body);
+    request.extend_from_slice(b"GET /next HTTP/1.1\r\nHost: s\r\n\r\n");
+    let mut writer = client.stream.try_clone().unwrap();
+    let sending = std::thread::spawn(move || writer.write_all(&request).is_ok());
+    let (refused, _) = client.read(false);
+    assert_eq!(
+        (refused.status, refused.body.as_slice()),
+        (413, &b"nope"[..])
+    );
+    assert!(sending.join().unwrap(), "the client's bytes all went");
+    if refused.closes() {
+        return;
+    }
+    let (next, _) = client.read(false);
+    assert_eq!(
+        (next.status, next.body.as_slice()),
+        (200, &b"next"[..]),
+        "{next:?}"
+    );
+}

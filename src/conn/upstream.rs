@@ -141,7 +141,11 @@ impl Conn {
                 fail(&mut self.session, fault, buffers, ctx);
             }
             let after = buffers.upstream.as_deref().map_or(0, UpstreamLink::pending);
-            went_on = after < before && !buffers.input.is_empty();
+            // The request body found room upstream, or the exchange ended
+            // here (its answer relayed, its body in): what the input holds
+            // already (a request behind it) brings no new edge.
+            let ended = !self.session.is_forwarding(Some(buffers));
+            went_on = (after < before || ended) && !buffers.input.is_empty();
         }
         if !self.session.is_forwarding(self.buffers.as_deref()) {
             went_on |= self.release_upstream(ctx);
