@@ -22,6 +22,8 @@ impl Worker {
             timers: timers.len(),
             date: self.resources.date.cached().map(str::to_owned),
             connections: self.connection_counts(),
+            upstream_open: self.resources.upstreams.counts().0,
+            upstream_idle: self.resources.upstreams.counts().1,
             timeouts: Timeouts::of(&self.settings),
             lists,
             findings: self.observer.findings(now),
@@ -39,6 +41,7 @@ impl Worker {
             TimerEvent::DateExpired => TimerKind::Date,
             TimerEvent::AcceptResume => TimerKind::AcceptPause,
             TimerEvent::ReturnMemory => TimerKind::MemoryReturn,
+            TimerEvent::UpstreamIdle { .. } => TimerKind::UpstreamIdle,
             // The admin's round and ticks: answers waiting, as `/delay`'s
             // (on the admin worker, which is never asked for a snapshot).
             TimerEvent::Admin(_) => TimerKind::Delay,
