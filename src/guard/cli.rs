@@ -355,6 +355,17 @@ mod tests {
     }
 
     #[test]
+    fn what_the_controls_say_is_taken_as_server_flags() {
+        use crate::config::{Advertised, IdleClose};
+        let args = parsed(&["--advertise", "none", "--idle-close=rst", "--", "true"]).unwrap();
+        assert_eq!(args.config.advertise, Advertised::Nothing);
+        assert_eq!(args.config.idle_close, IdleClose::Rst);
+        assert_eq!(args.config.settings().keep_alive_advertised_secs, None);
+        let error = parsed(&["--advertise", "never", "--", "true"]).expect_err("bad");
+        assert_eq!(error.exit_code(), 2);
+    }
+
+    #[test]
     fn real_close_turns_the_shadow_deadline_off() {
         let args = parsed(&["--real-close", "--fail-on=inconclusive", "--", "true"]).unwrap();
         assert!(args.real_close);
