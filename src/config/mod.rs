@@ -27,12 +27,13 @@ pub use effective::Change;
 pub use load::{MAX_CONFIG_FILE, Origin, Origins, read_config_file};
 pub use subcommands::{SUBCOMMANDS, help_as_flag};
 pub use values::{
-    AccessLogTarget, Advertised, IdleClose, format_duration, format_size, parse_duration,
-    parse_size,
+    AccessLogTarget, Advertised, IdleClose, Upstream, format_duration, format_size,
+    parse_duration, parse_size,
 };
 use values::{
     AdminAddr, parse_access_log, parse_admin, parse_advertised, parse_bool, parse_count,
-    parse_header_size, parse_idle_close, parse_listen, parse_peers_window, parse_workers,
+    parse_header_size, parse_idle_close, parse_listen, parse_peers_window, parse_upstream,
+    parse_upstream_idle, parse_workers,
 };
 
 const AFTER_HELP: &str = "\
@@ -145,6 +146,18 @@ pub struct Config {
     #[arg(long, env = "KAS_TLS_KEY", value_name = "PATH")]
     pub tls_key: Option<PathBuf>,
 
+    /// Forward every request on the listener to this HTTP/1.1 service (http://HOST:PORT[/prefix], resolved at start) and stream its answers back; the demo routes are off.
+    #[arg(long, env = "KAS_UPSTREAM", value_name = "URL", value_parser = parse_upstream)]
+    pub upstream: Option<Upstream>,
+
+    /// With --upstream: how long the service may take to start its answer before the client gets 504; 0 waits as long as it takes.
+    #[arg(long, env = "KAS_UPSTREAM_TIMEOUT", value_name = "DURATION", default_value = "60s", value_parser = parse_duration, allow_hyphen_values = true)]
+    pub upstream_timeout: Duration,
+
+    /// With --upstream: how long an idle connection to the service is kept for reuse; keep it well under the service's own idle timeout (gunicorn 2s, uvicorn and Node 5s).
+    #[arg(long, env = "KAS_UPSTREAM_IDLE_TIMEOUT", value_name = "DURATION", default_value = "1s", value_parser = parse_upstream_idle, allow_hyphen_values = true)]
+    pub upstream_idle_timeout: Duration,
+
     /// Obey the keep-alive lab's query controls (ka=, advertise=, close=, after=, max=) on any route: on or off.
     #[arg(long, env = "KAS_TEST_CONTROLS", value_name = "on|off", default_value = "on", value_parser = parse_bool, action = clap::ArgAction::Set, allow_hyphen_values = true)]
     pub test_controls: bool,
@@ -252,6 +265,13 @@ pub struct Settings {
     /// Each connection takes it at accept, so a reload changes it for new
     /// connections only.
     pub tls: Option<ServerTls>,
+    /// Every request is forwarded here (`None`: the demo routes answer).
+    pub upstream: Option<Upstream>,
+    /// How long an upstream may take to begin its answer (`None`: no
+    /// limit): then 504.
+    pub upstream_timeout_ms: Option<u64>,
+    /// How long an idle upstream connection is pooled; above zero.
+    pub upstream_idle_ms: u64,
 }
 
 impl Settings {
@@ -309,6 +329,9 @@ impl Config {
             clients_by_agent: self.clients_by_agent,
             shadow_ms: self.shadow.map(whole_ms).filter(|&ms| ms > 0),
             tls: self.tls.clone(),
+            upstream: self.upstream.clone(),
+            upstream_timeout_ms: enabled_ms(self.upstream_timeout),
+            upstream_idle_ms: whole_ms(self.upstream_idle_timeout).max(1),
         }
     }
 

@@ -1,10 +1,11 @@
 //! Option values as people write them, and back: durations (`150ms`, `5s`,
 //! `1m5s`), sizes (`16KiB`, `1MiB`), counts, listen addresses (`8080`,
-//! `:8080`, `localhost:8080`, `[::1]:8080`), the access-log target (`PATH`,
-//! `-`, `off`), what `Keep-Alive: timeout=` advertises (`auto`, a duration,
-//! `none`), how an idle connection is closed (`fin`, `rst`) and booleans
-//! (`1/0/true/false/yes/no/on/off`). Every parser returns an error a person
-//! can act on: what was wrong and what would do.
+//! `:8080`, `localhost:8080`, `[::1]:8080`), the upstream URL
+//! (`http://HOST:PORT[/prefix]`, resolved as it is read), the access-log
+//! target (`PATH`, `-`, `off`), what `Keep-Alive: timeout=` advertises
+//! (`auto`, a duration, `none`), how an idle connection is closed (`fin`,
+//! `rst`) and booleans (`1/0/true/false/yes/no/on/off`). Every parser
+//! returns an error a person can act on: what was wrong and what would do.
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
@@ -150,6 +151,19 @@ pub fn parse_peers_window(text: &str) -> Result<Duration, String> {
     Ok(window)
 }
 
+/// `--upstream-idle-timeout`: a duration above zero (an upstream
+/// connection kept for no time would never be reused; to keep none, the
+/// upstream can close them).
+pub fn parse_upstream_idle(text: &str) -> Result<Duration, String> {
+    let idle = parse_duration(text)?;
+    if idle.is_zero() {
+        return Err(format!(
+            "'{text}': give a duration above 0, under the upstream's own idle timeout (the default is 1s)"
+        ));
+    }
+    Ok(idle)
+}
+
 /// A whole number, refused with a message people understand.
 pub fn parse_count<T: std::str::FromStr>(text: &str) -> Result<T, String> {
     let text = text.trim();
@@ -221,6 +235,80 @@ pub fn parse_listen(text: &str) -> Result<SocketAddr, String> {
         .or(resolved.first())
         .copied()
         .ok_or_else(|| format!("'{host}' resolves to no address"))
+}
+
+/// Where `--upstream` forwards: an `http://` URL resolved when the
+/// configuration loads, so a name that does not resolve is refused at
+/// start rather than at the first request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upstream {
+    /// The URL as `--check` prints it and parses it back:
+    /// `http://HOST:PORT[/prefix]`.
+    pub url: String,
+    /// `HOST:PORT` as written (the port added when left out): how errors
+    /// name the upstream.
+    pub authority: String,
+    /// The addresses `HOST` resolved to, IPv4 first; connects go to the
+    /// first.
+    pub addrs: Vec<SocketAddr>,
+    /// Prepended to every forwarded target: empty, or `/` and a path
+    /// without a trailing `/`.
+    pub prefix: String,
+}
+
+/// `--upstream`: `http://HOST[:PORT][/prefix]` (port 80 when left out);
+/// `https://` is refused as not supported yet, and `HOST` must resolve.
+pub fn parse_upstream(text: &str) -> Result<Upstream, String> {
+    let text = text.trim();
+    let expected =
+        "expected http://HOST:PORT or http://HOST:PORT/prefix, e.g. http://127.0.0.1:8000";
+    let scheme_end = text.find("://").unwrap_or(0);
+    let (scheme, rest) = (
+        &text[..scheme_end],
+        text.get(scheme_end + 3..).unwrap_or(""),
+    );
+    if scheme.eq_ignore_ascii_case("https") {
+        return Err(format!(
+            "'{text}': https upstreams are not supported yet; give the service's plain http:// address"
+        ));
+    }
+    if !scheme.eq_ignore_ascii_case("http") {
+        return Err(format!("'{text}' is not an http:// URL ({expected})"));
+    }
+    if rest.contains(['?', '#']) || rest.contains(char::is_whitespace) {
+        return Err(format!(
+            "'{text}': an upstream URL takes no query, fragment or spaces ({expected})"
+        ));
+    }
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    if authority.is_empty() || authority.contains('@') {
+        return Err(format!("'{text}' has no host ({expected})"));
+    }
+    let authority = if authority.ends_with(']') || !authority.contains(':') {
+        format!("{authority}:80")
+    } else {
+        authority.to_owned()
+    };
+    let Some((host, port)) = authority.rsplit_once(':') else {
+        return Err(format!("'{text}' has no host ({expected})"));
+    };
+    let port = parse_port(port, text)?;
+    let bare_host = host.trim_start_matches('[').trim_end_matches(']');
+    let mut addrs: Vec<SocketAddr> = (bare_host, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("'{text}': cannot resolve '{bare_host}': {e}"))?
+        .collect();
+    if addrs.is_empty() {
+        return Err(format!("'{text}': '{bare_host}' resolves to no address"));
+    }
+    addrs.sort_by_key(|addr| addr.is_ipv6());
+    let prefix = path.trim_end_matches('/').to_owned();
+    Ok(Upstream {
+        url: format!("http://{authority}{prefix}"),
+        authority,
+        addrs,
+        prefix,
+    })
 }
 
 /// The admin address: `off` for none (the default, and how a flag or
@@ -494,6 +582,41 @@ mod tests {
         assert!(parse_listen(":99999").unwrap_err().contains("not a port"));
         assert!(parse_listen("::1:80").unwrap_err().contains("brackets"));
         assert!(parse_listen("300.1.1.1:80").is_err());
+    }
+
+    #[test]
+    fn upstream_urls_resolve_and_keep_their_prefix() {
+        let plain = parse_upstream("http://127.0.0.1:8000").unwrap();
+        assert_eq!(plain.url, "http://127.0.0.1:8000");
+        assert_eq!(plain.addrs, vec!["127.0.0.1:8000".parse().unwrap()]);
+        assert_eq!(plain.prefix, "");
+        let prefixed = parse_upstream("HTTP://localhost/api/v1/").unwrap();
+        assert_eq!(prefixed.authority, "localhost:80");
+        assert_eq!(prefixed.prefix, "/api/v1");
+        assert_eq!(prefixed.url, "http://localhost:80/api/v1");
+        assert!(prefixed.addrs[0].ip().is_loopback());
+        let v6 = parse_upstream("http://[::1]:9000/").unwrap();
+        assert_eq!(v6.addrs, vec!["[::1]:9000".parse().unwrap()]);
+        assert_eq!(parse_upstream(&v6.url), Ok(v6));
+    }
+
+    #[test]
+    fn bad_upstream_urls_say_why() {
+        let error = |text| parse_upstream(text).unwrap_err();
+        assert!(error("https://example.com").contains("https upstreams are not supported yet"));
+        assert!(error("127.0.0.1:8000").contains("not an http:// URL"));
+        assert!(error("ftp://x").contains("not an http:// URL"));
+        assert!(error("http://").contains("no host"));
+        assert!(error("http://user@host:80").contains("no host"));
+        assert!(error("http://127.0.0.1:99999").contains("not a port"));
+        assert!(error("http://127.0.0.1:80/?a=1").contains("no query"));
+        assert!(error("http://no-such-host.invalid:80").contains("cannot resolve"));
+    }
+
+    #[test]
+    fn the_upstream_idle_timeout_is_above_zero() {
+        assert_eq!(parse_upstream_idle("1s"), Ok(Duration::from_secs(1)));
+        assert!(parse_upstream_idle("0").unwrap_err().contains("above 0"));
     }
 
     #[test]
