@@ -283,6 +283,37 @@ fn a_failing_command_and_passing_clients_close_on_one_verdict() {
     );
 }
 
+/// With `--upstream` at a port nothing listens on, every request is a 502
+/// naming the service: the table shows them apart, as the service's
+/// failures, and no client is judged for them.
+#[test]
+fn upstream_failures_are_shown_apart_from_the_clients() {
+    let nobody = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let upstream = format!("http://{nobody}");
+    let run = Driven::start(&["--upstream", &upstream, "--json", "report.json"]);
+    for _ in 0..2 {
+        let mut client = Client::connect_from(loopback(1), run.lab);
+        assert_eq!(request_as(&mut client, "curl/8.0", "/items"), 502);
+    }
+    let (status, stderr, report) = run.finish_reading("report.json");
+    assert_eq!(status, 0, "{stderr}");
+    assert!(
+        stderr.contains(&format!("upstream: 2 refused ({upstream})"))
+            && stderr.contains("not a client's"),
+        "{stderr}"
+    );
+    let json: Value = serde_json::from_slice(&report).unwrap();
+    assert_eq!(json["upstream"]["errors"]["refused"], 2, "{json}");
+    assert_eq!(json["upstream"]["url"], upstream.as_str(), "{json}");
+    for client in json["clients"].as_array().unwrap() {
+        assert_ne!(client["verdict"], "race", "{json}");
+        assert_eq!(client["lost_requests"], 0, "{json}");
+    }
+}
+
 /// `--advertise none` and `--idle-close rst` before `--` reach the lab.
 #[test]
 fn the_servers_advertise_and_idle_close_flags_reach_the_lab() {

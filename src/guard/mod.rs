@@ -24,7 +24,10 @@
 //! server can still learn), [`judge`] (the verdicts: the peer observer's,
 //! and what the client's reuses and closes show of its limit), [`table`]
 //! (what is printed and written), [`outcome`] (the run's one verdict: the
-//! exit status and the closing line that says it).
+//! exit status and the closing line that says it); with `--upstream`,
+//! [`upstream_errors`] (the service's failures, apart from the clients)
+//! and, with `--lb-idle-timeout`, [`other_hop`] (the service against its
+//! balancer).
 
 pub mod cli;
 pub mod judge;
@@ -33,6 +36,7 @@ pub mod outcome;
 pub mod run;
 mod settle;
 pub mod table;
+pub mod upstream_errors;
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -54,6 +58,7 @@ use other_hop::verdict::ServiceHop;
 use outcome::USAGE_ERROR;
 use run::Ended;
 use table::RunReport;
+use upstream_errors::UpstreamErrors;
 
 /// The guard's diagnostics level when `RUST_LOG` is unset: the server's
 /// own startup and shutdown lines would only crowd COMMAND's output.
@@ -228,6 +233,11 @@ fn judge_run(handle: &ServerHandle, args: &GuardArgs, ran: Ran) -> Result<RunRep
         clients_pass,
         lab_url: ran.lab_url,
         allow_no_clients: args.allow_no_clients,
+        upstream: args
+            .config
+            .upstream
+            .as_ref()
+            .map(|upstream| UpstreamErrors::read(&handle.remote(), upstream)),
         lb_hop: ran.lb_hop,
     })
 }

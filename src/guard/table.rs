@@ -14,6 +14,7 @@ use crate::peer_observer::report::ServerIdle;
 use super::judge::{ClientVerdict, GuardVerdict};
 use super::other_hop::verdict::ServiceHop;
 use super::outcome;
+use super::upstream_errors::UpstreamErrors;
 use crate::probe::lb_hop::Verdict;
 
 /// The guard's findings on one run.
@@ -47,6 +48,9 @@ pub struct RunReport {
     pub lab_url: String,
     /// A run no client reached passes (`--allow-no-clients`).
     pub allow_no_clients: bool,
+    /// With `--upstream`: the service's failures and the lab's retries,
+    /// apart from the clients' verdicts.
+    pub upstream: Option<UpstreamErrors>,
     /// The other hop: the service behind the lab against the balancer in
     /// front of it (`--lb-idle-timeout`), apart from the clients.
     pub lb_hop: Option<ServiceHop>,
@@ -105,6 +109,9 @@ impl RunReport {
                     "s"
                 }
             );
+        }
+        if let Some(line) = self.upstream.as_ref().and_then(UpstreamErrors::line) {
+            out.push_str(&line);
         }
         if let Some(hop) = &self.lb_hop {
             out.push_str(&service_rows(hop));
@@ -244,6 +251,7 @@ pub(super) mod tests {
             clients_pass: pass,
             lab_url: "http://127.0.0.1:4000/".into(),
             allow_no_clients: false,
+            upstream: None,
             lb_hop: None,
         }
     }
