@@ -314,30 +314,42 @@ fn upstream_failures_are_shown_apart_from_the_clients() {
     }
 }
 
-/// `--advertise none` and `--idle-close rst` before `--` reach the lab.
+/// `--advertise none` and `--idle-close rst` before `--` reach the lab,
+/// on its own routes and in front of a service (`--upstream`): a suite
+/// needs no URL change to meet a server that advertises nothing and
+/// resets.
 #[test]
 fn the_servers_advertise_and_idle_close_flags_reach_the_lab() {
-    let run = Driven::start(&[
-        "--advertise",
-        "none",
-        "--idle-close=rst",
-        "--keep-alive-timeout",
-        "300ms",
-        "--keep-alive-buffer",
-        "0s",
-    ]);
-    let mut client = Client::connect_from(loopback(1), run.lab);
-    let response = client.request("/");
-    assert_eq!(response.header("keep-alive"), None, "{response:?}");
-    assert_eq!(response.header("connection"), Some("keep-alive"));
-    client.stream.set_read_timeout(Some(RUN_LIMIT)).unwrap();
-    let read = std::io::Read::read(&mut client.stream, &mut [0u8; 1]);
-    assert!(
-        matches!(&read, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset),
-        "a reset at the deadline, not the shadow deadline's wait: {read:?}"
-    );
-    let (_status, stderr) = run.finish();
-    assert!(stderr.contains("advertises nothing"), "{stderr}");
+    let service = support::server::start(|_| {});
+    let upstream = format!("http://{}", service.addr);
+    for in_front in [false, true] {
+        let mut flags = vec![
+            "--advertise",
+            "none",
+            "--idle-close=rst",
+            "--keep-alive-timeout",
+            "300ms",
+            "--keep-alive-buffer",
+            "0s",
+        ];
+        if in_front {
+            flags.extend_from_slice(&["--upstream", &upstream]);
+        }
+        let run = Driven::start(&flags);
+        let mut client = Client::connect_from(loopback(1), run.lab);
+        let response = client.request("/");
+        assert_eq!(response.status, 200, "{in_front}: {response:?}");
+        assert_eq!(response.header("keep-alive"), None, "{response:?}");
+        assert_eq!(response.header("connection"), Some("keep-alive"));
+        client.stream.set_read_timeout(Some(RUN_LIMIT)).unwrap();
+        let read = std::io::Read::read(&mut client.stream, &mut [0u8; 1]);
+        assert!(
+            matches!(&read, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset),
+            "{in_front}: a reset at the deadline, not the shadow deadline's wait: {read:?}"
+        );
+        let (_status, stderr) = run.finish();
+        assert!(stderr.contains("advertises nothing"), "{stderr}");
+    }
 }
 
 #[test]
