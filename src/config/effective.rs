@@ -85,6 +85,8 @@ impl Config {
                 "test_controls",
                 text(if self.test_controls { "on" } else { "off" }),
             ),
+            ("advertise", text(&self.advertise.to_string())),
+            ("idle_close", text(self.idle_close.name())),
             ("peers_window", duration(self.peers_window)),
             ("log_format", text(&log_format)),
         ]

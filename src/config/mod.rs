@@ -27,11 +27,13 @@ pub use effective::Change;
 pub use load::{MAX_CONFIG_FILE, Origin, Origins, read_config_file};
 pub use subcommands::{SUBCOMMANDS, help_as_flag};
 pub use values::{
-    AccessLogTarget, Upstream, format_duration, format_size, parse_duration, parse_size,
+    AccessLogTarget, Advertised, IdleClose, Upstream, format_duration, format_size, parse_duration,
+    parse_size,
 };
 use values::{
-    AdminAddr, parse_access_log, parse_admin, parse_bool, parse_count, parse_header_size,
-    parse_listen, parse_peers_window, parse_upstream, parse_upstream_idle, parse_workers,
+    AdminAddr, parse_access_log, parse_admin, parse_advertised, parse_bool, parse_count,
+    parse_header_size, parse_idle_close, parse_listen, parse_peers_window, parse_upstream,
+    parse_upstream_idle, parse_workers,
 };
 
 const AFTER_HELP: &str = "\
@@ -160,6 +162,14 @@ pub struct Config {
     #[arg(long, env = "KAS_TEST_CONTROLS", value_name = "on|off", default_value = "on", value_parser = parse_bool, action = clap::ArgAction::Set, allow_hyphen_values = true)]
     pub test_controls: bool,
 
+    /// What `Keep-Alive: timeout=` says on every persistent response: a duration (sent in whole seconds, rounded down), none (Connection: keep-alive and no Keep-Alive field, as a server that advertises nothing), or auto (the --keep-alive-timeout); an advertise= control overrides it on its connection.
+    #[arg(long, env = "KAS_ADVERTISE", value_name = "DURATION|none|auto", default_value = "auto", value_parser = parse_advertised, allow_hyphen_values = true)]
+    pub advertise: Advertised,
+
+    /// How an idle connection is closed at its keep-alive deadline: fin (shut the write side, then watch for a late request) or rst (SO_LINGER 0: the client sees a reset, ECONNRESET); a close= control overrides it on its connection.
+    #[arg(long, env = "KAS_IDLE_CLOSE", value_name = "fin|rst", default_value = "fin", value_parser = parse_idle_close, allow_hyphen_values = true)]
+    pub idle_close: IdleClose,
+
     /// How far back the admin listener's /peers looks for its verdicts and advice (totals since start are shown too); at least 1s.
     #[arg(long, env = "KAS_PEERS_WINDOW", value_name = "DURATION", default_value = "10m", value_parser = parse_peers_window, allow_hyphen_values = true)]
     pub peers_window: Duration,
@@ -200,8 +210,11 @@ pub struct Settings {
     pub keep_alive: bool,
     /// What `Keep-Alive: timeout=` advertises, in whole seconds (rounded
     /// down, so it never promises more than is kept); `None` when keep-alive
-    /// is off, or under a second: `timeout=0` would read as "do not reuse"
-    /// (Node's agent then never reuses), so no `Keep-Alive` field is sent.
+    /// is off, under `--advertise none`, or under a second with `--advertise
+    /// auto`: `timeout=0` would read as "do not reuse" (Node's agent then
+    /// never reuses), so no `Keep-Alive` field is sent. An `--advertise`
+    /// duration is sent as it is, even one that promises more than is kept,
+    /// or `0`: the lab imitates such servers on purpose.
     pub keep_alive_advertised_secs: Option<u64>,
     /// How long an idle persistent connection is really kept: timeout + buffer.
     pub keep_alive_ms: u64,
@@ -226,6 +239,9 @@ pub struct Settings {
     /// (the encoder adds `, max=N` when requests are limited):
     /// `Connection: keep-alive\r\nKeep-Alive: timeout=N`.
     pub keep_alive_header: Vec<u8>,
+    /// How idle connections are closed at their deadline, where no
+    /// `close=` control says otherwise.
+    pub idle_close: IdleClose,
     /// The keep-alive lab's query controls are obeyed.
     pub test_controls: bool,
     /// How far back `/peers` judges a peer, in µs.
@@ -269,8 +285,14 @@ impl Config {
     /// The settings the workers run on.
     pub fn settings(&self) -> Settings {
         let keep_alive = !self.keep_alive_timeout.is_zero();
-        let keep_alive_advertised_secs =
-            Some(self.keep_alive_timeout.as_secs()).filter(|&secs| secs > 0);
+        let keep_alive_advertised_secs = match self.advertise {
+            _ if !keep_alive => None,
+            Advertised::KeepAliveTimeout => {
+                Some(self.keep_alive_timeout.as_secs()).filter(|&secs| secs > 0)
+            }
+            Advertised::Timeout(advertised) => Some(advertised.as_secs()),
+            Advertised::Nothing => None,
+        };
         // Keep-Alive is hop-by-hop, so Connection names it (as nginx and
         // Node do): some proxies drop it otherwise.
         let keep_alive_header = match keep_alive_advertised_secs {
@@ -300,6 +322,7 @@ impl Config {
             shutdown_ms: enabled_ms(self.shutdown_timeout),
             access_log: self.access_log.clone(),
             keep_alive_header,
+            idle_close: self.idle_close,
             test_controls: self.test_controls,
             peers_window_us: self.peers_window.as_micros() as u64,
             loop_clock_start: self.loop_clock_start.as_micros() as u64,
@@ -433,6 +456,28 @@ mod tests {
         assert!(settings.keep_alive);
         assert_eq!(settings.keep_alive_advertised_secs, None);
         assert_eq!(settings.keep_alive_header, b"Connection: keep-alive");
+    }
+
+    #[test]
+    fn advertise_sets_the_field_for_every_connection() {
+        let mut config = Config::with_listen("127.0.0.1:0".parse().unwrap());
+        config.keep_alive_timeout = Duration::from_secs(2);
+        config.advertise = Advertised::Nothing;
+        let settings = config.settings();
+        assert_eq!(settings.keep_alive_advertised_secs, None);
+        assert_eq!(settings.keep_alive_header, b"Connection: keep-alive");
+        assert_eq!(settings.keep_alive_ms, 3000, "what is kept is unchanged");
+        config.advertise = Advertised::Timeout(Duration::from_millis(30_900));
+        let settings = config.settings();
+        assert_eq!(settings.keep_alive_advertised_secs, Some(30));
+        assert_eq!(
+            settings.keep_alive_header,
+            b"Connection: keep-alive\r\nKeep-Alive: timeout=30".to_vec()
+        );
+        config.keep_alive_timeout = Duration::ZERO;
+        let settings = config.settings();
+        assert_eq!(settings.keep_alive_advertised_secs, None, "keep-alive off");
+        assert!(settings.keep_alive_header.is_empty());
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //! `1m5s`), sizes (`16KiB`, `1MiB`), counts, listen addresses (`8080`,
 //! `:8080`, `localhost:8080`, `[::1]:8080`), the upstream URL
 //! (`http://HOST:PORT[/prefix]`, resolved as it is read), the access-log
-//! target (`PATH`, `-`, `off`) and booleans (`1/0/true/false/yes/no/on/off`). Every parser
+//! target (`PATH`, `-`, `off`), what `Keep-Alive: timeout=` advertises
+//! (`auto`, a duration, `none`), how an idle connection is closed (`fin`,
+//! `rst`) and booleans (`1/0/true/false/yes/no/on/off`). Every parser
 //! returns an error a person can act on: what was wrong and what would do.
 
 use std::fmt;
@@ -370,6 +372,83 @@ pub fn parse_access_log(text: &str) -> Result<AccessLogTarget, String> {
     })
 }
 
+/// `--advertise`: what a persistent response's `Keep-Alive: timeout=`
+/// says, for every connection (an `advertise=` control still overrides it
+/// on its own connection).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Advertised {
+    /// `auto`: the `--keep-alive-timeout`, in whole seconds (none under a
+    /// second).
+    #[default]
+    KeepAliveTimeout,
+    /// This duration, in whole seconds rounded down (`0` is sent as
+    /// `timeout=0`).
+    Timeout(Duration),
+    /// `none`: `Connection: keep-alive` and no `Keep-Alive` field, as a
+    /// production server that advertises nothing.
+    Nothing,
+}
+
+impl fmt::Display for Advertised {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Advertised::KeepAliveTimeout => f.write_str("auto"),
+            Advertised::Timeout(duration) => f.write_str(&format_duration(*duration)),
+            Advertised::Nothing => f.write_str("none"),
+        }
+    }
+}
+
+/// `--advertise`: a duration, `none`, or `auto` (the keep-alive timeout).
+pub fn parse_advertised(text: &str) -> Result<Advertised, String> {
+    match text.trim() {
+        "auto" => Ok(Advertised::KeepAliveTimeout),
+        "none" => Ok(Advertised::Nothing),
+        duration => parse_duration(duration)
+            .map(Advertised::Timeout)
+            .map_err(|e| {
+                format!("{e}; or none (no Keep-Alive field), or auto (the keep-alive timeout)")
+            }),
+    }
+}
+
+/// How an idle connection is closed when its keep-alive timer runs out:
+/// `--idle-close` for every connection, the `close=` control for one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IdleClose {
+    /// Shut the write side (FIN), then watch for what still arrives.
+    #[default]
+    Fin,
+    /// An abortive close (SO_LINGER 0): the peer sees a reset.
+    Rst,
+}
+
+impl IdleClose {
+    /// The close named `fin` or `rst`.
+    pub fn from_name(name: &str) -> Option<IdleClose> {
+        match name {
+            "fin" => Some(IdleClose::Fin),
+            "rst" => Some(IdleClose::Rst),
+            _ => None,
+        }
+    }
+
+    /// Its name, as [`IdleClose::from_name`] takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            IdleClose::Fin => "fin",
+            IdleClose::Rst => "rst",
+        }
+    }
+}
+
+/// `--idle-close`: `fin` or `rst`.
+pub fn parse_idle_close(text: &str) -> Result<IdleClose, String> {
+    IdleClose::from_name(text.trim()).ok_or_else(|| {
+        format!("'{text}' is not a close: use fin (shut the write side) or rst (a reset)")
+    })
+}
+
 /// A boolean as people write it in environment variables and files:
 /// `1/0`, `true/false`, `yes/no`, `on/off`, in any case.
 pub fn parse_bool(text: &str) -> Result<bool, String> {
@@ -565,6 +644,36 @@ mod tests {
             Ok(AccessLogTarget::File("./on".into()))
         );
         assert!(parse_access_log("").is_err());
+    }
+
+    #[test]
+    fn advertise_takes_a_duration_none_or_auto_and_prints_back() {
+        for (text, value) in [
+            ("auto", Advertised::KeepAliveTimeout),
+            ("none", Advertised::Nothing),
+            ("5s", Advertised::Timeout(Duration::from_secs(5))),
+            ("0", Advertised::Timeout(Duration::ZERO)),
+        ] {
+            assert_eq!(parse_advertised(text), Ok(value), "{text}");
+            assert_eq!(parse_advertised(&value.to_string()), Ok(value), "{text}");
+        }
+        let error = parse_advertised("never").unwrap_err();
+        assert!(
+            error.contains("'never'") && error.contains("none"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn idle_close_takes_fin_or_rst() {
+        assert_eq!(parse_idle_close("fin"), Ok(IdleClose::Fin));
+        assert_eq!(parse_idle_close("rst"), Ok(IdleClose::Rst));
+        assert_eq!(IdleClose::Rst.name(), "rst");
+        let error = parse_idle_close("reset").unwrap_err();
+        assert!(
+            error.contains("'reset'") && error.contains("fin"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -13,7 +13,13 @@
 //!  start server ─▶ run COMMAND ─▶ settle ─▶ judge ─▶ table (stderr), --json FILE ─▶ exit
 //!  (free port)     (KAS_LAB_URL)  (open connections end: the client's
 //!                                  closes, the watch after an idle FIN)
+//!                  other hop ──────────────▶ (with --lb-idle-timeout: the
+//!                  (the service, straight)    service against its balancer)
 //! ```
+//!
+//! A run no client reached is not a pass (exit 3, unless
+//! `--allow-no-clients`); the exit status and the table's last line are
+//! one verdict ([`outcome`]).
 //!
 //! Clients are told apart by address and User-Agent (the peer
 //! observer's `clients` tables), so a suite's several clients, all on 127.0.0.1, are
@@ -23,13 +29,20 @@
 //! [`run`] (COMMAND and the signals), `settle` (waiting for what the
 //! server can still learn), [`judge`] (the verdicts: the peer observer's,
 //! and what the client's reuses and closes show of its limit), [`table`]
-//! (what is printed and written).
+//! (what is printed and written), [`outcome`] (the run's one verdict: the
+//! exit status and the closing line that says it); with `--upstream`,
+//! [`upstream_errors`] (the service's failures, apart from the clients)
+//! and, with `--lb-idle-timeout`, [`other_hop`] (the service against its
+//! balancer).
 
 pub mod cli;
 pub mod judge;
+pub mod other_hop;
+pub mod outcome;
 pub mod run;
 mod settle;
 pub mod table;
+pub mod upstream_errors;
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -47,11 +60,11 @@ use crate::peer_observer::peers::PeersSnapshot;
 use crate::peer_observer::report::{PeersReport, ServerIdle};
 use crate::{Server, ServerHandle, logging};
 use cli::GuardArgs;
+use other_hop::verdict::ServiceHop;
+use outcome::USAGE_ERROR;
 use run::Ended;
 use table::RunReport;
-
-/// The exit status of a usage error, as clap gives it.
-const USAGE_ERROR: u8 = 2;
+use upstream_errors::UpstreamErrors;
 
 /// The guard's diagnostics level when `RUST_LOG` is unset: the server's
 /// own startup and shutdown lines would only crowd COMMAND's output.
@@ -113,6 +126,10 @@ fn guard(args: GuardArgs) -> Result<u8, String> {
             return Ok(not_started.status);
         }
     };
+    let other_hop = args
+        .front
+        .zip(args.config.upstream.as_ref())
+        .map(|(front, upstream)| other_hop::start(upstream, front));
     let status = match run::wait(child, &mut signals) {
         Ok(Ended::Exited(status)) => run::shell_status(status),
         Ok(Ended::Interrupted(signal)) => return Ok(interrupted(signal)),
@@ -122,10 +139,22 @@ fn guard(args: GuardArgs) -> Result<u8, String> {
         Ok(left_open) => left_open,
         Err(signal) => return Ok(interrupted(signal)),
     };
-    let report = judge_run(&handle, &args, status, started, left_open)?;
+    let lb_hop = match other_hop.map(|check| check.finish(&mut signals)) {
+        Some(Err(signal)) => return Ok(interrupted(signal)),
+        Some(Ok(hop)) => Some(hop),
+        None => None,
+    };
+    let ran = Ran {
+        command_status: status,
+        started,
+        connections_left_open: left_open,
+        lab_url: url,
+        lb_hop,
+    };
+    let report = judge_run(&handle, &args, ran)?;
     eprint!("{}", report.text());
     handle.shutdown();
-    let exit = exit_status(status, report.clients_pass);
+    let exit = report.status();
     if let Some(path) = &args.json {
         if let Err(e) = std::fs::write(path, report.json()) {
             eprintln!("keepalive-server lab: cannot write {}: {e}", path.display());
@@ -147,15 +176,21 @@ fn check_writable(path: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The peer observer's peers, judged against the server's own idle timeouts, over
-/// the whole run.
-fn judge_run(
-    handle: &ServerHandle,
-    args: &GuardArgs,
-    status: i32,
+/// What the run gave, besides the lab's peers.
+struct Ran {
+    command_status: i32,
+    /// When the lab started.
     started: Instant,
     connections_left_open: u64,
-) -> Result<RunReport, String> {
+    lab_url: String,
+    /// The other hop's check, if asked for.
+    lb_hop: Option<ServiceHop>,
+}
+
+/// The peer observer's peers, judged against the server's own idle
+/// timeouts over the whole run, with the rest of what the run gave: the
+/// report and its one verdict.
+fn judge_run(handle: &ServerHandle, args: &GuardArgs, ran: Ran) -> Result<RunReport, String> {
     let snapshots = handle
         .remote()
         .snapshots(settle::SNAPSHOT_TIMEOUT)
@@ -170,7 +205,7 @@ fn judge_run(
     };
     // The window spans the whole run (see `cli`): the verdicts' words say
     // "in the last N s" of the run, not of the window's nominal length.
-    let window_us = run_window_us(started.elapsed());
+    let window_us = run_window_us(ran.started.elapsed());
     let mut by_agent: BTreeMap<String, Vec<PeersSnapshot>> = BTreeMap::new();
     for agent in snapshots
         .into_iter()
@@ -193,15 +228,23 @@ fn judge_run(
             .iter()
             .map(|arg| arg.to_string_lossy().into_owned())
             .collect(),
-        command_status: status,
+        command_status: ran.command_status,
         duration_s: window_us as f64 / 1e6,
         keep_alive: settings.keep_alive,
         server,
         fail_on: args.fail_on.name(),
         shadow_ms: settings.shadow_ms,
-        connections_left_open,
+        connections_left_open: ran.connections_left_open,
         clients,
         clients_pass,
+        lab_url: ran.lab_url,
+        allow_no_clients: args.allow_no_clients,
+        upstream: args
+            .config
+            .upstream
+            .as_ref()
+            .map(|upstream| UpstreamErrors::read(&handle.remote(), upstream)),
+        lb_hop: ran.lb_hop,
     })
 }
 
@@ -211,16 +254,6 @@ fn judge_run(
 fn run_window_us(run: Duration) -> u64 {
     let tenths = u64::try_from(run.as_micros().div_ceil(100_000)).unwrap_or(u64::MAX);
     tenths.max(1).saturating_mul(100_000)
-}
-
-/// COMMAND's own status when it failed; else 1 when a client fails the
-/// run; else 0.
-fn exit_status(command_status: i32, clients_pass: bool) -> u8 {
-    match command_status {
-        0 if clients_pass => 0,
-        0 => 1,
-        status => u8::try_from(status).ok().filter(|&s| s != 0).unwrap_or(1),
-    }
 }
 
 /// Says the run was cut by `signal`: a shell's status for it.
@@ -250,16 +283,6 @@ pub fn base_url(bound: SocketAddr, tls: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_commands_failure_wins_then_the_clients() {
-        assert_eq!(exit_status(0, true), 0);
-        assert_eq!(exit_status(0, false), 1);
-        assert_eq!(exit_status(3, true), 3);
-        assert_eq!(exit_status(3, false), 3);
-        assert_eq!(exit_status(143, true), 143);
-        assert_eq!(exit_status(256, true), 1);
-    }
 
     #[test]
     fn the_window_holds_the_whole_run_in_tenths() {
