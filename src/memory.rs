@@ -12,6 +12,12 @@
 //! [`TRIM_EVERY_MS`]. What is freed just after a trim is left to a one-shot
 //! retry the worker enrolls as an unref'd timer, so an idle server with
 //! nothing to give back never wakes up for it.
+//!
+//! A burst can also leave the pool holding more spare sets than it turned
+//! away (a hundred answers waiting on an upstream at once, say): the
+//! worker then asks for the same one-shot timer ([`MemoryReturn::surplus`]),
+//! frees the spares that went unused until it fired, and trims whatever
+//! that freed ([`MemoryReturn::settled`]), however little: the burst is over.
 
 use crate::timers::Micros;
 
@@ -34,7 +40,7 @@ pub struct MemoryReturn {
 impl MemoryReturn {
     /// `bytes` more were freed at loop time `now`. Trims if enough has
     /// been freed and the last trim is old enough; returns the delay in ms
-    /// after which the worker must call [`MemoryReturn::retry`], when a
+    /// after which the worker must call [`MemoryReturn::settled`], when a
     /// trim is due but must wait.
     pub fn freed(&mut self, bytes: usize, now: Micros) -> Option<u64> {
         self.freed += bytes;
@@ -44,9 +50,24 @@ impl MemoryReturn {
         self.trim_or_defer(now)
     }
 
-    /// The retry timer fired: trim whatever was freed since the last trim.
-    pub fn retry(&mut self, now: Micros) -> Option<u64> {
+    /// The buffer pool holds spares beyond what it settles at: the timer
+    /// that frees the unused ones is due in [`TRIM_EVERY_MS`], unless it is
+    /// armed already.
+    pub fn surplus(&mut self) -> Option<u64> {
+        if self.retry_armed {
+            return None;
+        }
+        self.retry_armed = true;
+        Some(TRIM_EVERY_MS)
+    }
+
+    /// The one-shot timer fired (a retry, or the pool's surplus) and the
+    /// pool freed `bytes` of unused spares: trim what was freed since the
+    /// last trim, however little, unless a trim was too recent (then the
+    /// timer is asked for again).
+    pub fn settled(&mut self, bytes: usize, now: Micros) -> Option<u64> {
         self.retry_armed = false;
+        self.freed += bytes;
         if self.freed == 0 {
             return None;
         }
@@ -93,6 +114,23 @@ mod tests {
     const SECOND: Micros = 1_000_000;
 
     #[test]
+    fn a_surplus_asks_for_one_timer_and_its_freed_spares_are_trimmed() {
+        let mut memory = MemoryReturn::default();
+        assert_eq!(memory.surplus(), Some(TRIM_EVERY_MS));
+        assert_eq!(memory.surplus(), None, "armed once");
+        assert_eq!(memory.settled(0, SECOND), None, "nothing freed: no trim");
+        assert_eq!(memory.last_trim, None);
+        assert_eq!(
+            memory.surplus(),
+            Some(TRIM_EVERY_MS),
+            "disarmed by the fire"
+        );
+        assert_eq!(memory.settled(64 << 10, 2 * SECOND), None);
+        assert_eq!(memory.last_trim, Some(2 * SECOND), "little, but trimmed");
+        assert_eq!(memory.freed, 0);
+    }
+
+    #[test]
     fn trims_once_enough_is_freed_and_at_most_once_a_second() {
         let mut memory = MemoryReturn::default();
         assert_eq!(memory.freed(TRIM_AFTER_BYTES - 1, 0), None);
@@ -105,12 +143,12 @@ mod tests {
         assert_eq!(memory.freed(TRIM_AFTER_BYTES, 10 + SECOND / 4), Some(750));
         assert_eq!(memory.freed(TRIM_AFTER_BYTES, 10 + SECOND / 2), None);
         assert_eq!(memory.last_trim, Some(10));
-        assert_eq!(memory.retry(10 + SECOND), None);
+        assert_eq!(memory.settled(0, 10 + SECOND), None);
         assert_eq!(memory.last_trim, Some(10 + SECOND), "the retry trimmed");
         assert_eq!(memory.freed, 0);
 
         // A retry with nothing freed does nothing.
-        assert_eq!(memory.retry(10 + 3 * SECOND), None);
+        assert_eq!(memory.settled(0, 10 + 3 * SECOND), None);
         assert_eq!(memory.last_trim, Some(10 + SECOND));
     }
 }

@@ -21,6 +21,9 @@ const KEEP_CAPACITY: usize = 64 * 1024;
 /// How many spare buffer sets a worker keeps (each at most a few tens of
 /// KiB): enough for the connections busy at once in one turn.
 pub const MAX_POOLED: usize = 64;
+/// Spare sets a settled pool keeps: a worker answering one request at a
+/// time uses one, so its pool never holds more and never settles.
+pub const SETTLED_SPARES: usize = 4;
 
 /// Received bytes not yet consumed: `buf[start..end]`. `buf` stays fully
 /// initialised (`len == capacity`), so reading into it needs no zeroing.
@@ -255,6 +258,9 @@ pub struct BufferPool {
     /// Bytes freed because the pool was full, since the last
     /// [`BufferPool::take_released`].
     released: usize,
+    /// The fewest spares held since the last [`BufferPool::settle`]: the
+    /// ones beyond it went unused all that time.
+    low_water: usize,
 }
 
 impl BufferPool {
@@ -263,7 +269,9 @@ impl BufferPool {
     }
 
     pub fn take(&mut self) -> Box<Buffers> {
-        self.spare.pop().unwrap_or_else(|| Box::new(Buffers::new()))
+        let buffers = self.spare.pop().unwrap_or_else(|| Box::new(Buffers::new()));
+        self.low_water = self.low_water.min(self.spare.len());
+        buffers
     }
 
     /// Takes buffers back: kept for reuse, or freed when the pool is full.
@@ -279,6 +287,23 @@ impl BufferPool {
     /// Bytes freed since the last call (buffers the full pool turned away).
     pub fn take_released(&mut self) -> usize {
         std::mem::take(&mut self.released)
+    }
+
+    /// Whether the pool holds more spares than a settled one: a burst
+    /// left them, and [`BufferPool::settle`] may free some.
+    pub fn has_surplus(&self) -> bool {
+        self.spare.len() > SETTLED_SPARES
+    }
+
+    /// Frees the spares that went unused since the last call (the pool
+    /// never dipped into them), down to [`SETTLED_SPARES`], and returns
+    /// the bytes freed. As many as a steady load dipped into stay.
+    pub fn settle(&mut self) -> usize {
+        let used = self.spare.len().saturating_sub(self.low_water);
+        let keep = used.max(SETTLED_SPARES).min(self.spare.len());
+        let freed = self.spare.drain(keep..).map(|set| set.footprint()).sum();
+        self.low_water = self.spare.len();
+        freed
     }
 }
 
@@ -312,6 +337,24 @@ mod tests {
         let buffers = pool.take();
         assert!(buffers.is_drained());
         assert_eq!(pool.spare.len(), 0);
+    }
+
+    #[test]
+    fn a_settling_pool_frees_only_what_went_unused_since_the_last_settle() {
+        let mut pool = BufferPool::new();
+        let burst: Vec<_> = (0..20).map(|_| pool.take()).collect();
+        burst.into_iter().for_each(|set| pool.give(set));
+        assert!(pool.has_surplus());
+        // The burst dipped to zero spares: nothing went unused yet.
+        assert_eq!(pool.settle(), 0);
+        assert_eq!(pool.spare.len(), 20);
+        // A steady load of three at a time since: 17 unused, 16 freed.
+        let steady: Vec<_> = (0..3).map(|_| pool.take()).collect();
+        steady.into_iter().for_each(|set| pool.give(set));
+        assert!(pool.settle() >= 16 * INPUT_START);
+        assert_eq!(pool.spare.len(), SETTLED_SPARES);
+        assert!(!pool.has_surplus());
+        assert_eq!(pool.settle(), 0, "settled");
     }
 
     #[test]

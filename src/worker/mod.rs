@@ -266,13 +266,17 @@ impl Worker {
 
     /// Hands what the buffer pool freed this turn to the memory account,
     /// which trims now or asks for a retry timer (unref'd: it never keeps
-    /// the process alive, and is armed only after a burst).
+    /// the process alive, and is armed only after a burst); spares a burst
+    /// left in the pool ask for the same timer, which frees the unused ones.
     fn return_memory(&mut self, now: Micros) {
-        let freed = self.resources.pool.take_released();
-        if freed == 0 {
-            return;
-        }
-        if let Some(ms) = self.memory.freed(freed, now) {
+        let pool = &mut self.resources.pool;
+        let freed = pool.take_released();
+        let retry = match freed {
+            0 if pool.has_surplus() => self.memory.surplus(),
+            0 => return,
+            _ => self.memory.freed(freed, now),
+        };
+        if let Some(ms) = retry {
             let timers = &mut self.resources.timers;
             timers.enroll(now, ms, false, TimerEvent::ReturnMemory);
         }
@@ -425,7 +429,15 @@ impl Worker {
                     self.accept(now);
                 }
                 TimerEvent::ReturnMemory => {
-                    if let Some(ms) = self.memory.retry(now) {
+                    // Spares still beyond the settled count were in use
+                    // before this: the next fire frees those left unused.
+                    let pool = &mut self.resources.pool;
+                    let unused = pool.settle();
+                    let again = match self.memory.settled(unused, now) {
+                        None if pool.has_surplus() => self.memory.surplus(),
+                        retry => retry,
+                    };
+                    if let Some(ms) = again {
                         let timers = &mut self.resources.timers;
                         timers.enroll(now, ms, false, TimerEvent::ReturnMemory);
                     }
