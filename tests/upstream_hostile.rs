@@ -89,7 +89,7 @@ fn sixteen_pipelined_requests_are_answered_in_order_with_only_their_own_bytes() 
 }
 
 #[test]
-fn a_client_that_stops_reading_a_64_mb_answer_holds_bounded_memory_and_pauses_the_upstream() {
+fn a_client_that_stops_reading_a_64_mb_answer_holds_bounded_memory() {
     let _serial = support::serial();
     const SIZE: u64 = 64 << 20;
     // The upstream counts the body bytes it has written.
@@ -152,17 +152,8 @@ fn a_client_that_stops_reading_a_64_mb_answer_holds_bounded_memory_and_pauses_th
         grown_kib < 16 * 1024,
         "RSS grew {grown_kib} KiB while the client did not read"
     );
-
-    // Reading again, the rest arrives whole: a pause, not a cut.
-    let head_end = support::client::find(&first, b"\r\n\r\n").expect("the head") + 4;
-    let mut body = (first.len() - head_end) as u64;
-    let mut chunk = vec![0u8; 1 << 20];
-    while body < SIZE {
-        let n = stream.read(&mut chunk).unwrap();
-        assert!(n > 0, "EOF after {body} body bytes");
-        body += n as u64;
-    }
-    assert_eq!(body, SIZE);
+    // (That the pause is not a cut, the rest arriving once read, is
+    // upstream_pool.rs's a_client_that_stops_reading_pauses_the_upstream_read.)
 }
 
 #[test]
