@@ -534,3 +534,35 @@ fn a_request_pipelined_behind_a_body_refused_early_is_answered() {
         "{next:?}"
     );
 }
+
+#[test]
+fn smuggling_shapes_are_refused_before_anything_is_forwarded() {
+    let _serial = support::serial();
+    let upstream = FakeUpstream::start(|conn| {
+        while conn.read_request().is_some() {
+            conn.answer(b"forwarded");
+        }
+    });
+    let fixture = lab(upstream.addr, "", |_| {});
+    let long_field = format!("X-Long: {}\r\n", "l".repeat(20 * 1024));
+    let cases: Vec<(&str, String, u16)> = vec![
+        ("CL and TE", "POST / HTTP/1.1\r\nHost: s\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n".into(), 400),
+        ("two lengths", "POST / HTTP/1.1\r\nHost: s\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!".into(), 400),
+        ("TE not chunked last", "POST / HTTP/1.1\r\nHost: s\r\nTransfer-Encoding: chunked, gzip\r\n\r\n".into(), 501),
+        ("TE in HTTP/1.0", "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n".into(), 400),
+        ("a bare LF", "GET / HTTP/1.1\nHost: s\r\n\r\n".into(), 400),
+        ("obs-fold", "GET / HTTP/1.1\r\nHost: s\r\nX-A: 1\r\n folded\r\n\r\n".into(), 400),
+        ("space before colon", "GET / HTTP/1.1\r\nHost: s\r\nContent-Length : 5\r\n\r\nhello".into(), 400),
+        ("two hosts", "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n".into(), 400),
+        ("a head over 16 KiB", format!("GET / HTTP/1.1\r\nHost: s\r\n{long_field}\r\n"), 431),
+        ("HTTP/2.0", "GET / HTTP/2.0\r\nHost: s\r\n\r\n".into(), 505),
+    ];
+    for (what, request, status) in cases {
+        let mut client = Reader::connect(fixture.addr);
+        client.send(request.as_bytes());
+        let (response, _) = client.read(false);
+        assert_eq!(response.status, status, "{what}: {response:?}");
+        assert!(response.closes(), "{what}: {response:?}");
+    }
+    assert_eq!(upstream.accepted(), 0, "nothing reached the upstream");
+}
