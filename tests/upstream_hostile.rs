@@ -566,3 +566,49 @@ fn smuggling_shapes_are_refused_before_anything_is_forwarded() {
     }
     assert_eq!(upstream.accepted(), 0, "nothing reached the upstream");
 }
+
+#[test]
+fn a_client_gone_before_its_answer_never_hands_that_answer_to_another() {
+    let _serial = support::serial();
+    // Alice asks for /slow and leaves before its answer comes; Bob then
+    // asks for /fast. If the lab pooled Alice's upstream connection with
+    // her answer still due, Bob would read it.
+    let upstream = FakeUpstream::start(|conn| {
+        conn.stream.set_nodelay(true).unwrap();
+        while let Some(got) = conn.read_request() {
+            if got.line().starts_with("GET /slow") {
+                std::thread::sleep(Duration::from_millis(400));
+                conn.answer(b"for alice");
+            } else {
+                conn.answer(b"for bob");
+            }
+        }
+    });
+    let fixture = lab(upstream.addr, "", |_| {});
+    for leave in ["close", "reset", "half-close"] {
+        let mut alice = Reader::connect(fixture.addr);
+        alice.send(b"GET /slow HTTP/1.1\r\nHost: s\r\n\r\n");
+        idle(Duration::from_millis(100));
+        match leave {
+            "close" => drop(alice),
+            "reset" => support::client::reset(alice.stream),
+            _ => {
+                alice.stream.shutdown(std::net::Shutdown::Write).unwrap();
+                // A half-close still gets its answer.
+                let (response, _) = alice.read(false);
+                assert_eq!(response.body, b"for alice", "{leave}: {response:?}");
+            }
+        }
+        // Bob before Alice's answer is due, and after it has come.
+        for pause in [0, 500] {
+            idle(Duration::from_millis(pause));
+            let mut bob = Reader::connect(fixture.addr);
+            bob.send(b"GET /fast HTTP/1.1\r\nHost: s\r\n\r\n");
+            let (response, _) = bob.read(false);
+            assert_eq!(
+                response.body, b"for bob",
+                "after alice's {leave}: {response:?}"
+            );
+        }
+    }
+}
