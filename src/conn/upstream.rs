@@ -16,7 +16,7 @@
 //! Reading stops while the client's output is over the high-water mark;
 //! the bytes already in the upstream socket bring no new edge, so the
 //! connection's pass resumes the read once its output drains
-//! ([`Conn::upstream_paused`]). Every pass processes its input through
+//! ([`Conn::upstream_waits_on_output`]). Every pass processes its input through
 //! [`Conn::process`], which moves a forwarded exchange on after the
 //! session has taken what it can: without `--upstream` that is one
 //! branch on the buffers' link, never taken.
@@ -118,13 +118,21 @@ impl Conn {
         self.drive(ctx)
     }
 
-    /// Reading the upstream stopped for lack of room in the output, which
-    /// has drained since: the pass goes on to read it.
-    pub(super) fn upstream_paused(&self) -> bool {
-        self.buffers
-            .as_deref()
-            .and_then(|b| b.upstream.as_deref())
-            .is_some_and(|link| link.paused)
+    /// With `--upstream`, whether something waited for the output to
+    /// drain, which it has since: the upstream's read stopped for lack of
+    /// room, or a request in hand was not started (the output was over
+    /// the high-water mark when the exchange before it ended). The pass
+    /// goes on to it: no edge will come for either.
+    pub(super) fn upstream_waits_on_output(&self) -> bool {
+        let Some(buffers) = self.buffers.as_deref() else {
+            return false;
+        };
+        buffers.upstream.as_deref().is_some_and(|link| {
+            link.paused
+                || (!buffers.input.is_empty()
+                    && self.session.closing().is_none()
+                    && buffers.in_flight.is_none())
+        })
     }
 
     /// Moves the forwarded exchange on: connect, send, read, relay.
