@@ -120,6 +120,7 @@ pub(super) fn load(args: Vec<OsString>) -> Result<Config, clap::Error> {
     let matches = parser.try_get_matches_from(all)?;
     let mut config = Config::from_arg_matches(&matches)?;
     config.origins = origins;
+    controls_yield_to_the_service(&mut config);
     super::credentials::find_tls_files_in(&mut config, super::credentials::directory().as_deref());
     super::consistency::check(&config).map_err(usage_error)?;
     config.tls = super::consistency::load_tls(&config).map_err(usage_error)?;
@@ -210,6 +211,18 @@ impl Layered<'_> {
 
 /// Whether `arg` may be set in the config file: every option but the file
 /// itself and the one-shot actions.
+/// In front of a service (`--upstream`) the query controls are off unless
+/// `test_controls` was set: their names (`after=`, `max=`, `close=`) are
+/// common query parameters of a real API (a cursor, a page size), which
+/// the controls would take from the service or refuse with a 400. The
+/// server flags (`--advertise`, `--idle-close`, `--keep-alive-timeout`,
+/// `--max-requests-per-socket`) set the same for every connection.
+fn controls_yield_to_the_service(config: &mut Config) {
+    if config.upstream.is_some() && config.origins.of("test_controls") == &Origin::Default {
+        config.test_controls = false;
+    }
+}
+
 pub(super) fn in_file(arg: &Arg) -> bool {
     arg.get_long().is_some()
         && !matches!(

@@ -158,7 +158,7 @@ pub struct Config {
     #[arg(long, env = "KAS_UPSTREAM_IDLE_TIMEOUT", value_name = "DURATION", default_value = "1s", value_parser = parse_upstream_idle, allow_hyphen_values = true)]
     pub upstream_idle_timeout: Duration,
 
-    /// Obey the keep-alive lab's query controls (ka=, advertise=, close=, after=, max=) on any route: on or off.
+    /// Obey the keep-alive lab's query controls (ka=, advertise=, close=, after=, max=) on any route: on or off (off by default with --upstream: there the query is the service's).
     #[arg(long, env = "KAS_TEST_CONTROLS", value_name = "on|off", default_value = "on", value_parser = parse_bool, action = clap::ArgAction::Set, allow_hyphen_values = true)]
     pub test_controls: bool,
 
@@ -436,6 +436,15 @@ mod tests {
         assert_eq!(loaded.keep_alive_timeout, Duration::from_secs(65));
         assert_eq!(loaded.admin, Some("127.0.0.1:9901".parse().unwrap()));
         assert!(!loaded.test_controls, "the packaged file turns them off");
+    }
+
+    #[test]
+    fn the_controls_are_off_in_front_of_a_service_unless_set() {
+        let upstream = ["kas", "--upstream", "http://127.0.0.1:9"];
+        assert!(Config::load_from(["kas"]).unwrap().test_controls);
+        assert!(!Config::load_from(upstream).unwrap().test_controls);
+        let asked = [&upstream[..], &["--test-controls", "on"]].concat();
+        assert!(Config::load_from(asked).unwrap().test_controls);
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //! ([`Config::load_from`]: flags, then `KAS_*` variables, then the
 //! `--config` file), from the flags before `--` less the guard's, with
 //! what the guard needs added: a free port on loopback unless `--listen`
-//! is given, the test controls on unless `--test-controls` is given, and
+//! is given, the test controls on unless `--test-controls` is given (off
+//! in front of a service, `--upstream`: its query is its own), and
 //! a window as long as any run, so the verdicts cover the whole run; the
 //! peer observer tells clients apart by User-Agent as well as by address;
 //! and, unless `--real-close` is given, the shadow deadline
@@ -149,7 +150,8 @@ pub fn command() -> Command {
         .mut_arg("test_controls", |arg| {
             arg.env(None).help(
                 "Obey the keep-alive lab's query controls (ka=, advertise=, close=, after=, max=): on or off \
-                 [KAS_TEST_CONTROLS and a --config file's test_controls do not apply]",
+                 [default: on, off with --upstream (the query is the service's); KAS_TEST_CONTROLS and a \
+                 --config file's test_controls do not apply]",
             )
         })
         .mut_arg("check", |arg| arg.hide(true))
@@ -258,6 +260,12 @@ pub fn parse(args: Vec<OsString>) -> Result<GuardArgs, clap::Error> {
         return Err(cmd
             .clone()
             .error(ErrorKind::MissingRequiredArgument, refused));
+    }
+    // In front of a service its query parameters are its own (see
+    // `config::load`): the controls stay off unless asked for.
+    let given = |id: &str| matches.value_source(id) == Some(clap::parser::ValueSource::CommandLine);
+    if config.upstream.is_some() && !given("test_controls") {
+        config.test_controls = false;
     }
     config.clients_by_agent = true;
     config.shadow = (!real_close).then_some(SHADOW_MIN);
@@ -435,6 +443,24 @@ mod tests {
         assert!(!args.allow_no_clients);
         assert_eq!(args.config.settings().shadow_ms, Some(2000));
         assert_eq!(args.command, os(&["true", "-x"]));
+    }
+
+    #[test]
+    fn in_front_of_a_service_the_controls_are_off_unless_asked_for() {
+        let args = parsed(&["--upstream", "http://127.0.0.1:9", "--", "true"]).unwrap();
+        assert!(
+            !args.config.test_controls,
+            "?after=, ?max= are the service's"
+        );
+        let args = parsed(&[
+            "--upstream",
+            "http://127.0.0.1:9",
+            "--test-controls=on",
+            "--",
+            "true",
+        ])
+        .unwrap();
+        assert!(args.config.test_controls);
     }
 
     #[test]
