@@ -18,7 +18,8 @@
 #   Env: SCENARIOS="keepalive bytes-256k"; PORT_BASE (default 18560): the
 #   servers listen on PORT_BASE..+3. BIN=PATH measures another
 #   keepalive-server binary (default target/release/keepalive-server,
-#   built first).
+#   built first). BASELINE=PATH adds "before": another binary as a third
+#   front, measured in the same rounds, for before/after ratios.
 
 case ${1:-} in -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0" && exit 0 ;; esac
 set -euo pipefail
@@ -68,11 +69,19 @@ pids+=($!)
   --upstream "http://127.0.0.1:$upstream_port" >"$work/kas.log" 2>&1 &
 pids+=($!)
 kas_pid=$!
+fronts="kas nginx"
+if [ -n "${BASELINE:-}" ]; then
+  "$BASELINE" --workers 1 --listen "127.0.0.1:$((port_base + 3))" --keep-alive-timeout 65s \
+    --upstream "http://127.0.0.1:$upstream_port" >"$work/before.log" 2>&1 &
+  pids+=($!)
+  fronts="kas before nginx"
+fi
 sleep 0.5
 nginx_pid=$(pgrep -P "$(cat "$work/front/nginx.pid")" | head -1)
 declare -A pid_of=([kas]=$kas_pid [nginx]=$nginx_pid) port_of=([kas]=$kas_port [nginx]=$nginx_port)
+if [ -n "${BASELINE:-}" ]; then pid_of[before]=${pids[-1]} port_of[before]=$((port_base + 3)); fi
 
-for server in kas nginx; do
+for server in $fronts; do
   body=$(curl -sf "http://127.0.0.1:${port_of[$server]}/") || { echo "$server: no answer through the proxy" >&2; cat "$work/kas.log" >&2; exit 1; }
   [ "$body" = "Hello, World!" ] || { echo "$server answered: $body" >&2; exit 1; }
   wrk -t1 -c"$connections" -d1s "http://127.0.0.1:${port_of[$server]}/" >/dev/null 2>&1 || true
@@ -90,24 +99,26 @@ run() { # server scenario -> "rps p50 p99 cpu_us_per_req errors ..."
 
 echo "\`scripts/upstream-loadtest.sh $rounds $duration $connections\`: $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, wrk -t1 -c$connections -d$duration, both fronts in front of one nginx upstream, $rounds alternating rounds, medians; CPU is the front's alone"
 echo
-echo "| scenario | front | req/s | p50 ms | p99 ms | CPU µs/req | errors | CPU ratio kas/nginx |"
+echo "| scenario | front | req/s | p50 ms | p99 ms | CPU µs/req | errors | CPU ratio to nginx |"
 echo "|---|---|---|---|---|---|---|---|"
 for scenario in $scenarios; do
   declare -A results=()
   for _ in $(seq "$rounds"); do
-    for server in kas nginx; do
+    for server in $fronts; do
       results[$server]+="$(run "$server" "$scenario")"$'\n'
     done
   done
-  kas_cpu=$(awk '{print $4}' <<<"${results[kas]}" | median)
   nginx_cpu=$(awk '{print $4}' <<<"${results[nginx]}" | median)
-  ratio=$(awk -v k="$kas_cpu" -v n="$nginx_cpu" 'BEGIN { printf "%.2f", n ? k / n : 0 }')
-  for server in kas nginx; do
+  ratio_of() { # a lab front's CPU per request over nginx's
+    [ "$1" = nginx ] && return
+    awk -v k="$(awk '{print $4}' <<<"${results[$1]}" | median)" -v n="$nginx_cpu" 'BEGIN { printf "%.2f", n ? k / n : 0 }'
+  }
+  for server in $fronts; do
     rows=${results[$server]}
     printf "| %s | %s | %.0f | %s | %s | %s | %s | %s |\n" "$scenario" "$server" \
       "$(awk '{print $1}' <<<"$rows" | median)" "$(awk '{print $2}' <<<"$rows" | median)" \
       "$(awk '{print $3}' <<<"$rows" | median)" "$(awk '{print $4}' <<<"$rows" | median)" \
-      "$(awk '{s += $5} END {print s}' <<<"$rows")" "$([ "$server" = kas ] && echo "$ratio" || echo "")"
+      "$(awk '{s += $5} END {print s}' <<<"$rows")" "$(ratio_of "$server")"
   done
   unset results
 done

@@ -210,6 +210,7 @@ impl Conn {
                 Flow::Close(CloseCause::Reset)
             }
             _ => {
+                self.transport.readiness_came();
                 if readiness.hangup {
                     self.transport.peer_hung_up();
                 }
@@ -434,7 +435,14 @@ impl Conn {
     /// begins a request or ends a handshake, see `Conn::read`), never
     /// after the event.
     fn drive(&mut self, ctx: &mut Ctx<'_>) -> Flow {
-        let (next, flow) = match self.pass(ctx) {
+        self.drive_from(false, ctx)
+    }
+
+    /// [`Conn::drive`], knowing whether the socket is `drained` already:
+    /// then the pass reads it only once something else (a response
+    /// finished, room made) gives a reason to.
+    fn drive_from(&mut self, drained: bool, ctx: &mut Ctx<'_>) -> Flow {
+        let (next, flow) = match self.pass(drained, ctx) {
             Stop::Blocked => (self.writing(), Flow::Open),
             Stop::Yielded => (State::Writing, Flow::More),
             Stop::ReadBudget => (self.waiting(), Flow::More),
@@ -445,10 +453,10 @@ impl Conn {
         flow
     }
 
-    /// One pass of [`Conn::drive`]: where it stopped.
-    fn pass(&mut self, ctx: &mut Ctx<'_>) -> Stop {
+    /// One pass of [`Conn::drive`]: where it stopped. `drained`: the
+    /// socket is known to be empty (see [`Conn::drive_from`]).
+    fn pass(&mut self, mut drained: bool, ctx: &mut Ctx<'_>) -> Stop {
         let mut reads = 0;
-        let mut drained = false;
         loop {
             self.process(ctx);
             // Drained, with a `Connection: close` response queued: the
@@ -506,13 +514,17 @@ impl Conn {
             match self.read(ctx) {
                 Ok(Got::Data { short, .. }) => {
                     drained = short && self.transport.short_read_drains();
+                    self.transport.note_drained(drained);
                 }
                 Ok(Got::Eof) => {} // the transport knows: `peer_closed`
                 // The input waits on the output. If this pass just made room
                 // there, process again: no edge would come to do it.
                 Ok(Got::Full) if wrote => {}
                 Ok(Got::Full) => return Stop::Waits,
-                Err(e) if would_block(&e) => return self.settle(ctx),
+                Err(e) if would_block(&e) => {
+                    self.transport.note_drained(true);
+                    return self.settle(ctx);
+                }
                 Err(e) if interrupted(&e) => {}
                 Err(_) => return Stop::Close(CloseCause::Reset),
             }

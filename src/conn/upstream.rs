@@ -105,7 +105,11 @@ impl Conn {
         {
             link.hung_up |= readiness.hangup || readiness.error;
         }
-        self.drive(ctx)
+        // The client's socket was left empty and no event of its own has
+        // come since: the pass relays the answer without reading it (a
+        // read would find nothing, one wasted call per forwarded request).
+        let drained = self.transport.found_drained();
+        self.drive_from(drained, ctx)
     }
 
     /// The forwarded request's answer head did not come within

@@ -195,6 +195,10 @@ pub struct Transport {
     switched: Switched,
     /// Bytes moved since the connection last took this (its activity).
     moved: bool,
+    /// The last read found the socket empty (a short read, or
+    /// `WouldBlock`) and no readiness event has come since: under edge
+    /// triggering, bytes arriving later bring an event of their own.
+    drained: bool,
 }
 
 impl Transport {
@@ -207,6 +211,7 @@ impl Transport {
             registered: Registered::No,
             switched: Switched::default(),
             moved: false,
+            drained: false,
         }
     }
 
@@ -270,6 +275,24 @@ impl Transport {
     /// hung up, with its EOF still to read.
     pub(super) fn short_read_drains(&self) -> bool {
         self.peer != Peer::HungUp
+    }
+
+    /// Whether the last read left the socket empty (`drained`), as the
+    /// connection saw it; a readiness event says it may not be
+    /// ([`Transport::readiness_came`]).
+    pub(super) fn note_drained(&mut self, drained: bool) {
+        self.drained = drained;
+    }
+
+    /// A readiness event came for the socket: bytes may wait in it.
+    pub(super) fn readiness_came(&mut self) {
+        self.drained = false;
+    }
+
+    /// Whether the socket was found empty and no event has come since
+    /// (see [`Transport::note_drained`]).
+    pub(super) fn found_drained(&self) -> bool {
+        self.drained
     }
 
     /// The peer shut its write side (a read returned the EOF).
