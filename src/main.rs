@@ -76,6 +76,9 @@ fn run(config: Config, args: Vec<OsString>) -> Result<(), String> {
         admin = %admin_addr.map_or_else(|| "off".to_owned(), |addr| bound(addr, false)),
         access_log = %config.access_log,
         tls = %config.tls_cert.as_deref().map_or_else(|| "off".to_owned(), |cert| cert.display().to_string()),
+        upstream = %config.upstream.as_ref().map_or("off", |up| up.url.as_str()),
+        advertise = %config.advertise,
+        idle_close = %config.idle_close.name(),
         test_controls = %if config.test_controls { "on" } else { "off" },
         "listening on {}",
         bound(handle.local_addr(), config.tls.is_some())

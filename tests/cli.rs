@@ -372,6 +372,8 @@ fn the_startup_line_gives_the_url_and_readable_timeouts() {
         "headers_timeout=1m",
         "request_timeout=5m",
         "shutdown_timeout=30s",
+        "advertise=auto",
+        "idle_close=fin",
         "test_controls=on",
     ] {
         assert!(startup.contains(field), "{field} not in {startup}");

@@ -433,3 +433,105 @@ fn a_sub_second_keep_alive_timeout_is_not_advertised_and_says_so() {
     let log = server.log().join("\n");
     assert!(log.contains("send no `Keep-Alive` timeout"), "{log}");
 }
+
+/// Starts the binary on port 0 with `args`: its answer to `GET /`.
+fn first_response(mut command: Command) -> (Running, support::client::Response) {
+    command.args(["--listen", "127.0.0.1:0", "--workers", "1"]);
+    let server = Running::start(command);
+    let response = Client::connect(server.addr).request("/");
+    assert_eq!(response.status, 200);
+    (server, response)
+}
+
+/// `--advertise` and `--idle-close` as a variable, as file keys and as
+/// flags over both: what responses say, what `--check` prints (and where
+/// it came from) and the startup line.
+#[test]
+fn advertise_and_idle_close_come_from_variables_files_and_flags() {
+    let mut env = command(&["--keep-alive-timeout", "5s"]);
+    env.env("KAS_ADVERTISE", "none");
+    let (_server, response) = first_response(env);
+    assert_eq!(response.header("keep-alive"), None, "{response:?}");
+    assert!(response.has_token("connection", "keep-alive"));
+
+    let file = TempFile::new(
+        "server.toml",
+        "keep_alive_timeout = \"5s\"\nadvertise = \"3s\"\nidle_close = \"rst\"\n",
+    );
+    let (server, response) = first_response(command(&["--config", file.arg()]));
+    assert_eq!(response.header("keep-alive"), Some("timeout=3"));
+    let log = server.log().join("\n");
+    assert!(
+        log.contains("advertise=3s") && log.contains("idle_close=rst"),
+        "the startup line: {log}"
+    );
+
+    let mut flag = command(&["--config", file.arg(), "--advertise", "auto"]);
+    flag.env("KAS_ADVERTISE", "none");
+    let (_server, response) = first_response(flag);
+    assert_eq!(
+        response.header("keep-alive"),
+        Some("timeout=5"),
+        "flag wins"
+    );
+
+    let mut check = command(&["--check", "--config", file.arg()]);
+    check.env("KAS_IDLE_CLOSE", "fin");
+    let (status, stdout, stderr) = run_to_exit(check, EXIT_WITHIN);
+    assert!(status.success(), "status {status}: {stderr}");
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("advertise = \"3s\"") && l.ends_with("# config file")),
+        "{stdout}"
+    );
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("idle_close = \"fin\"") && l.ends_with("# KAS_IDLE_CLOSE")),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_bad_advertise_or_idle_close_exits_2_naming_it() {
+    let stderr = refuses(command(&[
+        "--advertise",
+        "never",
+        "--listen",
+        "127.0.0.1:0",
+    ]));
+    assert!(
+        stderr.contains("--advertise") && stderr.contains("'never'") && stderr.contains("none"),
+        "{stderr}"
+    );
+    let mut env = command(&["--listen", "127.0.0.1:0"]);
+    env.env("KAS_IDLE_CLOSE", "reset");
+    let stderr = refuses(env);
+    assert!(
+        stderr.contains("KAS_IDLE_CLOSE") && stderr.contains("fin") && stderr.contains("rst"),
+        "{stderr}"
+    );
+    let (_file, stderr) = refuses_file("server.toml", "idle_close = \"FIN\"\n");
+    assert!(stderr.contains("`idle_close`"), "{stderr}");
+}
+
+/// Advertising more than is kept is a lab's choice: it starts, and warns.
+#[test]
+fn advertising_more_than_is_kept_warns() {
+    let (status, _, stderr) = run_to_exit(
+        command(&[
+            "--check",
+            "--keep-alive-timeout",
+            "2s",
+            "--advertise",
+            "30s",
+        ]),
+        EXIT_WITHIN,
+    );
+    assert!(status.success(), "status {status}: {stderr}");
+    assert!(
+        stderr.contains("warning:") && stderr.contains("timeout=30") && stderr.contains("3s"),
+        "{stderr}"
+    );
+}

@@ -1,6 +1,8 @@
 //! `keepalive-server lab -- COMMAND`, the race guard, as CI runs it: the
 //! built binary with a COMMAND, checked by its exit status, its table on
-//! stderr and its --json file.
+//! stderr (closed by one verdict) and its --json file; a run no client
+//! reached (status 3, or 0 under `--allow-no-clients`); the server flags
+//! that set what the query controls set, taken before `--`.
 //!
 //! Most tests drive the lab themselves: COMMAND is a shell that publishes
 //! `KAS_LAB_URL` in a file and waits for the test to say it is done, while
@@ -30,9 +32,9 @@ use support::skip;
 const RUN_LIMIT: Duration = Duration::from_secs(60);
 
 /// COMMAND for a driven run: publish the URL, wait for `done`, exit with
-/// `$EXIT` (default 0).
+/// the status in the file `exit` (default 0).
 const WAIT_FOR_TEST: &str = "printf %s \"$KAS_LAB_URL\" > url.tmp && mv url.tmp url; \
-     while [ ! -e done ]; do sleep 0.02; done; exit ${EXIT:-0}";
+     while [ ! -e done ]; do sleep 0.02; done; exit $(cat exit 2>/dev/null || echo 0)";
 
 /// A guard running a COMMAND that waits for the test.
 struct Driven {
@@ -74,6 +76,12 @@ impl Driven {
     fn finish(self) -> (i32, String) {
         let (status, stderr, _) = self.finish_reading("url");
         (status, stderr)
+    }
+
+    /// Lets COMMAND end with `status`; the guard's exit status and stderr.
+    fn finish_failing(self, status: i32) -> (i32, String) {
+        self.dir.file("exit", status.to_string().as_bytes());
+        self.finish()
     }
 
     /// Like `finish`, with the file `name` COMMAND's directory then holds.
@@ -215,8 +223,90 @@ fn clients_are_judged_apart_by_address_and_user_agent_in_the_json() {
 
 #[test]
 fn the_commands_failure_is_its_own_status() {
-    let (status, _, stderr) = run_to_exit(command(&["lab", "--", "sh", "-c", "exit 3"]), RUN_LIMIT);
+    let (status, _, stderr) = run_to_exit(command(&["lab", "--", "sh", "-c", "exit 5"]), RUN_LIMIT);
+    assert_eq!(status.code(), Some(5), "{stderr}");
+    assert!(
+        last_line(&stderr)
+            .contains("FAIL (COMMAND's status 5): COMMAND failed; no client connected"),
+        "{stderr}"
+    );
+}
+
+/// The guard's last line on stderr: the run's one verdict.
+fn last_line(stderr: &str) -> &str {
+    stderr.lines().last().unwrap_or_default()
+}
+
+/// A run no client reached checked nothing: it fails with a status of its
+/// own (3) and says which variable the client should read, unless
+/// `--allow-no-clients`.
+#[test]
+fn a_run_no_client_reached_exits_3_naming_kas_lab_url() {
+    let (status, _, stderr) = run_to_exit(command(&["lab", "--", "true"]), RUN_LIMIT);
     assert_eq!(status.code(), Some(3), "{stderr}");
+    let last = last_line(&stderr);
+    assert!(
+        last.contains("FAIL (status 3): no client connected")
+            && last.contains("KAS_LAB_URL (http://127.0.0.1:")
+            && last.contains("--allow-no-clients"),
+        "{stderr}"
+    );
+    let (status, _, stderr) = run_to_exit(
+        command(&["lab", "--allow-no-clients", "--", "true"]),
+        RUN_LIMIT,
+    );
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(
+        last_line(&stderr).contains("pass (--allow-no-clients): no client connected"),
+        "{stderr}"
+    );
+}
+
+/// COMMAND failed while its clients passed: one verdict, COMMAND's, and
+/// no line says the run passed.
+#[test]
+fn a_failing_command_and_passing_clients_close_on_one_verdict() {
+    let run = Driven::start(&[]);
+    fresh_request(run.lab, loopback(1), "curl/8.0");
+    let (status, stderr) = run.finish_failing(1);
+    assert_eq!(status, 1, "{stderr}");
+    assert!(stderr.contains("  ok  "), "{stderr}");
+    assert!(
+        last_line(&stderr).contains(
+            "FAIL (COMMAND's status 1): COMMAND failed; the clients alone would pass (--fail-on at-risk)"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.lines().any(|line| line.contains("lab: pass")),
+        "{stderr}"
+    );
+}
+
+/// `--advertise none` and `--idle-close rst` before `--` reach the lab.
+#[test]
+fn the_servers_advertise_and_idle_close_flags_reach_the_lab() {
+    let run = Driven::start(&[
+        "--advertise",
+        "none",
+        "--idle-close=rst",
+        "--keep-alive-timeout",
+        "300ms",
+        "--keep-alive-buffer",
+        "0s",
+    ]);
+    let mut client = Client::connect_from(loopback(1), run.lab);
+    let response = client.request("/");
+    assert_eq!(response.header("keep-alive"), None, "{response:?}");
+    assert_eq!(response.header("connection"), Some("keep-alive"));
+    client.stream.set_read_timeout(Some(RUN_LIMIT)).unwrap();
+    let read = std::io::Read::read(&mut client.stream, &mut [0u8; 1]);
+    assert!(
+        matches!(&read, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset),
+        "a reset at the deadline, not the shadow deadline's wait: {read:?}"
+    );
+    let (_status, stderr) = run.finish();
+    assert!(stderr.contains("advertises nothing"), "{stderr}");
 }
 
 #[test]
@@ -240,7 +330,7 @@ fn usage_errors_exit_2_and_help_names_the_variable() {
 /// in the environment for another server, does not refuse the run.
 #[test]
 fn variables_the_guard_overrides_do_not_refuse_the_run() {
-    let mut guard = command(&["lab", "--", "true"]);
+    let mut guard = command(&["lab", "--allow-no-clients", "--", "true"]);
     guard
         .env("KAS_LISTEN", "no-port")
         .env("KAS_TEST_CONTROLS", "maybe");
@@ -289,6 +379,7 @@ fn with_a_certificate_the_url_is_https() {
     let check = "case \"$KAS_LAB_URL\" in https://127.0.0.1:*/) exit 0;; *) exit 9;; esac";
     let guard = command(&[
         "lab",
+        "--allow-no-clients",
         "--tls-cert",
         cert.cert_arg(),
         "--tls-key",

@@ -1,5 +1,6 @@
 //! The keep-alive lab against an in-process server, over real sockets:
-//! each query control's effect on the wire, and what `/peers` and
+//! each query control's effect on the wire (and the server flags that set
+//! them for every connection), and what `/peers` and
 //! `/metrics` learn from clients told apart by their loopback source
 //! address (127.0.0.2, 127.0.0.3, …): a client's own idle timeout, a client
 //! that races the server's deadline, one that reuses just before it, a
@@ -133,6 +134,46 @@ fn ka_sets_the_real_idle_timeout_and_close_how_it_ends() {
             "closed early: {waited:?}"
         );
     }
+}
+
+/// `--advertise` and `--idle-close` set for every connection what the
+/// `advertise=` and `close=` controls set for one; a control still wins on
+/// its own connection.
+#[test]
+fn server_flags_set_what_every_connection_advertises_and_how_it_closes() {
+    use keepalive_server::config::{Advertised, IdleClose};
+    for (advertise, says) in [
+        (Advertised::KeepAliveTimeout, Some("timeout=5")),
+        (
+            Advertised::Timeout(Duration::from_millis(30_900)),
+            Some("timeout=30"),
+        ),
+        (Advertised::Nothing, None),
+    ] {
+        let fixture = start_with_admin(|c| {
+            keep_alive(c, "5s", "1s");
+            c.advertise = advertise;
+        });
+        let mut client = Client::connect(fixture.addr);
+        let response = client.request("/");
+        assert_eq!(response.header("keep-alive"), says, "{advertise:?}");
+        assert_eq!(response.header("connection"), Some("keep-alive"));
+        let overridden = client.request("/?advertise=7s");
+        assert_eq!(overridden.header("keep-alive"), Some("timeout=7"));
+    }
+
+    let fixture = start_with_admin(|c| {
+        keep_alive(c, "300ms", "0s");
+        c.idle_close = IdleClose::Rst;
+    });
+    let mut client = Client::connect(fixture.addr);
+    let began = Instant::now();
+    assert_eq!(client.request("/").status, 200);
+    assert_eq!(next_read(&mut client, WITHIN), "rst", "ECONNRESET");
+    assert!(began.elapsed() >= Duration::from_millis(300), "not early");
+    let mut client = Client::connect(fixture.addr);
+    assert_eq!(client.request("/?close=fin").status, 200);
+    assert_eq!(next_read(&mut client, WITHIN), "fin", "the control wins");
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! SIGHUP reloads the `--config` file, against the built binary: open
 //! connections survive and their next response advertises the new
-//! keep-alive timeout, timers armed afterwards use the new durations, an
+//! keep-alive timeout (or what `advertise` says, and `idle_close`'s reset),
+//! timers armed afterwards use the new durations, an
 //! invalid file changes nothing, options that need a restart are reported
 //! as ignored, and without a file there is nothing to reload. SIGHUP never
 //! ends the process.
@@ -57,6 +58,31 @@ fn an_open_connection_survives_a_reload_and_advertises_the_new_timeout() {
         "the same connection, after the reload"
     );
     assert_eq!(keep_alive(&mut Client::connect(server.addr)), "timeout=7");
+    assert_running(&mut server);
+}
+
+#[test]
+fn a_reload_changes_what_is_advertised_and_how_idle_connections_close() {
+    let file = TempFile::new("server.toml", "keep_alive_timeout = \"1s\"\n");
+    let mut server = serve(&["--config", file.arg(), "--workers", "1"]);
+    let mut open = Client::connect(server.addr);
+    assert_eq!(keep_alive(&mut open), "timeout=1");
+
+    let rst = "keep_alive_timeout = \"1s\"\nkeep_alive_buffer = \"0s\"\n\
+               advertise = \"none\"\nidle_close = \"rst\"\n";
+    let line = reload(&server, &file, rst, "reloaded");
+    assert!(
+        line.contains("advertise auto -> none") && line.contains("idle_close fin -> rst"),
+        "{line}"
+    );
+    assert_eq!(keep_alive(&mut open), "", "no Keep-Alive field now");
+    open.stream.set_read_timeout(Some(WITHIN)).unwrap();
+    let mut byte = [0u8; 1];
+    let read = std::io::Read::read(&mut open.stream, &mut byte);
+    assert!(
+        matches!(&read, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset),
+        "the idle close after the reload is a reset: {read:?}"
+    );
     assert_running(&mut server);
 }
 

@@ -2,6 +2,8 @@
 //! `ka=` (the real idle timeout), `advertise=` (what `Keep-Alive: timeout=`
 //! says), `close=` (how the idle close is made), `after=` (what happens
 //! right after this response) and `max=` (requests left on the connection).
+//! `advertise=` and `close=` override, on their connection, what the
+//! server-wide `--advertise` and `--idle-close` set for every one.
 //!
 //! Parsing is pure and allocation-free; a request without a query costs
 //! one byte search. Unknown parameters are ignored (the query belongs to
@@ -31,15 +33,9 @@ pub enum Advertise {
     Nothing,
 }
 
-/// How the connection is closed when its idle timer runs out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum IdleClose {
-    /// Shut the write side (FIN), then watch for what still arrives.
-    #[default]
-    Fin,
-    /// An abortive close (SO_LINGER 0): the peer sees a reset.
-    Rst,
-}
+/// How the connection is closed when its idle timer runs out: the
+/// server-wide `--idle-close` takes the same values.
+pub use crate::config::values::IdleClose;
 
 /// What happens right after the response to this request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -147,14 +143,10 @@ fn parse_advertise(value: &str) -> Result<Advertise, BadControl> {
 }
 
 fn parse_close(value: &str) -> Result<IdleClose, BadControl> {
-    match value {
-        "fin" => Ok(IdleClose::Fin),
-        "rst" => Ok(IdleClose::Rst),
-        _ => Err(BadControl {
-            name: "close",
-            takes: CLOSE_TAKES,
-        }),
-    }
+    IdleClose::from_name(value).ok_or(BadControl {
+        name: "close",
+        takes: CLOSE_TAKES,
+    })
 }
 
 fn parse_after(value: &str) -> Result<After, BadControl> {

@@ -4,8 +4,9 @@
 //! still takes, and the one-shot `after=` of the response being answered.
 //!
 //! Twelve bytes, held in every connection's session whether or not a test
-//! ever sends a control; the server's settings apply wherever nothing was
-//! set.
+//! ever sends a control; the server's settings (`--keep-alive-timeout`,
+//! `--advertise`, `--idle-close`, `--max-requests-per-socket`) apply
+//! wherever nothing was set.
 
 use super::controls::{Advertise, After, Controls, IdleClose};
 use crate::config::Settings;
@@ -25,7 +26,8 @@ pub struct KeepTerms {
     last_request: u32,
     /// `advertise=` in seconds (at most 600), or one of the sentinels above.
     advertise_secs: u16,
-    close: IdleClose,
+    /// `close=`; `None`: the server's `--idle-close`.
+    close: Option<IdleClose>,
     /// What follows the response being answered (one request's worth).
     after: After,
 }
@@ -36,7 +38,7 @@ impl Default for KeepTerms {
             ka_ms: 0,
             advertise_secs: ADVERTISE_DEFAULT,
             last_request: 0,
-            close: IdleClose::Fin,
+            close: None,
             after: After::Keep,
         }
     }
@@ -66,7 +68,7 @@ impl KeepTerms {
             None => {}
         }
         if let Some(close) = controls.close {
-            self.close = close;
+            self.close = Some(close);
         }
         if let Some(more) = controls.max {
             // This request is number served + 1; `more` follow it.
@@ -102,8 +104,10 @@ impl KeepTerms {
         }
     }
 
-    pub fn idle_close(&self) -> IdleClose {
-        self.close
+    /// How its idle close is made: `close=`, else the server's
+    /// `--idle-close`.
+    pub fn idle_close(&self, settings: &Settings) -> IdleClose {
+        self.close.unwrap_or(settings.idle_close)
     }
 
     /// What follows the response being answered.
@@ -148,9 +152,21 @@ mod tests {
         assert_eq!(controls.advertise_override(), None);
         assert_eq!(controls.requests_left_after(7), None);
         assert_eq!(
-            (controls.idle_close(), controls.after()),
+            (controls.idle_close(&settings), controls.after()),
             (IdleClose::Fin, After::Keep)
         );
+    }
+
+    #[test]
+    fn the_servers_idle_close_applies_until_a_control_sets_one() {
+        let mut settings = settings();
+        settings.idle_close = IdleClose::Rst;
+        let mut controls = KeepTerms::default();
+        assert_eq!(controls.idle_close(&settings), IdleClose::Rst);
+        controls.apply(parse_controls("/?close=fin").unwrap(), 0);
+        assert_eq!(controls.idle_close(&settings), IdleClose::Fin);
+        controls.apply(parse_controls("/?ka=1s").unwrap(), 1);
+        assert_eq!(controls.idle_close(&settings), IdleClose::Fin, "kept");
     }
 
     #[test]
@@ -172,7 +188,7 @@ mod tests {
         controls.apply(parse_controls("/?advertise=9s").unwrap(), 5);
         assert_eq!(controls.keep_alive_ms(&settings()), 300, "kept");
         assert_eq!(controls.advertised_secs(&settings()), Some(9));
-        assert_eq!(controls.idle_close(), IdleClose::Rst, "kept");
+        assert_eq!(controls.idle_close(&settings()), IdleClose::Rst, "kept");
         assert_eq!(controls.after(), After::Keep, "one-shot");
     }
 }

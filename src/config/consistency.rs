@@ -7,7 +7,7 @@
 use std::net::SocketAddr;
 use std::path::Path;
 
-use super::values::AccessLogTarget;
+use super::values::{AccessLogTarget, Advertised};
 use super::{Config, Origin};
 use crate::tls::{ServerTls, TlsFile};
 
@@ -66,8 +66,9 @@ fn half_a_pair(config: &Config, set: &str, missing: &str) -> String {
 
 /// What a valid configuration does that its author may not expect: a
 /// keep-alive timeout below a second is not advertised at all, and a
-/// fractional one rounded down (Keep-Alive counts whole seconds); an admin
-/// listener that other hosts can reach.
+/// fractional one rounded down (Keep-Alive counts whole seconds); an
+/// `--advertise` that promises more than is kept, or says `timeout=0`; an
+/// admin listener that other hosts can reach.
 pub(super) fn warnings(config: &Config) -> Vec<String> {
     let timeout = config.keep_alive_timeout;
     let mut warnings = Vec::new();
@@ -86,7 +87,11 @@ pub(super) fn warnings(config: &Config) -> Vec<String> {
             named(config, "admin"),
         ));
     }
-    if !timeout.is_zero() && timeout.subsec_nanos() != 0 {
+    if let Some(warning) = advertise_warning(config) {
+        warnings.push(warning);
+    }
+    let auto = config.advertise == Advertised::KeepAliveTimeout;
+    if auto && !timeout.is_zero() && timeout.subsec_nanos() != 0 {
         let named = named(config, "keep_alive_timeout");
         let timeout_text = super::format_duration(timeout);
         warnings.push(match timeout.as_secs() {
@@ -102,6 +107,38 @@ pub(super) fn warnings(config: &Config) -> Vec<String> {
         });
     }
     warnings
+}
+
+/// An explicit `--advertise` that a client trusting it would be hurt by:
+/// `timeout=0` (read as "do not reuse"), or more than the server keeps
+/// (the client reuses connections the server has closed). Both are things
+/// a lab imitates on purpose, so they warn, not fail.
+fn advertise_warning(config: &Config) -> Option<String> {
+    let Advertised::Timeout(advertised) = config.advertise else {
+        return None;
+    };
+    if config.keep_alive_timeout.is_zero() {
+        return None;
+    }
+    let named = named(config, "advertise");
+    let shown = super::format_duration(advertised);
+    let secs = advertised.as_secs();
+    let kept = config.keep_alive_timeout + config.keep_alive_buffer;
+    if secs == 0 {
+        Some(format!(
+            "{named} {shown}: responses say `Keep-Alive: timeout=0`, which clients read as \
+             \"do not reuse\" (Node's agent then never reuses a connection)"
+        ))
+    } else if std::time::Duration::from_secs(secs) > kept {
+        Some(format!(
+            "{named} {shown}: responses advertise `Keep-Alive: timeout={secs}` but idle \
+             connections are closed after {} (keep-alive timeout + buffer): a client that \
+             trusts the advertisement reuses connections already closed",
+            super::format_duration(kept)
+        ))
+    } else {
+        None
+    }
 }
 
 /// Whether binding both would collide: one port (not 0, which picks a
@@ -156,6 +193,28 @@ mod tests {
         assert!(warned.contains("send no `Keep-Alive` timeout"), "{warned}");
         config.keep_alive_timeout = std::time::Duration::from_millis(1500);
         assert!(warnings(&config)[0].contains("timeout=1`"));
+    }
+
+    #[test]
+    fn an_advertisement_that_would_hurt_a_trusting_client_warns() {
+        let mut config = Config::with_listen("127.0.0.1:0".parse().unwrap());
+        config.keep_alive_timeout = std::time::Duration::from_secs(2);
+        config.advertise = Advertised::Timeout(std::time::Duration::from_secs(3));
+        assert!(warnings(&config).is_empty(), "2s + the 1s buffer is kept");
+        config.advertise = Advertised::Timeout(std::time::Duration::from_secs(5));
+        let warned = warnings(&config).join("\n");
+        assert!(
+            warned.contains("--advertise 5s") && warned.contains("closed after 3s"),
+            "{warned}"
+        );
+        config.advertise = Advertised::Timeout(std::time::Duration::from_millis(500));
+        assert!(warnings(&config)[0].contains("timeout=0"));
+        config.advertise = Advertised::Nothing;
+        config.keep_alive_timeout = std::time::Duration::from_millis(1500);
+        assert!(
+            warnings(&config).is_empty(),
+            "nothing advertised, nothing rounded"
+        );
     }
 
     #[test]

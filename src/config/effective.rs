@@ -19,6 +19,7 @@ pub const RESTART_ONLY: &[&str] = &[
     "admin",
     "log_format",
     "access_log",
+    "upstream",
 ];
 
 /// One option whose value a reload would change.
@@ -72,9 +73,20 @@ impl Config {
             ("tls_cert", path(&self.tls_cert)),
             ("tls_key", path(&self.tls_key)),
             (
+                "upstream",
+                self.upstream.as_ref().and_then(|up| text(&up.url)),
+            ),
+            ("upstream_timeout", duration(self.upstream_timeout)),
+            (
+                "upstream_idle_timeout",
+                duration(self.upstream_idle_timeout),
+            ),
+            (
                 "test_controls",
                 text(if self.test_controls { "on" } else { "off" }),
             ),
+            ("advertise", text(&self.advertise.to_string())),
+            ("idle_close", text(self.idle_close.name())),
             ("peers_window", duration(self.peers_window)),
             ("log_format", text(&log_format)),
         ]

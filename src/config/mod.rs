@@ -26,10 +26,14 @@ use crate::tls::ServerTls;
 pub use effective::Change;
 pub use load::{MAX_CONFIG_FILE, Origin, Origins, read_config_file};
 pub use subcommands::{SUBCOMMANDS, help_as_flag};
-pub use values::{AccessLogTarget, format_duration, format_size, parse_duration, parse_size};
+pub use values::{
+    AccessLogTarget, Advertised, IdleClose, Upstream, format_duration, format_size,
+    parse_duration, parse_size,
+};
 use values::{
-    AdminAddr, parse_access_log, parse_admin, parse_bool, parse_count, parse_header_size,
-    parse_listen, parse_peers_window, parse_workers,
+    AdminAddr, parse_access_log, parse_admin, parse_advertised, parse_bool, parse_count,
+    parse_header_size, parse_idle_close, parse_listen, parse_peers_window, parse_upstream,
+    parse_upstream_idle, parse_workers,
 };
 
 const AFTER_HELP: &str = "\
@@ -142,9 +146,29 @@ pub struct Config {
     #[arg(long, env = "KAS_TLS_KEY", value_name = "PATH")]
     pub tls_key: Option<PathBuf>,
 
+    /// Forward every request on the listener to this HTTP/1.1 service (http://HOST:PORT[/prefix], resolved at start) and stream its answers back; the demo routes are off.
+    #[arg(long, env = "KAS_UPSTREAM", value_name = "URL", value_parser = parse_upstream)]
+    pub upstream: Option<Upstream>,
+
+    /// With --upstream: how long the service may take to start its answer before the client gets 504; 0 waits as long as it takes.
+    #[arg(long, env = "KAS_UPSTREAM_TIMEOUT", value_name = "DURATION", default_value = "60s", value_parser = parse_duration, allow_hyphen_values = true)]
+    pub upstream_timeout: Duration,
+
+    /// With --upstream: how long an idle connection to the service is kept for reuse; keep it well under the service's own idle timeout (gunicorn 2s, uvicorn and Node 5s).
+    #[arg(long, env = "KAS_UPSTREAM_IDLE_TIMEOUT", value_name = "DURATION", default_value = "1s", value_parser = parse_upstream_idle, allow_hyphen_values = true)]
+    pub upstream_idle_timeout: Duration,
+
     /// Obey the keep-alive lab's query controls (ka=, advertise=, close=, after=, max=) on any route: on or off.
     #[arg(long, env = "KAS_TEST_CONTROLS", value_name = "on|off", default_value = "on", value_parser = parse_bool, action = clap::ArgAction::Set, allow_hyphen_values = true)]
     pub test_controls: bool,
+
+    /// What `Keep-Alive: timeout=` says on every persistent response: a duration (sent in whole seconds, rounded down), none (Connection: keep-alive and no Keep-Alive field, as a server that advertises nothing), or auto (the --keep-alive-timeout); an advertise= control overrides it on its connection.
+    #[arg(long, env = "KAS_ADVERTISE", value_name = "DURATION|none|auto", default_value = "auto", value_parser = parse_advertised, allow_hyphen_values = true)]
+    pub advertise: Advertised,
+
+    /// How an idle connection is closed at its keep-alive deadline: fin (shut the write side, then watch for a late request) or rst (SO_LINGER 0: the client sees a reset, ECONNRESET); a close= control overrides it on its connection.
+    #[arg(long, env = "KAS_IDLE_CLOSE", value_name = "fin|rst", default_value = "fin", value_parser = parse_idle_close, allow_hyphen_values = true)]
+    pub idle_close: IdleClose,
 
     /// How far back the admin listener's /peers looks for its verdicts and advice (totals since start are shown too); at least 1s.
     #[arg(long, env = "KAS_PEERS_WINDOW", value_name = "DURATION", default_value = "10m", value_parser = parse_peers_window, allow_hyphen_values = true)]
@@ -186,8 +210,11 @@ pub struct Settings {
     pub keep_alive: bool,
     /// What `Keep-Alive: timeout=` advertises, in whole seconds (rounded
     /// down, so it never promises more than is kept); `None` when keep-alive
-    /// is off, or under a second: `timeout=0` would read as "do not reuse"
-    /// (Node's agent then never reuses), so no `Keep-Alive` field is sent.
+    /// is off, under `--advertise none`, or under a second with `--advertise
+    /// auto`: `timeout=0` would read as "do not reuse" (Node's agent then
+    /// never reuses), so no `Keep-Alive` field is sent. An `--advertise`
+    /// duration is sent as it is, even one that promises more than is kept,
+    /// or `0`: the lab imitates such servers on purpose.
     pub keep_alive_advertised_secs: Option<u64>,
     /// How long an idle persistent connection is really kept: timeout + buffer.
     pub keep_alive_ms: u64,
@@ -212,6 +239,9 @@ pub struct Settings {
     /// (the encoder adds `, max=N` when requests are limited):
     /// `Connection: keep-alive\r\nKeep-Alive: timeout=N`.
     pub keep_alive_header: Vec<u8>,
+    /// How idle connections are closed at their deadline, where no
+    /// `close=` control says otherwise.
+    pub idle_close: IdleClose,
     /// The keep-alive lab's query controls are obeyed.
     pub test_controls: bool,
     /// How far back `/peers` judges a peer, in µs.
@@ -235,6 +265,13 @@ pub struct Settings {
     /// Each connection takes it at accept, so a reload changes it for new
     /// connections only.
     pub tls: Option<ServerTls>,
+    /// Every request is forwarded here (`None`: the demo routes answer).
+    pub upstream: Option<Upstream>,
+    /// How long an upstream may take to begin its answer (`None`: no
+    /// limit): then 504.
+    pub upstream_timeout_ms: Option<u64>,
+    /// How long an idle upstream connection is pooled; above zero.
+    pub upstream_idle_ms: u64,
 }
 
 impl Settings {
@@ -248,8 +285,14 @@ impl Config {
     /// The settings the workers run on.
     pub fn settings(&self) -> Settings {
         let keep_alive = !self.keep_alive_timeout.is_zero();
-        let keep_alive_advertised_secs =
-            Some(self.keep_alive_timeout.as_secs()).filter(|&secs| secs > 0);
+        let keep_alive_advertised_secs = match self.advertise {
+            _ if !keep_alive => None,
+            Advertised::KeepAliveTimeout => {
+                Some(self.keep_alive_timeout.as_secs()).filter(|&secs| secs > 0)
+            }
+            Advertised::Timeout(advertised) => Some(advertised.as_secs()),
+            Advertised::Nothing => None,
+        };
         // Keep-Alive is hop-by-hop, so Connection names it (as nginx and
         // Node do): some proxies drop it otherwise.
         let keep_alive_header = match keep_alive_advertised_secs {
@@ -279,12 +322,16 @@ impl Config {
             shutdown_ms: enabled_ms(self.shutdown_timeout),
             access_log: self.access_log.clone(),
             keep_alive_header,
+            idle_close: self.idle_close,
             test_controls: self.test_controls,
             peers_window_us: self.peers_window.as_micros() as u64,
             loop_clock_start: self.loop_clock_start.as_micros() as u64,
             clients_by_agent: self.clients_by_agent,
             shadow_ms: self.shadow.map(whole_ms).filter(|&ms| ms > 0),
             tls: self.tls.clone(),
+            upstream: self.upstream.clone(),
+            upstream_timeout_ms: enabled_ms(self.upstream_timeout),
+            upstream_idle_ms: whole_ms(self.upstream_idle_timeout).max(1),
         }
     }
 
@@ -409,6 +456,28 @@ mod tests {
         assert!(settings.keep_alive);
         assert_eq!(settings.keep_alive_advertised_secs, None);
         assert_eq!(settings.keep_alive_header, b"Connection: keep-alive");
+    }
+
+    #[test]
+    fn advertise_sets_the_field_for_every_connection() {
+        let mut config = Config::with_listen("127.0.0.1:0".parse().unwrap());
+        config.keep_alive_timeout = Duration::from_secs(2);
+        config.advertise = Advertised::Nothing;
+        let settings = config.settings();
+        assert_eq!(settings.keep_alive_advertised_secs, None);
+        assert_eq!(settings.keep_alive_header, b"Connection: keep-alive");
+        assert_eq!(settings.keep_alive_ms, 3000, "what is kept is unchanged");
+        config.advertise = Advertised::Timeout(Duration::from_millis(30_900));
+        let settings = config.settings();
+        assert_eq!(settings.keep_alive_advertised_secs, Some(30));
+        assert_eq!(
+            settings.keep_alive_header,
+            b"Connection: keep-alive\r\nKeep-Alive: timeout=30".to_vec()
+        );
+        config.keep_alive_timeout = Duration::ZERO;
+        let settings = config.settings();
+        assert_eq!(settings.keep_alive_advertised_secs, None, "keep-alive off");
+        assert!(settings.keep_alive_header.is_empty());
     }
 
     #[test]

@@ -1,7 +1,10 @@
 //! Option values as people write them, and back: durations (`150ms`, `5s`,
 //! `1m5s`), sizes (`16KiB`, `1MiB`), counts, listen addresses (`8080`,
-//! `:8080`, `localhost:8080`, `[::1]:8080`), the access-log target (`PATH`,
-//! `-`, `off`) and booleans (`1/0/true/false/yes/no/on/off`). Every parser
+//! `:8080`, `localhost:8080`, `[::1]:8080`), the upstream URL
+//! (`http://HOST:PORT[/prefix]`, resolved as it is read), the access-log
+//! target (`PATH`, `-`, `off`), what `Keep-Alive: timeout=` advertises
+//! (`auto`, a duration, `none`), how an idle connection is closed (`fin`,
+//! `rst`) and booleans (`1/0/true/false/yes/no/on/off`). Every parser
 //! returns an error a person can act on: what was wrong and what would do.
 
 use std::fmt;
@@ -148,6 +151,19 @@ pub fn parse_peers_window(text: &str) -> Result<Duration, String> {
     Ok(window)
 }
 
+/// `--upstream-idle-timeout`: a duration above zero (an upstream
+/// connection kept for no time would never be reused; to keep none, the
+/// upstream can close them).
+pub fn parse_upstream_idle(text: &str) -> Result<Duration, String> {
+    let idle = parse_duration(text)?;
+    if idle.is_zero() {
+        return Err(format!(
+            "'{text}': give a duration above 0, under the upstream's own idle timeout (the default is 1s)"
+        ));
+    }
+    Ok(idle)
+}
+
 /// A whole number, refused with a message people understand.
 pub fn parse_count<T: std::str::FromStr>(text: &str) -> Result<T, String> {
     let text = text.trim();
@@ -221,6 +237,80 @@ pub fn parse_listen(text: &str) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("'{host}' resolves to no address"))
 }
 
+/// Where `--upstream` forwards: an `http://` URL resolved when the
+/// configuration loads, so a name that does not resolve is refused at
+/// start rather than at the first request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upstream {
+    /// The URL as `--check` prints it and parses it back:
+    /// `http://HOST:PORT[/prefix]`.
+    pub url: String,
+    /// `HOST:PORT` as written (the port added when left out): how errors
+    /// name the upstream.
+    pub authority: String,
+    /// The addresses `HOST` resolved to, IPv4 first; connects go to the
+    /// first.
+    pub addrs: Vec<SocketAddr>,
+    /// Prepended to every forwarded target: empty, or `/` and a path
+    /// without a trailing `/`.
+    pub prefix: String,
+}
+
+/// `--upstream`: `http://HOST[:PORT][/prefix]` (port 80 when left out);
+/// `https://` is refused as not supported yet, and `HOST` must resolve.
+pub fn parse_upstream(text: &str) -> Result<Upstream, String> {
+    let text = text.trim();
+    let expected =
+        "expected http://HOST:PORT or http://HOST:PORT/prefix, e.g. http://127.0.0.1:8000";
+    let scheme_end = text.find("://").unwrap_or(0);
+    let (scheme, rest) = (
+        &text[..scheme_end],
+        text.get(scheme_end + 3..).unwrap_or(""),
+    );
+    if scheme.eq_ignore_ascii_case("https") {
+        return Err(format!(
+            "'{text}': https upstreams are not supported yet; give the service's plain http:// address"
+        ));
+    }
+    if !scheme.eq_ignore_ascii_case("http") {
+        return Err(format!("'{text}' is not an http:// URL ({expected})"));
+    }
+    if rest.contains(['?', '#']) || rest.contains(char::is_whitespace) {
+        return Err(format!(
+            "'{text}': an upstream URL takes no query, fragment or spaces ({expected})"
+        ));
+    }
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    if authority.is_empty() || authority.contains('@') {
+        return Err(format!("'{text}' has no host ({expected})"));
+    }
+    let authority = if authority.ends_with(']') || !authority.contains(':') {
+        format!("{authority}:80")
+    } else {
+        authority.to_owned()
+    };
+    let Some((host, port)) = authority.rsplit_once(':') else {
+        return Err(format!("'{text}' has no host ({expected})"));
+    };
+    let port = parse_port(port, text)?;
+    let bare_host = host.trim_start_matches('[').trim_end_matches(']');
+    let mut addrs: Vec<SocketAddr> = (bare_host, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("'{text}': cannot resolve '{bare_host}': {e}"))?
+        .collect();
+    if addrs.is_empty() {
+        return Err(format!("'{text}': '{bare_host}' resolves to no address"));
+    }
+    addrs.sort_by_key(|addr| addr.is_ipv6());
+    let prefix = path.trim_end_matches('/').to_owned();
+    Ok(Upstream {
+        url: format!("http://{authority}{prefix}"),
+        authority,
+        addrs,
+        prefix,
+    })
+}
+
 /// The admin address: `off` for none (the default, and how a flag or
 /// variable switches off an address set in the file), else as
 /// [`parse_listen`].
@@ -279,6 +369,83 @@ pub fn parse_access_log(text: &str) -> Result<AccessLogTarget, String> {
         Ok(true) => AccessLogTarget::Stdout,
         Ok(false) => AccessLogTarget::Off,
         Err(_) => AccessLogTarget::File(PathBuf::from(text)),
+    })
+}
+
+/// `--advertise`: what a persistent response's `Keep-Alive: timeout=`
+/// says, for every connection (an `advertise=` control still overrides it
+/// on its own connection).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Advertised {
+    /// `auto`: the `--keep-alive-timeout`, in whole seconds (none under a
+    /// second).
+    #[default]
+    KeepAliveTimeout,
+    /// This duration, in whole seconds rounded down (`0` is sent as
+    /// `timeout=0`).
+    Timeout(Duration),
+    /// `none`: `Connection: keep-alive` and no `Keep-Alive` field, as a
+    /// production server that advertises nothing.
+    Nothing,
+}
+
+impl fmt::Display for Advertised {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Advertised::KeepAliveTimeout => f.write_str("auto"),
+            Advertised::Timeout(duration) => f.write_str(&format_duration(*duration)),
+            Advertised::Nothing => f.write_str("none"),
+        }
+    }
+}
+
+/// `--advertise`: a duration, `none`, or `auto` (the keep-alive timeout).
+pub fn parse_advertised(text: &str) -> Result<Advertised, String> {
+    match text.trim() {
+        "auto" => Ok(Advertised::KeepAliveTimeout),
+        "none" => Ok(Advertised::Nothing),
+        duration => parse_duration(duration)
+            .map(Advertised::Timeout)
+            .map_err(|e| {
+                format!("{e}; or none (no Keep-Alive field), or auto (the keep-alive timeout)")
+            }),
+    }
+}
+
+/// How an idle connection is closed when its keep-alive timer runs out:
+/// `--idle-close` for every connection, the `close=` control for one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IdleClose {
+    /// Shut the write side (FIN), then watch for what still arrives.
+    #[default]
+    Fin,
+    /// An abortive close (SO_LINGER 0): the peer sees a reset.
+    Rst,
+}
+
+impl IdleClose {
+    /// The close named `fin` or `rst`.
+    pub fn from_name(name: &str) -> Option<IdleClose> {
+        match name {
+            "fin" => Some(IdleClose::Fin),
+            "rst" => Some(IdleClose::Rst),
+            _ => None,
+        }
+    }
+
+    /// Its name, as [`IdleClose::from_name`] takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            IdleClose::Fin => "fin",
+            IdleClose::Rst => "rst",
+        }
+    }
+}
+
+/// `--idle-close`: `fin` or `rst`.
+pub fn parse_idle_close(text: &str) -> Result<IdleClose, String> {
+    IdleClose::from_name(text.trim()).ok_or_else(|| {
+        format!("'{text}' is not a close: use fin (shut the write side) or rst (a reset)")
     })
 }
 
@@ -418,6 +585,41 @@ mod tests {
     }
 
     #[test]
+    fn upstream_urls_resolve_and_keep_their_prefix() {
+        let plain = parse_upstream("http://127.0.0.1:8000").unwrap();
+        assert_eq!(plain.url, "http://127.0.0.1:8000");
+        assert_eq!(plain.addrs, vec!["127.0.0.1:8000".parse().unwrap()]);
+        assert_eq!(plain.prefix, "");
+        let prefixed = parse_upstream("HTTP://localhost/api/v1/").unwrap();
+        assert_eq!(prefixed.authority, "localhost:80");
+        assert_eq!(prefixed.prefix, "/api/v1");
+        assert_eq!(prefixed.url, "http://localhost:80/api/v1");
+        assert!(prefixed.addrs[0].ip().is_loopback());
+        let v6 = parse_upstream("http://[::1]:9000/").unwrap();
+        assert_eq!(v6.addrs, vec!["[::1]:9000".parse().unwrap()]);
+        assert_eq!(parse_upstream(&v6.url), Ok(v6));
+    }
+
+    #[test]
+    fn bad_upstream_urls_say_why() {
+        let error = |text| parse_upstream(text).unwrap_err();
+        assert!(error("https://example.com").contains("https upstreams are not supported yet"));
+        assert!(error("127.0.0.1:8000").contains("not an http:// URL"));
+        assert!(error("ftp://x").contains("not an http:// URL"));
+        assert!(error("http://").contains("no host"));
+        assert!(error("http://user@host:80").contains("no host"));
+        assert!(error("http://127.0.0.1:99999").contains("not a port"));
+        assert!(error("http://127.0.0.1:80/?a=1").contains("no query"));
+        assert!(error("http://no-such-host.invalid:80").contains("cannot resolve"));
+    }
+
+    #[test]
+    fn the_upstream_idle_timeout_is_above_zero() {
+        assert_eq!(parse_upstream_idle("1s"), Ok(Duration::from_secs(1)));
+        assert!(parse_upstream_idle("0").unwrap_err().contains("above 0"));
+    }
+
+    #[test]
     fn admin_takes_an_address_or_off() {
         assert_eq!(parse_admin("off"), Ok(None));
         assert_eq!(
@@ -442,6 +644,36 @@ mod tests {
             Ok(AccessLogTarget::File("./on".into()))
         );
         assert!(parse_access_log("").is_err());
+    }
+
+    #[test]
+    fn advertise_takes_a_duration_none_or_auto_and_prints_back() {
+        for (text, value) in [
+            ("auto", Advertised::KeepAliveTimeout),
+            ("none", Advertised::Nothing),
+            ("5s", Advertised::Timeout(Duration::from_secs(5))),
+            ("0", Advertised::Timeout(Duration::ZERO)),
+        ] {
+            assert_eq!(parse_advertised(text), Ok(value), "{text}");
+            assert_eq!(parse_advertised(&value.to_string()), Ok(value), "{text}");
+        }
+        let error = parse_advertised("never").unwrap_err();
+        assert!(
+            error.contains("'never'") && error.contains("none"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn idle_close_takes_fin_or_rst() {
+        assert_eq!(parse_idle_close("fin"), Ok(IdleClose::Fin));
+        assert_eq!(parse_idle_close("rst"), Ok(IdleClose::Rst));
+        assert_eq!(IdleClose::Rst.name(), "rst");
+        let error = parse_idle_close("reset").unwrap_err();
+        assert!(
+            error.contains("'reset'") && error.contains("fin"),
+            "{error}"
+        );
     }
 
     #[test]

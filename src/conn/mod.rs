@@ -325,7 +325,7 @@ impl Conn {
             Flow::Open if !self.transport.moved() => {}
             flow => return flow,
         }
-        let resets = self.session.kept_on().idle_close() == IdleClose::Rst;
+        let resets = self.session.kept_on().idle_close(ctx.settings) == IdleClose::Rst;
         if ctx.settings.shadow_ms.is_some() && !resets {
             self.enter(State::Overdue, ctx);
             return Flow::Open;
@@ -344,13 +344,13 @@ impl Conn {
 
     /// Closes an idle connection at its deadline (or the shadow's end),
     /// nothing having arrived: a reset when the connection's terms ask for
-    /// one (`close=rst`); otherwise a FIN, and the watch, when descriptors
+    /// one (`close=rst`, or `--idle-close rst` for every connection); otherwise a FIN, and the watch, when descriptors
     /// allow it. Either way the observer hears that the server ended an
     /// idle connection.
     fn close_idle(&mut self, ctx: &mut Ctx<'_>) -> Flow {
         // The observer hears of the idle end as the state changes: to
         // `Watching`, or to `Closed` (see `Conn::enter`).
-        match self.session.kept_on().idle_close() {
+        match self.session.kept_on().idle_close(ctx.settings) {
             IdleClose::Rst => {
                 self.transport.abort();
                 Flow::Close(CloseCause::KeepAliveTimeout)

@@ -1,6 +1,6 @@
 //! The `lab` subcommand's command line: every server flag (the server's
-//! own [`Config`], flattened in), the guard's `--json`, `--fail-on` and
-//! `--real-close`, and the COMMAND after `--`.
+//! own [`Config`], flattened in), the guard's `--json`, `--fail-on`,
+//! `--real-close` and `--allow-no-clients`, and the COMMAND after `--`.
 //!
 //! clap checks the whole line once, with the subcommand's help and usage. The
 //! server's configuration is then loaded as the server loads its own
@@ -21,7 +21,7 @@ use clap::{Arg, ArgMatches, Command, CommandFactory, ValueEnum};
 
 use crate::config::Config;
 
-const USAGE: &str = "keepalive-server lab [SERVER FLAGS] [--json FILE] [--fail-on race|at-risk|inconclusive] [--real-close] -- COMMAND [ARGS...]";
+const USAGE: &str = "keepalive-server lab [SERVER FLAGS] [--json FILE] [--fail-on race|at-risk|inconclusive] [--real-close] [--allow-no-clients] -- COMMAND [ARGS...]";
 
 const ABOUT: &str = "\
 The keep-alive race guard: runs COMMAND (a test suite) against the keep-alive lab, then judges \
@@ -45,9 +45,16 @@ its own limit is shorter. A client whose limit the run did not show against the 
 `inconclusive`, with the pause that would settle it. --real-close closes at the deadline \
 instead, and counts the requests that really meet the close.
 
-Exit status: COMMAND's own when it failed; otherwise 1 when a client is `race`, or `at risk` \
-under the default --fail-on at-risk, or `inconclusive` under --fail-on inconclusive; otherwise 0. 2: a usage error. 126/127: COMMAND could not \
-be run (not executable / not found). SIGINT or SIGTERM stops COMMAND too: 128 + the signal.
+Exit status (the table's last line says the same, in one sentence): COMMAND's own when it \
+failed; otherwise 3 when no client connected (nothing was judged: point the client under test \
+at KAS_LAB_URL), unless --allow-no-clients; otherwise 1 when a client is `race`, or `at risk` \
+under the default --fail-on at-risk, or `inconclusive` under --fail-on inconclusive; otherwise \
+0. 2: a usage error. 126/127: COMMAND could not be run (not executable / not found). SIGINT or \
+SIGTERM stops COMMAND too: 128 + the signal.
+
+Server flags set what the query controls set per connection, for every connection: \
+--advertise none (no Keep-Alive field, as a production server or load balancer that \
+advertises nothing), --idle-close rst (the idle close is a reset).
 
 In CI: keepalive-server lab --keep-alive-timeout 5s -- npm test";
 
@@ -89,14 +96,16 @@ pub struct GuardArgs {
     pub fail_on: FailOn,
     /// Close idle connections at the deadline (no shadow deadline).
     pub real_close: bool,
+    /// A run no client reached passes.
+    pub allow_no_clients: bool,
     /// The program and its arguments (never empty).
     pub command: Vec<OsString>,
 }
 
 /// The guard's own flags that take a value: not passed to the server.
 const GUARD_FLAGS: [&str; 2] = ["json", "fail-on"];
-/// The guard's own switch: not passed to the server.
-const GUARD_SWITCH: &str = "real-close";
+/// The guard's own switches: not passed to the server.
+const GUARD_SWITCHES: [&str; 2] = ["real-close", "allow-no-clients"];
 
 /// The window the guard judges on: longer than any run (the loop clock
 /// starts at zero, so the whole run falls in it); the longest allowed.
@@ -146,9 +155,16 @@ pub fn command() -> Command {
         )
         .arg(
             Arg::new("real_close")
-                .long(GUARD_SWITCH)
+                .long(GUARD_SWITCHES[0])
                 .action(clap::ArgAction::SetTrue)
                 .help("Close idle connections at the deadline and count the requests that meet the close, instead of the shadow deadline")
+                .help_heading("Guard"),
+        )
+        .arg(
+            Arg::new("allow_no_clients")
+                .long(GUARD_SWITCHES[1])
+                .action(clap::ArgAction::SetTrue)
+                .help("Pass a run in which no client connected to the lab (by default it exits 3: nothing was judged)")
                 .help_heading("Guard"),
         )
         .arg(
@@ -182,6 +198,7 @@ pub fn parse(args: Vec<OsString>) -> Result<GuardArgs, clap::Error> {
     let json = matches.get_one::<PathBuf>("json").cloned();
     let fail_on = *matches.get_one::<FailOn>("fail_on").expect("has a default");
     let real_close = matches.get_flag("real_close");
+    let allow_no_clients = matches.get_flag("allow_no_clients");
     let command: Vec<OsString> = matches
         .get_many::<OsString>("command")
         .expect("required")
@@ -195,6 +212,7 @@ pub fn parse(args: Vec<OsString>) -> Result<GuardArgs, clap::Error> {
         json,
         fail_on,
         real_close,
+        allow_no_clients,
         command,
     })
 }
@@ -259,7 +277,7 @@ fn server_flags(args: &[OsString]) -> Vec<OsString> {
             Some((name, _)) => (name, true),
             None => (long, false),
         };
-        if name == GUARD_SWITCH && !inline_value {
+        if GUARD_SWITCHES.contains(&name) && !inline_value {
             continue;
         }
         let guard = GUARD_FLAGS.contains(&name);
@@ -302,6 +320,7 @@ mod tests {
             "1s",
             "--fail-on=race",
             "--real-close",
+            "--allow-no-clients",
             "--access-log",
             "--json",
             "--workers=1",
@@ -329,6 +348,7 @@ mod tests {
         assert_eq!(args.fail_on, FailOn::AtRisk);
         assert_eq!(args.json, None);
         assert!(!args.real_close);
+        assert!(!args.allow_no_clients);
         assert_eq!(args.config.settings().shadow_ms, Some(2000));
         assert_eq!(args.command, os(&["true", "-x"]));
     }
@@ -355,9 +375,28 @@ mod tests {
     }
 
     #[test]
+    fn what_the_controls_say_is_taken_as_server_flags() {
+        use crate::config::{Advertised, IdleClose};
+        let args = parsed(&["--advertise", "none", "--idle-close=rst", "--", "true"]).unwrap();
+        assert_eq!(args.config.advertise, Advertised::Nothing);
+        assert_eq!(args.config.idle_close, IdleClose::Rst);
+        assert_eq!(args.config.settings().keep_alive_advertised_secs, None);
+        let error = parsed(&["--advertise", "never", "--", "true"]).expect_err("bad");
+        assert_eq!(error.exit_code(), 2);
+    }
+
+    #[test]
     fn real_close_turns_the_shadow_deadline_off() {
-        let args = parsed(&["--real-close", "--fail-on=inconclusive", "--", "true"]).unwrap();
+        let args = parsed(&[
+            "--real-close",
+            "--allow-no-clients",
+            "--fail-on=inconclusive",
+            "--",
+            "true",
+        ])
+        .unwrap();
         assert!(args.real_close);
+        assert!(args.allow_no_clients);
         assert_eq!(args.config.settings().shadow_ms, None);
         assert_eq!(args.fail_on, FailOn::Inconclusive);
     }

@@ -23,10 +23,12 @@
 //! [`run`] (COMMAND and the signals), `settle` (waiting for what the
 //! server can still learn), [`judge`] (the verdicts: the peer observer's,
 //! and what the client's reuses and closes show of its limit), [`table`]
-//! (what is printed and written).
+//! (what is printed and written), [`outcome`] (the run's one verdict: the
+//! exit status and the closing line that says it).
 
 pub mod cli;
 pub mod judge;
+pub mod outcome;
 pub mod run;
 mod settle;
 pub mod table;
@@ -47,11 +49,9 @@ use crate::peer_observer::peers::PeersSnapshot;
 use crate::peer_observer::report::{PeersReport, ServerIdle};
 use crate::{Server, ServerHandle, logging};
 use cli::GuardArgs;
+use outcome::USAGE_ERROR;
 use run::Ended;
 use table::RunReport;
-
-/// The exit status of a usage error, as clap gives it.
-const USAGE_ERROR: u8 = 2;
 
 /// The guard's diagnostics level when `RUST_LOG` is unset: the server's
 /// own startup and shutdown lines would only crowd COMMAND's output.
@@ -122,10 +122,10 @@ fn guard(args: GuardArgs) -> Result<u8, String> {
         Ok(left_open) => left_open,
         Err(signal) => return Ok(interrupted(signal)),
     };
-    let report = judge_run(&handle, &args, status, started, left_open)?;
+    let report = judge_run(&handle, &args, status, started, left_open, url)?;
     eprint!("{}", report.text());
     handle.shutdown();
-    let exit = exit_status(status, report.clients_pass);
+    let exit = report.status;
     if let Some(path) = &args.json {
         if let Err(e) = std::fs::write(path, report.json()) {
             eprintln!("keepalive-server lab: cannot write {}: {e}", path.display());
@@ -155,6 +155,7 @@ fn judge_run(
     status: i32,
     started: Instant,
     connections_left_open: u64,
+    lab_url: String,
 ) -> Result<RunReport, String> {
     let snapshots = handle
         .remote()
@@ -187,7 +188,7 @@ fn judge_run(
     }
     clients.sort_by(|a, b| (&a.addr, &a.user_agent).cmp(&(&b.addr, &b.user_agent)));
     let clients_pass = !clients.iter().any(|c| c.fails(args.fail_on));
-    Ok(RunReport {
+    let mut report = RunReport {
         command: args
             .command
             .iter()
@@ -202,7 +203,12 @@ fn judge_run(
         connections_left_open,
         clients,
         clients_pass,
-    })
+        lab_url,
+        allow_no_clients: args.allow_no_clients,
+        status: 0,
+    };
+    report.status = outcome::status(&report);
+    Ok(report)
 }
 
 /// The window the verdicts are judged on, µs: the run's length rounded up
@@ -211,16 +217,6 @@ fn judge_run(
 fn run_window_us(run: Duration) -> u64 {
     let tenths = u64::try_from(run.as_micros().div_ceil(100_000)).unwrap_or(u64::MAX);
     tenths.max(1).saturating_mul(100_000)
-}
-
-/// COMMAND's own status when it failed; else 1 when a client fails the
-/// run; else 0.
-fn exit_status(command_status: i32, clients_pass: bool) -> u8 {
-    match command_status {
-        0 if clients_pass => 0,
-        0 => 1,
-        status => u8::try_from(status).ok().filter(|&s| s != 0).unwrap_or(1),
-    }
 }
 
 /// Says the run was cut by `signal`: a shell's status for it.
@@ -250,16 +246,6 @@ pub fn base_url(bound: SocketAddr, tls: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_commands_failure_wins_then_the_clients() {
-        assert_eq!(exit_status(0, true), 0);
-        assert_eq!(exit_status(0, false), 1);
-        assert_eq!(exit_status(3, true), 3);
-        assert_eq!(exit_status(3, false), 3);
-        assert_eq!(exit_status(143, true), 143);
-        assert_eq!(exit_status(256, true), 1);
-    }
 
     #[test]
     fn the_window_holds_the_whole_run_in_tenths() {

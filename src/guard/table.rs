@@ -1,6 +1,7 @@
 //! What the guard tells at the end of a run: a short table of the clients
-//! on stderr (one line each, then its advice, indented), and the same as a
-//! JSON document for `--json FILE`.
+//! on stderr (one line each, then its advice, indented), closed by the
+//! run's one verdict ([`outcome`](super::outcome)), and the same as a JSON
+//! document for `--json FILE`.
 
 use std::fmt::Write as _;
 
@@ -9,6 +10,7 @@ use serde::Serialize;
 use crate::peer_observer::report::ServerIdle;
 
 use super::judge::{ClientVerdict, GuardVerdict};
+use super::outcome;
 
 /// The guard's findings on one run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -37,6 +39,12 @@ pub struct RunReport {
     pub clients: Vec<ClientVerdict>,
     /// Whether the clients pass (COMMAND's own status aside).
     pub clients_pass: bool,
+    /// The lab's base URL, as COMMAND was given it in `KAS_LAB_URL`.
+    pub lab_url: String,
+    /// A run no client reached passes (`--allow-no-clients`).
+    pub allow_no_clients: bool,
+    /// The guard's exit status ([`outcome::status`]).
+    pub status: u8,
 }
 
 /// The words a verdict is shown with.
@@ -61,11 +69,6 @@ impl RunReport {
             self.duration_s,
             self.server_terms(),
         );
-        if self.clients.is_empty() {
-            out.push_str(
-                "  no client connected: did COMMAND use KAS_LAB_URL? Nothing was judged.\n",
-            );
-        }
         let names: Vec<String> = self.clients.iter().map(client_name).collect();
         let width = names.iter().map(String::len).max().unwrap_or(0).max(6);
         if !self.clients.is_empty() {
@@ -98,41 +101,7 @@ impl RunReport {
                 }
             );
         }
-        let count = |verdict| self.clients.iter().filter(|c| c.verdict == verdict).count();
-        let racing = count(GuardVerdict::Race) + count(GuardVerdict::AtRisk);
-        let unsettled = count(GuardVerdict::Inconclusive);
-        let mut said = Vec::new();
-        if racing > 0 {
-            said.push(match self.clients_pass {
-                true => format!("{racing} client{} at risk, reported only", plural(racing)),
-                false => format!("{racing} client{} would race the server", plural(racing)),
-            });
-        }
-        if unsettled > 0 {
-            said.push(format!(
-                "{unsettled} client{} inconclusive{}",
-                plural(unsettled),
-                match self.fail_on == "inconclusive" {
-                    true => "",
-                    false => ", reported only",
-                }
-            ));
-        }
-        let _ = writeln!(
-            out,
-            "keepalive-server lab: {} (--fail-on {}){}{}",
-            if self.clients_pass { "pass" } else { "FAIL" },
-            self.fail_on,
-            if said.is_empty() { "" } else { ": " },
-            said.join("; ")
-        );
-        if self.command_status != 0 {
-            let _ = writeln!(
-                out,
-                "keepalive-server lab: COMMAND failed (status {}): the run's status is its own",
-                self.command_status
-            );
-        }
+        out.push_str(&outcome::closing_line(self));
         out
     }
 
@@ -174,15 +143,17 @@ fn client_name(client: &ClientVerdict) -> String {
     }
 }
 
-fn plural(n: usize) -> &'static str {
+/// `s` for a count other than one.
+pub(super) fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn client(verdict: GuardVerdict) -> ClientVerdict {
+    /// A client of the given verdict, with advice (for the tables' tests).
+    pub(in crate::guard) fn client(verdict: GuardVerdict) -> ClientVerdict {
         ClientVerdict {
             addr: "127.0.0.1".into(),
             user_agent: Some("python-httpx/0.28.1".into()),
@@ -202,8 +173,9 @@ mod tests {
         }
     }
 
-    fn run(clients: Vec<ClientVerdict>, pass: bool) -> RunReport {
-        RunReport {
+    /// A run of `clients`, passing or not, its COMMAND passed.
+    pub(in crate::guard) fn run(clients: Vec<ClientVerdict>, pass: bool) -> RunReport {
+        let mut report = RunReport {
             command: vec!["pytest".into()],
             command_status: 0,
             duration_s: 2.5,
@@ -217,7 +189,12 @@ mod tests {
             connections_left_open: 0,
             clients,
             clients_pass: pass,
-        }
+            lab_url: "http://127.0.0.1:4000/".into(),
+            allow_no_clients: false,
+            status: 0,
+        };
+        report.status = outcome::status(&report);
+        report
     }
 
     #[test]
@@ -235,10 +212,11 @@ mod tests {
     }
 
     #[test]
-    fn an_empty_run_says_nothing_was_judged() {
+    fn an_empty_run_says_nothing_was_judged_and_fails() {
         let text = run(Vec::new(), true).text();
         assert!(text.contains("no client connected"), "{text}");
-        assert!(text.contains("pass"), "{text}");
+        assert!(text.contains("FAIL (status 3)"), "{text}");
+        assert!(!text.contains("CLIENT"), "no table: {text}");
     }
 
     #[test]
@@ -259,11 +237,12 @@ mod tests {
 
     #[test]
     fn a_failed_command_is_named_as_the_runs_status() {
-        let mut report = run(Vec::new(), true);
+        let mut report = run(vec![client(GuardVerdict::Ok)], true);
         assert!(!report.text().contains("COMMAND failed"));
         report.command_status = 3;
         let text = report.text();
-        assert!(text.contains("COMMAND failed (status 3)"), "{text}");
+        assert!(text.contains("FAIL (COMMAND's status 3)"), "{text}");
+        assert!(!text.contains(": pass"), "one verdict: {text}");
     }
 
     #[test]
