@@ -15,13 +15,13 @@ use crate::app::filler::FillerFile;
 use crate::clock::LoopTime;
 use crate::config::Settings;
 use crate::date::DateCache;
-use crate::http::Status;
 use crate::observe::{Event, Observer};
 use crate::pool::BufferPool;
 use crate::stats::Stats;
 use crate::timer_event::TimerEvent;
 use crate::timers::{Micros, TimerLists};
 use crate::tls::TlsVersion;
+use crate::upstream::Upstreams;
 
 /// The worker's resources, lent for one event.
 pub struct Ctx<'a> {
@@ -38,6 +38,11 @@ pub struct Ctx<'a> {
     pub draining: bool,
     /// Which connection, for logs.
     pub conn: ConnLabel,
+    /// Its key in the worker's slab: what its upstream connection is lent
+    /// to (`--upstream`).
+    pub key: u32,
+    /// The worker's connections to its upstream (`--upstream`).
+    pub upstreams: &'a mut Upstreams,
     /// Who hears what happens at the idle boundary (see `observe`).
     pub observer: &'a mut dyn Observer,
     /// Descriptors are plentiful: an idle close may keep its socket for
@@ -98,7 +103,7 @@ impl Ctx<'_> {
     /// The line's idle gap runs from the end of the connection's previous
     /// response ([`ConnLabel::last_response_end`]) to this request's first
     /// byte; this response then becomes the previous one.
-    pub fn log_response(&mut self, record: &mut AccessRecord, status: Status, bytes: u64) {
+    pub fn log_response(&mut self, record: &mut AccessRecord, status: u16, bytes: u64) {
         self.date
             .current(self.timers, self.now, TimerEvent::DateExpired);
         let started = record.started.unwrap_or(self.conn.accepted);
@@ -111,7 +116,7 @@ impl Ctx<'_> {
             peer: self.conn.peer.ip(),
             unix_second: self.date.unix_second(),
             record,
-            status: status.code(),
+            status,
             bytes,
             micros: self.now.saturating_sub(started),
             conn: self.conn.id,
@@ -170,6 +175,8 @@ pub struct Resources {
     pub filler: Option<FillerFile>,
     /// The worker's loop clock (see [`Ctx::stamp_arrival`]).
     pub clock: LoopTime,
+    /// Its connections to the upstream (none without `--upstream`).
+    pub upstreams: Upstreams,
 }
 
 impl Resources {
@@ -213,6 +220,8 @@ impl Resources {
             stats,
             draining: lending.draining,
             conn: lending.conn,
+            key: lending.key,
+            upstreams: &mut self.upstreams,
             observer,
             watch_allowed: lending.watch_allowed,
             filler: self.filler.as_ref(),
@@ -229,6 +238,7 @@ impl Resources {
 #[derive(Debug, Clone, Copy)]
 pub struct Lending {
     pub conn: ConnLabel,
+    pub key: u32,
     pub draining: bool,
     pub watch_allowed: bool,
 }
@@ -239,6 +249,7 @@ impl Default for Lending {
     fn default() -> Self {
         Lending {
             conn: ConnLabel::default(),
+            key: 0,
             draining: false,
             watch_allowed: true,
         }

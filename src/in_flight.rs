@@ -1,6 +1,7 @@
 //! The request a connection is in the middle of, as data: a body still
-//! arriving, an answer waiting on its `/delay` (or on an admin round), a
-//! generated body still owed, or the admin's event stream. Only a connection with work has one, so it lives with the pooled
+//! arriving, an answer waiting on its `/delay` (or on an admin round, or
+//! on the upstream), a generated body still owed, or the admin's event
+//! stream. Only a connection with work has one, so it lives with the pooled
 //! buffers ([`crate::pool::Buffers::in_flight`]) and an idle connection
 //! pays nothing for it; the session (`crate::session`) drives it.
 
@@ -34,6 +35,10 @@ pub enum InFlight {
         wants: Option<RoundId>,
         fresh: bool,
     },
+    /// Received and sent up (`--upstream`): its answer is awaited from
+    /// the upstream, or being relayed from it (the buffers' link says
+    /// how far, see `crate::upstream::UpstreamLink`).
+    Forward { answer: Plan },
     /// The head of a `/bytes` answer is queued; `remaining` bytes of its
     /// body are still to be written, as the output drains.
     Sending {
@@ -48,7 +53,8 @@ impl InFlight {
         match self {
             InFlight::Body { answer, .. }
             | InFlight::Delayed { answer, .. }
-            | InFlight::Awaiting { answer, .. } => Some(answer.method),
+            | InFlight::Awaiting { answer, .. }
+            | InFlight::Forward { answer } => Some(answer.method),
             InFlight::Sending { .. } | InFlight::Streaming { .. } => None,
         }
     }
@@ -64,6 +70,10 @@ pub enum BodyTarget {
     Gather,
     /// The response head is queued: the body follows it as it arrives.
     Stream(Echo),
+    /// Sent up to the upstream (`--upstream`) as it arrives: as is under
+    /// its `Content-Length` ([`Echo::Raw`]), or chunked again
+    /// ([`Echo::Chunks`]).
+    Upstream(Echo),
 }
 
 /// How a streamed echo carries the body.

@@ -13,7 +13,9 @@
 //!   [`in_flight`]: the request in progress, kept with the pooled buffers.
 //! - [`http`]: request parsing, body framing, responses.
 //! - [`app`]: what is answered: the demonstration routes, each response's
-//!   keep-alive terms, and the test controls that set a connection's.
+//!   keep-alive terms, and the test controls that set a connection's;
+//!   [`forward`]: with `--upstream`, the heads the lab writes on each side
+//!   of itself and their framing, without the sockets.
 //! - [`timers`]: the pure, clock-injected timer lists; [`timer_event`]:
 //!   what a timer in a worker's lists stands for.
 //! - [`pool`], [`ctx`], [`stats`], [`date`]: buffers, what a worker lends a
@@ -53,6 +55,7 @@ pub mod app;
 pub mod config;
 pub mod ctx;
 pub mod date;
+pub mod forward;
 pub mod guard;
 pub mod http;
 pub mod in_flight;
@@ -74,6 +77,7 @@ pub mod tally;
 pub mod timer_event;
 pub mod timers;
 pub mod tls;
+pub mod upstream;
 
 mod clock;
 mod conn;

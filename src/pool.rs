@@ -12,6 +12,7 @@
 
 use crate::access_log::AccessRecord;
 use crate::in_flight::InFlight;
+use crate::upstream::UpstreamLink;
 
 /// Initial input buffer size; it grows up to the head limit when a head needs it.
 const INPUT_START: usize = 4096;
@@ -30,8 +31,14 @@ pub struct Input {
     end: usize,
 }
 
+impl Default for Input {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Input {
-    fn new() -> Self {
+    pub fn new() -> Self {
         Input {
             buf: vec![0; INPUT_START],
             start: 0,
@@ -68,6 +75,11 @@ impl Input {
     pub fn clear(&mut self) {
         self.start = 0;
         self.end = 0;
+    }
+
+    /// Bytes of room held.
+    pub fn capacity(&self) -> usize {
+        self.buf.len()
     }
 
     /// Free space to read into, making room first: compacts consumed bytes
@@ -169,6 +181,11 @@ pub struct Buffers {
     /// The request in progress, once its head is parsed, until its
     /// exchange is over.
     pub in_flight: Option<InFlight>,
+    /// A forwarded exchange's link to its upstream (`--upstream`): made
+    /// at the first forwarded request and kept, its buffers' room with
+    /// it, as these buffers are pooled; it holds an upstream connection
+    /// only while an exchange lasts.
+    pub upstream: Option<Box<UpstreamLink>>,
 }
 
 impl Buffers {
@@ -180,6 +197,7 @@ impl Buffers {
             head_progress: HeadProgress::default(),
             log: AccessRecord::default(),
             in_flight: None,
+            upstream: None,
         }
     }
 
@@ -190,6 +208,10 @@ impl Buffers {
             + self.output.buf.capacity()
             + self.body.capacity()
             + self.log.capacity()
+            + self
+                .upstream
+                .as_ref()
+                .map_or(0, |link| link.out.capacity() + link.input.capacity())
     }
 
     /// Whether nothing is buffered in either direction and no request is
@@ -199,6 +221,10 @@ impl Buffers {
     }
 
     fn reset(&mut self) {
+        debug_assert!(
+            self.upstream.as_ref().is_none_or(|link| link.key.is_none()),
+            "buffers pooled with an upstream connection"
+        );
         self.input.reset();
         self.output.reset();
         self.head_progress = HeadProgress::default();

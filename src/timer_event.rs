@@ -15,6 +15,9 @@ pub enum TimerEvent {
     AcceptResume,
     /// Give memory freed by a burst back to the system (see `memory`).
     ReturnMemory,
+    /// An idle upstream connection (`--upstream`), by its key in the
+    /// worker's `Upstreams`, has been pooled for `--upstream-idle-timeout`.
+    UpstreamIdle { key: u32 },
     /// The admin's own (on the admin listener's worker only).
     Admin(crate::admin::AdminTimer),
 }

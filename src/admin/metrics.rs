@@ -25,6 +25,7 @@ use crate::stats::{
 
 use super::process;
 use crate::tls::{HandshakeFailure, TlsVersion};
+use crate::upstream::Failure;
 
 /// The exposition for one scrape; `viewers`: dashboard feeds open now.
 /// Families in a fixed order, each group written by one step.
@@ -112,6 +113,7 @@ fn render_connections(out: &mut Exposition, scrape: &Scrape<'_>) {
             value,
         );
     }
+    render_upstream(out, scrape);
     out.histogram(
         "kas_connection_duration_seconds",
         "Connection lifetimes, accept to close.",
@@ -395,6 +397,36 @@ fn render_lab(out: &mut Exposition, remote: &Remote) {
         "counter",
         "Idle closes made without the watch after the FIN, for lack of descriptors.",
         remote.stats().map(|s| s.watch_skipped.get()).sum::<u64>(),
+    );
+}
+
+/// The forwarding's failures and retries (`--upstream`): the service's
+/// own, apart from any client's.
+fn render_upstream(out: &mut Exposition, scrape: &Scrape<'_>) {
+    out.family(
+        "kas_upstream_errors_total",
+        "counter",
+        "Forwarded requests that failed on the upstream's side, by reason (refused, reset, timeout, bad_response, cut).",
+    );
+    for failure in Failure::ALL {
+        let value = scrape.sum(|s| s.upstream_errors_by(failure));
+        out.sample(
+            "kas_upstream_errors_total",
+            &[("reason", failure.label())],
+            value,
+        );
+    }
+    out.single(
+        "kas_upstream_retries_total",
+        "counter",
+        "Requests sent again on a fresh upstream connection after a pooled one closed before answering.",
+        scrape.sum(|s| s.upstream_retries.get()),
+    );
+    out.single(
+        "kas_upstream_connections_total",
+        "counter",
+        "Connections opened to the upstream.",
+        scrape.sum(|s| s.upstream_connections.get()),
     );
 }
 

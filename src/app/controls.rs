@@ -24,6 +24,10 @@ pub const MAX_CONTROL_TIMEOUT_MS: u32 = 600_000;
 /// The most requests `max=` may leave on a connection.
 pub const MAX_CONTROL_REQUESTS: u32 = 1_000_000;
 
+/// The query parameters the controls are read from: a forwarded target
+/// loses them (`crate::forward`), so the service never sees them.
+pub const NAMES: [&str; 5] = ["ka", "advertise", "close", "after", "max"];
+
 /// What `Keep-Alive: timeout=` says on this connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Advertise {
@@ -202,6 +206,14 @@ mod tests {
         ] {
             let controls = parse_controls(target).unwrap();
             assert!(controls.is_empty(), "{target}: {controls:?}");
+        }
+    }
+
+    #[test]
+    fn every_name_is_read_as_a_control() {
+        for name in NAMES {
+            let bad = parse_controls(&format!("/?{name}=%")).unwrap_err();
+            assert_eq!(bad.name, name);
         }
     }
 

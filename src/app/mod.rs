@@ -15,8 +15,10 @@
 //!
 //! A worker serves one application: these demonstration routes, or, on
 //! the admin listener's worker, the admin's (`crate::admin::service`,
-//! planned with [`Plan::admin`]): the plan holds which, so a request on
-//! the main listener pays one branch for it.
+//! planned with [`Plan::admin`]), or, with `--upstream`, the service it
+//! forwards to ([`Plan::forwards`]: the session relays its answer, and
+//! the query controls still set the client connection's terms): the plan
+//! holds which, so a request on the main listener pays one branch for it.
 //!
 //! Per-request choices that shape the response and the connection sit
 //! here, beside routing, never in the state machine: among them the
@@ -90,6 +92,8 @@ pub enum Wait {
     Ms(u64),
     /// The end of this admin snapshot round, woken by the worker.
     Round(RoundId),
+    /// The upstream's answer (`--upstream`).
+    Upstream,
 }
 
 /// Room for a `Keep-Alive` field an `advertise=` control asked for.
@@ -170,6 +174,8 @@ pub struct ReplyHead {
 enum Routed {
     Demo(Route),
     Admin(Answer),
+    /// Forwarded to the upstream (`--upstream`): the demo routes are off.
+    Forward,
 }
 
 /// A route's answer to a request received whole.
@@ -189,8 +195,12 @@ impl Plan {
         if !controls.is_empty() {
             request.kept_on.apply(controls, request.served);
         }
+        let route = match settings.upstream {
+            Some(_) => Routed::Forward,
+            None => Routed::Demo(Route::of_target(head.target)),
+        };
         Ok(Plan {
-            route: Routed::Demo(Route::of_target(head.target)),
+            route,
             method: head.method,
             is_head: head.is_head,
             terms: terms(&request, settings),
@@ -215,8 +225,13 @@ impl Plan {
     pub fn admin_answer(self) -> Option<Answer> {
         match self.route {
             Routed::Admin(answer) => Some(answer),
-            Routed::Demo(_) => None,
+            Routed::Demo(_) | Routed::Forward => None,
         }
+    }
+
+    /// The request is forwarded to the upstream (`--upstream`).
+    pub fn forwards(self) -> bool {
+        self.route == Routed::Forward
     }
 
     /// What the answer waits on once the request is in, if anything.
@@ -224,6 +239,7 @@ impl Plan {
         match self.route {
             Routed::Demo(Route::Delay { ms }) => Wait::Ms(ms),
             Routed::Admin(Answer::AfterRound { round, .. }) => Wait::Round(round),
+            Routed::Forward => Wait::Upstream,
             _ => Wait::Nothing,
         }
     }
@@ -250,7 +266,7 @@ impl Plan {
                 let (head, body) = admin.reply(answer, body);
                 return Reply { head, body };
             }
-            (Routed::Admin(_), None) => Route::NotFound,
+            (Routed::Admin(_), None) | (Routed::Forward, _) => Route::NotFound,
         };
         let (status, content_type, body) = match route {
             Route::Root if body.is_empty() => (Status::Ok, "text/plain", BodySource::Bytes(HELLO)),

@@ -240,6 +240,7 @@ impl Conn {
             // The peer neither closed nor spoke within the watch.
             Purpose::PeerAfterFin => return Flow::Close(CloseCause::KeepAliveTimeout),
             Purpose::Delay => return self.answer_delayed(ctx),
+            Purpose::Upstream => return self.upstream_timed_out(ctx),
             // The peer has read nothing for the whole timeout: the output
             // can never be delivered, and this timeout is what ends it.
             Purpose::Inactivity if self.state == State::Writing => {
@@ -413,6 +414,7 @@ impl Conn {
     /// (its transport closes first: the FIN follows as the stream drops).
     fn free(&mut self, cause: CloseCause, ctx: &mut Ctx<'_>) {
         self.transport.close(cause, self.ending(), ctx);
+        self.release_upstream(ctx);
         self.slots.cancel(ctx.timers);
         if let Some(buffers) = self.buffers.take() {
             ctx.pool.give(buffers);
@@ -448,10 +450,7 @@ impl Conn {
         let mut reads = 0;
         let mut drained = false;
         loop {
-            if let Some(buffers) = self.buffers.as_deref_mut() {
-                let dropped = self.session.process(buffers, ctx);
-                self.dropped_input |= dropped > 0;
-            }
+            self.process(ctx);
             // Drained, with a `Connection: close` response queued: the
             // close follows this flush at once (see `settle`).
             // (Not before a reset: held back, the last segment would be
@@ -465,9 +464,11 @@ impl Conn {
                 Ok(Flushed::Yielded) => return Stop::Yielded,
                 Err(_) => return Stop::Close(CloseCause::Reset),
             };
-            if generated {
+            if generated || (wrote && self.upstream_paused()) {
                 // The generated body is out: requests buffered behind it
-                // are processed now.
+                // are processed now. Or the output made room for an
+                // upstream's answer whose bytes wait in its socket (no
+                // edge will come for them).
                 continue;
             }
             // The output is flushed: every response queued so far is sent.
@@ -513,6 +514,22 @@ impl Conn {
                 Err(e) if would_block(&e) => return self.settle(ctx),
                 Err(e) if interrupted(&e) => {}
                 Err(_) => return Stop::Close(CloseCause::Reset),
+            }
+        }
+    }
+
+    /// Parses and answers what the input holds (see `Session::process`),
+    /// and moves a forwarded exchange on (`upstream`): its end, or room
+    /// for the request body upstream, lets the session take more input.
+    fn process(&mut self, ctx: &mut Ctx<'_>) {
+        loop {
+            let Some(buffers) = self.buffers.as_deref_mut() else {
+                return;
+            };
+            let dropped = self.session.process(buffers, ctx);
+            self.dropped_input |= dropped > 0;
+            if buffers.upstream.is_none() || !self.pump_upstream(ctx) {
+                return;
             }
         }
     }
@@ -579,6 +596,7 @@ mod socket;
 mod state;
 mod timers;
 mod transport;
+mod upstream;
 mod watch;
 
 pub use state::{Activity, Drain, State};

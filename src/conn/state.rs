@@ -63,6 +63,10 @@ pub enum State {
     /// of a snapshot round (the worker wakes it), or the event stream's
     /// next frame.
     Delayed,
+    /// A forwarded request (`--upstream`) is sent up and its answer is
+    /// awaited from the upstream, or relayed as it comes: work, never
+    /// evicted; a drain lets it finish.
+    Forwarding,
     /// Output waits for the socket (or the transport's own backlog).
     Writing,
     /// Persistent, between requests, holding no buffers.
@@ -146,7 +150,7 @@ impl State {
             State::Handshaking | State::Fresh | State::ReadingHead | State::ReadingBody => {
                 Activity::Reading
             }
-            State::Delayed | State::Writing => Activity::Writing,
+            State::Delayed | State::Forwarding | State::Writing => Activity::Writing,
             State::Idle | State::Overdue => Activity::Idle,
             State::Closing | State::Watching(_) | State::Closed(_) => Activity::Closing,
         }
@@ -229,6 +233,9 @@ impl Conn {
             _ if self.transport.is_refusing() => State::Closing,
             _ if self.session.is_delayed(buffers) => State::Delayed,
             _ if self.transport.has_unsent() => State::Writing,
+            _ if self.session.is_forwarding(buffers) && !self.session.is_in_body(buffers) => {
+                State::Forwarding
+            }
             _ if self.session.closing().is_some() => State::Closing,
             _ if self.session.is_in_body(buffers) => State::ReadingBody,
             _ if buffers.is_some_and(|b| !b.input.is_empty())
@@ -253,7 +260,7 @@ impl Conn {
             served: self.session.served().wrapping_sub(streaming),
             busy: matches!(
                 self.state,
-                State::ReadingHead | State::ReadingBody | State::Delayed
+                State::ReadingHead | State::ReadingBody | State::Delayed | State::Forwarding
             ),
             writing: self.session.is_generating(buffers)
                 || buffers.is_some_and(|b| b.output.pending() > 0)
@@ -284,8 +291,9 @@ mod tests {
     use crate::timers::Micros;
 
     /// Every state but `Closed`, with a watch begun at loop time 0.
-    fn all() -> [State; 10] {
+    fn all() -> [State; 11] {
         [
+            State::Forwarding,
             State::Handshaking,
             State::Fresh,
             State::ReadingHead,

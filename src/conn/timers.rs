@@ -32,6 +32,8 @@ pub(super) enum Purpose {
     PeerAfterFin,
     /// The shadow deadline: idle past the real one (`State::Overdue`).
     Shadow,
+    /// A forwarded request's answer head (`--upstream-timeout`).
+    Upstream,
 }
 
 impl Purpose {
@@ -45,7 +47,10 @@ impl Purpose {
 
     /// Whether it belongs to one request: the next request starts its own.
     fn per_request(self) -> bool {
-        matches!(self, Purpose::Headers | Purpose::Delay | Purpose::Request)
+        matches!(
+            self,
+            Purpose::Headers | Purpose::Delay | Purpose::Request | Purpose::Upstream
+        )
     }
 }
 
@@ -140,6 +145,7 @@ impl Conn {
             Purpose::Linger | Purpose::LingerTotal => TimerKind::Linger,
             Purpose::Request => TimerKind::Request,
             Purpose::PeerAfterFin => TimerKind::IdleWatch,
+            Purpose::Upstream => TimerKind::Upstream,
         }
     }
 
@@ -223,6 +229,16 @@ impl Conn {
                 .session
                 .delay_ms(self.buffers.as_deref())
                 .and_then(|ms| want(Purpose::Delay, ms, true)),
+            // Until the answer's head comes, the upstream's timeout; then
+            // as any response being written.
+            State::Forwarding if self.session.awaits_upstream_head(self.buffers.as_deref()) => {
+                settings
+                    .upstream_timeout_ms
+                    .and_then(|ms| want(Purpose::Upstream, ms, true))
+            }
+            State::Forwarding => settings
+                .inactivity_ms
+                .and_then(|ms| want(Purpose::Inactivity, ms, true)),
             State::Closing => want(Purpose::Linger, LINGER_IDLE_MS, true),
             State::Closed(_) => None,
         }

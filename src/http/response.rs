@@ -17,7 +17,9 @@ pub enum Status {
     ExpectationFailed,
     RequestHeaderFieldsTooLarge,
     NotImplemented,
+    BadGateway,
     ServiceUnavailable,
+    GatewayTimeout,
     HttpVersionNotSupported,
 }
 
@@ -35,7 +37,9 @@ impl Status {
             Status::ExpectationFailed => 417,
             Status::RequestHeaderFieldsTooLarge => 431,
             Status::NotImplemented => 501,
+            Status::BadGateway => 502,
             Status::ServiceUnavailable => 503,
+            Status::GatewayTimeout => 504,
             Status::HttpVersionNotSupported => 505,
         }
     }
@@ -53,7 +57,9 @@ impl Status {
             Status::ExpectationFailed => b"Expectation Failed\n",
             Status::RequestHeaderFieldsTooLarge => b"Request Header Fields Too Large\n",
             Status::NotImplemented => b"Not Implemented\n",
+            Status::BadGateway => b"Bad Gateway\n",
             Status::ServiceUnavailable => b"Service Unavailable\n",
+            Status::GatewayTimeout => b"Gateway Timeout\n",
             Status::HttpVersionNotSupported => b"HTTP Version Not Supported\n",
         }
     }
@@ -74,7 +80,9 @@ impl Status {
                 b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
             }
             Status::NotImplemented => b"HTTP/1.1 501 Not Implemented\r\n",
+            Status::BadGateway => b"HTTP/1.1 502 Bad Gateway\r\n",
             Status::ServiceUnavailable => b"HTTP/1.1 503 Service Unavailable\r\n",
+            Status::GatewayTimeout => b"HTTP/1.1 504 Gateway Timeout\r\n",
             Status::HttpVersionNotSupported => b"HTTP/1.1 505 HTTP Version Not Supported\r\n",
         }
     }
@@ -144,18 +152,36 @@ impl ResponseHead<'_> {
             BodyLength::UntilClose => out.extend_from_slice(b"\r\n"),
         }
         out.extend_from_slice(self.extra);
-        match self.persistence {
-            Persistence::Close => out.extend_from_slice(b"Connection: close\r\n"),
-            Persistence::KeepAlive => {
-                out.extend_from_slice(self.keep_alive_header);
-                if let Some(left) = self.requests_left {
-                    out.extend_from_slice(b", max=");
-                    push_decimal(out, u64::from(left));
-                }
-                out.extend_from_slice(b"\r\n");
-            }
-        }
+        push_persistence(
+            out,
+            self.persistence,
+            self.keep_alive_header,
+            self.requests_left,
+        );
         out.extend_from_slice(b"\r\n");
+    }
+}
+
+/// Appends the fields that say whether the connection persists:
+/// `Connection: close`, or `keep_alive_header` (see
+/// [`ResponseHead::keep_alive_header`]) with `max=N` when `requests_left`
+/// says so. Shared with the heads of forwarded responses.
+pub fn push_persistence(
+    out: &mut Vec<u8>,
+    persistence: Persistence,
+    keep_alive_header: &[u8],
+    requests_left: Option<u32>,
+) {
+    match persistence {
+        Persistence::Close => out.extend_from_slice(b"Connection: close\r\n"),
+        Persistence::KeepAlive => {
+            out.extend_from_slice(keep_alive_header);
+            if let Some(left) = requests_left {
+                out.extend_from_slice(b", max=");
+                push_decimal(out, u64::from(left));
+            }
+            out.extend_from_slice(b"\r\n");
+        }
     }
 }
 

@@ -31,8 +31,13 @@ impl Session {
         }
         // Input is handed over no faster than its target can take it, so an
         // echo never grows the output past the high-water mark.
+        let upstream_pending = buffers.upstream.as_deref().map_or(0, |link| link.pending());
         let room = match target {
             BodyTarget::Discard | BodyTarget::Stream(Echo::Nothing) => usize::MAX,
+            BodyTarget::Upstream(Echo::Chunks) => {
+                OUTPUT_HIGH_WATER.saturating_sub(upstream_pending + CHUNK_FRAMING)
+            }
+            BodyTarget::Upstream(_) => OUTPUT_HIGH_WATER.saturating_sub(upstream_pending),
             BodyTarget::Gather => ECHO_BUFFER - buffers.body.len(),
             BodyTarget::Stream(Echo::Raw) => {
                 OUTPUT_HIGH_WATER.saturating_sub(buffers.output.pending())
@@ -45,13 +50,17 @@ impl Session {
             input,
             output,
             body,
+            upstream,
             ..
         } = buffers;
-        let out = match target {
-            BodyTarget::Discard | BodyTarget::Stream(Echo::Nothing) => BodyOut::Discard,
-            BodyTarget::Gather => BodyOut::Raw(body),
-            BodyTarget::Stream(Echo::Raw) => BodyOut::Raw(&mut output.buf),
-            BodyTarget::Stream(Echo::Chunks) => BodyOut::Chunks(&mut output.buf),
+        let out = match (target, upstream.as_deref_mut()) {
+            (BodyTarget::Discard | BodyTarget::Stream(Echo::Nothing), _) => BodyOut::Discard,
+            (BodyTarget::Gather, _) => BodyOut::Raw(body),
+            (BodyTarget::Stream(Echo::Raw), _) => BodyOut::Raw(&mut output.buf),
+            (BodyTarget::Stream(Echo::Chunks), _) => BodyOut::Chunks(&mut output.buf),
+            (BodyTarget::Upstream(Echo::Chunks), Some(link)) => BodyOut::Chunks(&mut link.out),
+            (BodyTarget::Upstream(_), Some(link)) => BodyOut::Raw(&mut link.out),
+            (BodyTarget::Upstream(_), None) => BodyOut::Discard,
         };
         let available = input.bytes();
         let offered = &available[..available.len().min(room)];
@@ -74,6 +83,10 @@ impl Session {
                 if progress.done {
                     match target {
                         BodyTarget::Stream(_) => self.finish_stream(answer, buffers, ctx),
+                        BodyTarget::Upstream(_) => {
+                            Self::forward_body_done(target, buffers);
+                            self.complete(answer, buffers, ctx);
+                        }
                         BodyTarget::Discard | BodyTarget::Gather => {
                             self.complete(answer, buffers, ctx)
                         }
@@ -152,7 +165,7 @@ impl Session {
         if ctx.settings.logs_access() {
             let sent = if echo == Echo::Nothing { 0 } else { received };
             let status = answer.streamed_reply().status;
-            ctx.log_response(&mut buffers.log, status, sent);
+            ctx.log_response(&mut buffers.log, status.code(), sent);
         }
     }
 

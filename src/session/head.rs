@@ -61,9 +61,14 @@ impl Session {
                     });
                 }
                 let body = (head.framing, head.expect_continue);
+                let forwarded = (len, head.framing, head.minor_version);
                 if ctx.settings.logs_access() {
                     let Buffers { input, log, .. } = &mut *buffers;
                     log.remember_head(&input.bytes()[..len]);
+                }
+                if answer.forwards() && !self.start_forward(answer, forwarded, buffers, ctx) {
+                    buffers.head_progress = HeadProgress::default();
+                    return false;
                 }
                 buffers.input.consume(len);
                 buffers.head_progress = HeadProgress::default();

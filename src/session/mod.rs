@@ -29,6 +29,7 @@
 //! Keeping I/O out makes this the unit the fuzz target drives directly.
 
 mod body;
+mod forward;
 mod head;
 mod refusal;
 
@@ -231,7 +232,7 @@ impl Session {
     pub fn owes_answer(&self, buffers: Option<&Buffers>) -> bool {
         matches!(
             in_flight(buffers),
-            Some(InFlight::Delayed { .. } | InFlight::Awaiting { .. })
+            Some(InFlight::Delayed { .. } | InFlight::Awaiting { .. } | InFlight::Forward { .. })
         )
     }
 
@@ -286,15 +287,16 @@ impl Session {
     /// request is still arriving, or a generated body): a timeout can no
     /// longer be answered, only end the connection.
     pub fn response_begun(&self, buffers: Option<&Buffers>) -> bool {
-        matches!(
-            in_flight(buffers),
-            Some(
-                InFlight::Body {
-                    target: BodyTarget::Stream(_),
-                    ..
-                } | InFlight::Sending { .. }
+        self.forward_begun(buffers)
+            || matches!(
+                in_flight(buffers),
+                Some(
+                    InFlight::Body {
+                        target: BodyTarget::Stream(_),
+                        ..
+                    } | InFlight::Sending { .. }
+                )
             )
-        )
     }
 
     /// Whether the output, as far as it goes, ends where HTTP framing says
@@ -345,11 +347,14 @@ impl Session {
                 // waits on a delayed answer.
                 // So do requests behind an admin answer waiting on a
                 // round, or behind the event stream.
+                // And requests behind a forwarded one (its answer comes
+                // from the upstream, see `forward`).
                 Some(
                     InFlight::Delayed { .. }
                     | InFlight::Sending { .. }
                     | InFlight::Awaiting { .. }
-                    | InFlight::Streaming { .. },
+                    | InFlight::Streaming { .. }
+                    | InFlight::Forward { .. },
                 ) => false,
             };
             if !went_on {
@@ -391,6 +396,7 @@ impl Session {
         }
         if self.response_begun(Some(buffers)) {
             self.log_stream(buffers, ctx);
+            self.log_forward(buffers, ctx);
             return false;
         }
         self.fail(Status::RequestTimeout, cause, buffers, ctx);
@@ -413,11 +419,14 @@ impl Session {
             Framing::Chunked => BodyDecoder::chunked(ctx.settings.max_header_size),
         };
         // RFC 9110 §10.1.1: no interim response once the body is arriving.
-        if expect_continue && buffers.input.is_empty() {
+        // A forwarded request's is the upstream's, relayed.
+        if expect_continue && buffers.input.is_empty() && !answer.forwards() {
             buffers.output.buf.extend_from_slice(CONTINUE);
         }
         buffers.body.clear();
-        let target = if answer.keeps_body() {
+        let target = if answer.forwards() {
+            Self::upstream_target(framing)
+        } else if answer.keeps_body() {
             BodyTarget::Gather
         } else {
             BodyTarget::Discard
@@ -436,6 +445,7 @@ impl Session {
         match answer.waits() {
             Wait::Ms(ms) => buffers.in_flight = Some(InFlight::Delayed { ms, answer }),
             Wait::Round(round) => buffers.in_flight = Some(InFlight::Awaiting { round, answer }),
+            Wait::Upstream => buffers.in_flight = Some(InFlight::Forward { answer }),
             Wait::Nothing => {
                 buffers.in_flight = None;
                 self.respond(answer, buffers, ctx);
@@ -470,7 +480,7 @@ impl Session {
         ctx.stats.responded(status, answer.method, reused);
         if ctx.settings.logs_access() {
             let sent = if answer.is_head { 0 } else { content_length };
-            ctx.log_response(&mut buffers.log, status, sent as u64);
+            ctx.log_response(&mut buffers.log, status.code(), sent as u64);
         }
         match generated {
             _ if streams && !answer.is_head => self.open_event_stream(answer, buffers),

@@ -76,7 +76,7 @@ impl Session {
         buffers.output.buf.extend_from_slice(reason);
         ctx.stats.responded(status, method, self.served_any);
         if ctx.settings.logs_access() {
-            ctx.log_response(&mut buffers.log, status, reason.len() as u64);
+            ctx.log_response(&mut buffers.log, status.code(), reason.len() as u64);
         }
         self.close_for(cause, buffers);
     }

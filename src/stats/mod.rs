@@ -17,6 +17,7 @@ use crate::http::{Method, Status};
 use crate::tally::time_bounds;
 use crate::timers::Micros;
 use crate::tls::TlsStats;
+use crate::upstream::Failure;
 
 /// Why a connection was closed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,10 +42,13 @@ pub enum CloseCause {
     /// Closed right after a keep-alive response, as a test control asked
     /// (`after=silent` or `after=rst`).
     Control,
+    /// Its forwarded exchange failed on the upstream's side (a 502 or 504
+    /// sent, or the answer cut short).
+    Upstream,
 }
 
 impl CloseCause {
-    pub const ALL: [CloseCause; 12] = [
+    pub const ALL: [CloseCause; 13] = [
         CloseCause::Client,
         CloseCause::KeepAliveTimeout,
         CloseCause::HeadersTimeout,
@@ -57,6 +61,7 @@ impl CloseCause {
         CloseCause::Shutdown,
         CloseCause::Error,
         CloseCause::Control,
+        CloseCause::Upstream,
     ];
 
     /// The label used in metrics.
@@ -74,6 +79,7 @@ impl CloseCause {
             CloseCause::Shutdown => "shutdown",
             CloseCause::Error => "error",
             CloseCause::Control => "test_control",
+            CloseCause::Upstream => "upstream",
         }
     }
 
@@ -106,10 +112,14 @@ pub enum TimerKind {
     MemoryReturn,
     /// Watching the peer after an idle close's FIN.
     IdleWatch,
+    /// A forwarded request waiting for its answer head (`--upstream-timeout`).
+    Upstream,
+    /// An idle upstream connection pooled (`--upstream-idle-timeout`).
+    UpstreamIdle,
 }
 
 impl TimerKind {
-    pub const COUNT: usize = 10;
+    pub const COUNT: usize = 12;
     pub const ALL: [TimerKind; TimerKind::COUNT] = [
         TimerKind::KeepAlive,
         TimerKind::Headers,
@@ -121,6 +131,8 @@ impl TimerKind {
         TimerKind::AcceptPause,
         TimerKind::MemoryReturn,
         TimerKind::IdleWatch,
+        TimerKind::Upstream,
+        TimerKind::UpstreamIdle,
     ];
 
     pub fn label(self) -> &'static str {
@@ -135,6 +147,8 @@ impl TimerKind {
             TimerKind::AcceptPause => "accept-pause",
             TimerKind::MemoryReturn => "memory-return",
             TimerKind::IdleWatch => "idle-watch",
+            TimerKind::Upstream => "upstream",
+            TimerKind::UpstreamIdle => "upstream-idle",
         }
     }
 
@@ -193,6 +207,15 @@ pub struct Stats {
     pub watch_skipped: Counter,
     /// TLS handshakes and their failures.
     pub tls: TlsStats,
+    /// Forwarded exchanges that failed on the upstream's side, by
+    /// [`Failure`] (`kas_upstream_errors_total{reason}`): the service's
+    /// failures, never a client's.
+    pub upstream_errors: [Counter; Failure::ALL.len()],
+    /// Requests sent again on a fresh upstream connection after a pooled
+    /// one closed before answering (`kas_upstream_retries_total`).
+    pub upstream_retries: Counter,
+    /// Upstream connections opened (`kas_upstream_connections_total`).
+    pub upstream_connections: Counter,
 }
 
 impl Default for Stats {
@@ -214,6 +237,9 @@ impl Default for Stats {
             snapshots: Counter::default(),
             watch_skipped: Counter::default(),
             tls: TlsStats::default(),
+            upstream_errors: Default::default(),
+            upstream_retries: Counter::default(),
+            upstream_connections: Counter::default(),
         }
     }
 }
@@ -232,7 +258,12 @@ impl Stats {
     /// A response was queued; `reused` if the connection had answered before.
     #[inline]
     pub fn responded(&self, status: Status, method: Method, reused: bool) {
-        let code = usize::from(status.code()).clamp(100, 599) - 100;
+        self.responded_code(status.code(), method, reused);
+    }
+
+    /// A response with status `code` (any, as a forwarded one) was queued.
+    pub fn responded_code(&self, code: u16, method: Method, reused: bool) {
+        let code = usize::from(code).clamp(100, 599) - 100;
         self.responses[code * Method::ALL.len() + method.index()].add(1);
         if reused {
             self.reused.add(1);
@@ -254,6 +285,17 @@ impl Stats {
     /// and the lateness figures say so, though nothing fired.
     pub fn timer_overdue(&self, late: Micros) {
         self.timer_lateness.record(late);
+    }
+
+    /// Forwarded exchanges failed on the upstream's side so far, for any
+    /// reason.
+    pub fn upstream_errors_total(&self) -> u64 {
+        self.upstream_errors.iter().map(Counter::get).sum()
+    }
+
+    /// Forwarded exchanges failed for `failure` so far.
+    pub fn upstream_errors_by(&self, failure: Failure) -> u64 {
+        self.upstream_errors[failure.index()].get()
     }
 
     pub fn closed_by(&self, cause: CloseCause) -> u64 {

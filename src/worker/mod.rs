@@ -50,6 +50,7 @@ use crate::shared::{Control, WorkerShared};
 use crate::stats::CloseCause;
 use crate::timer_event::TimerEvent;
 use crate::timers::Micros;
+use crate::upstream::{UPSTREAM_BIT, Upstreams};
 
 pub const LISTENER: Token = Token(usize::MAX - 1);
 pub const WAKER: Token = Token(usize::MAX - 2);
@@ -138,6 +139,10 @@ impl Worker {
             .register(&mut listener, LISTENER, Interest::READABLE)?;
         let clock = LoopClock::starting_at(settings.loop_clock_start)?;
         clock.register(poll.registry(), ALARM)?;
+        let upstreams = match settings.upstream {
+            Some(_) => Upstreams::with_registry(poll.registry().try_clone()?),
+            None => Upstreams::default(),
+        };
         Ok(Worker {
             index,
             poll,
@@ -156,6 +161,7 @@ impl Worker {
                     })
                     .ok(),
                 clock: clock.time(),
+                upstreams,
                 ..Resources::with_capacity(2 * INITIAL_CONNECTIONS)
             },
             settings,
@@ -224,6 +230,9 @@ impl Worker {
                         }
                     }
                     WAKER | ALARM => {} // the next turn reads the clock and fires
+                    token if token.0 & UPSTREAM_BIT != 0 => {
+                        self.on_upstream_event(token, now);
+                    }
                     Token(key) => {
                         let readiness = Readiness::of(event);
                         let costly =
@@ -309,6 +318,7 @@ impl Worker {
         let costly = conn.state().is_costly();
         let lending = Lending {
             conn: conn.label(now),
+            key: key as u32,
             draining: self.draining,
             watch_allowed: !crowded && !self.accept_paused,
         };
@@ -420,7 +430,32 @@ impl Worker {
                         timers.enroll(now, ms, false, TimerEvent::ReturnMemory);
                     }
                 }
+                TimerEvent::UpstreamIdle { key } => self.resources.upstreams.idle_expired(key),
                 TimerEvent::Admin(_) => {} // handled above, unmeasured
+            }
+        }
+    }
+}
+
+impl Worker {
+    /// An event on an upstream connection (`--upstream`): the client
+    /// connection it is lent to is driven; an idle one is checked (an
+    /// upstream that closed it while pooled is dropped at once).
+    fn on_upstream_event(&mut self, token: Token, now: Micros) {
+        let Some(key) = Upstreams::key_of(token) else {
+            return;
+        };
+        match self.resources.upstreams.lent_to(key) {
+            Some(client) => {
+                self.with_conn(client as usize, now, |conn, ctx| {
+                    conn.on_upstream_ready(ctx)
+                });
+            }
+            None => {
+                let Resources {
+                    upstreams, timers, ..
+                } = &mut self.resources;
+                upstreams.idle_event(key, timers);
             }
         }
     }

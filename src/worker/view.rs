@@ -39,6 +39,7 @@ impl Worker {
             TimerEvent::DateExpired => TimerKind::Date,
             TimerEvent::AcceptResume => TimerKind::AcceptPause,
             TimerEvent::ReturnMemory => TimerKind::MemoryReturn,
+            TimerEvent::UpstreamIdle { .. } => TimerKind::UpstreamIdle,
             // The admin's round and ticks: answers waiting, as `/delay`'s
             // (on the admin worker, which is never asked for a snapshot).
             TimerEvent::Admin(_) => TimerKind::Delay,

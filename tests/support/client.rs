@@ -164,6 +164,33 @@ impl Client {
             .unwrap_or_else(|e| panic!("{e}; had {:?}", String::from_utf8_lossy(&self.buf)))
     }
 
+    /// Reads one response whose body is chunked (the body decoded);
+    /// panics on EOF, error or timeout, or another framing.
+    pub fn read_chunked_response(&mut self) -> Response {
+        let mut response = self.read_head_response();
+        assert!(
+            response.has_token("transfer-encoding", "chunked"),
+            "expected a chunked response: {response:?}"
+        );
+        let (body, used) = loop {
+            if let Some(done) = super::upstream::decode_chunked(&self.buf) {
+                break done;
+            }
+            self.fill()
+                .unwrap_or_else(|e| panic!("{e} in a chunked body; had {:?}", self.buf));
+        };
+        self.buf.drain(..used);
+        response.body = body;
+        response
+    }
+
+    /// Reads whatever comes until the server closes (or `READ_TIMEOUT`):
+    /// the bytes buffered before included.
+    pub fn read_to_close(&mut self) -> Vec<u8> {
+        while self.fill().is_ok() {}
+        std::mem::take(&mut self.buf)
+    }
+
     fn read_one(&mut self, head_request: bool) -> io::Result<Response> {
         let head_end = loop {
             if let Some(at) = find(&self.buf, b"\r\n\r\n") {

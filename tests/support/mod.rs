@@ -19,6 +19,8 @@
 //!   instead under `CI=true`).
 //! - [`tls`]: a certificate made for the test, and a rustls client that
 //!   trusts it.
+//! - [`upstream`]: fake upstreams for `--upstream` (a listener whose
+//!   connections the test's closure serves), and a chunked-body reader.
 //!
 //! Here: [`SLACK`], [`eventually`] (and [`poll`], its one wait loop) and
 //! [`serial`].
@@ -42,6 +44,7 @@ pub mod procfs;
 pub mod server;
 pub mod skip;
 pub mod tls;
+pub mod upstream;
 
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};

@@ -395,14 +395,15 @@ fn names_a_forwarding_field(name: &str) -> bool {
 }
 
 /// The comma-separated items of a field value, trimmed, empty ones skipped.
-fn list_items(value: &[u8]) -> impl Iterator<Item = &[u8]> {
+pub(crate) fn list_items(value: &[u8]) -> impl Iterator<Item = &[u8]> {
     value
         .split(|&b| b == b',')
         .map(trim)
         .filter(|item| !item.is_empty())
 }
 
-fn trim(bytes: &[u8]) -> &[u8] {
+/// `bytes` without the spaces and tabs around it.
+pub(crate) fn trim(bytes: &[u8]) -> &[u8] {
     let is_space = |b: &u8| *b == b' ' || *b == b'\t';
     let start = bytes
         .iter()
