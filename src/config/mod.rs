@@ -27,8 +27,8 @@ pub use effective::Change;
 pub use load::{MAX_CONFIG_FILE, Origin, Origins, read_config_file};
 pub use subcommands::{SUBCOMMANDS, help_as_flag};
 pub use values::{
-    AccessLogTarget, Advertised, IdleClose, Upstream, format_duration, format_size,
-    parse_duration, parse_size,
+    AccessLogTarget, Advertised, IdleClose, Upstream, format_duration, format_size, parse_duration,
+    parse_size,
 };
 use values::{
     AdminAddr, parse_access_log, parse_admin, parse_advertised, parse_bool, parse_count,
