@@ -8,7 +8,7 @@
 //! after the swap uses the new durations, one already running keeps its
 //! own. Options the running server cannot change (the listening address,
 //! the number of workers, TCP_DEFER_ACCEPT on the listeners, the admin
-//! address, the log format, the access log) keep their old values and are
+//! address, the log format, the access log, the upstream) keep their old values and are
 //! reported as ignored until a restart. An invalid file changes nothing.
 //!
 //! With HTTPS on, a reload also reads the certificate and key again (even
@@ -71,6 +71,7 @@ pub fn reload(running: &mut Config, args: &[OsString], remote: &Remote) -> Outco
     next.admin = running.admin;
     next.log_format = running.log_format;
     next.access_log = running.access_log.clone();
+    next.upstream = running.upstream.clone();
     if next.tls.is_some() != running.tls.is_some() {
         tracing::warn!(
             config = %path,

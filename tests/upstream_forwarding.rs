@@ -349,3 +349,51 @@ fn bytes_past_the_declared_length_are_dropped_and_the_connection_not_reused() {
     use std::io::Read;
     assert!(client.stream.read(&mut probe).is_err(), "no stray bytes");
 }
+
+#[test]
+fn an_early_answer_ends_the_exchange_and_the_rest_of_the_body_is_dropped() {
+    // The upstream refuses a large upload from its head alone (a 413),
+    // then drains and closes, as a server that lingers does.
+    let upstream = FakeUpstream::start(|conn| {
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            use std::io::Read;
+            if conn.stream.read(&mut byte).unwrap_or(0) == 0 {
+                return;
+            }
+            head.push(byte[0]);
+        }
+        conn.send(b"HTTP/1.1 413 Too Big\r\nContent-Length: 4\r\nConnection: close\r\n\r\nnope");
+        let _ = conn.stream.shutdown(std::net::Shutdown::Write);
+        conn.wait_closed();
+    });
+    let server = forwarding_to(&upstream, |_| {});
+    let mut client = Client::connect(server.addr);
+    let body = vec![b'u'; 900 * 1024];
+    let mut request = format!(
+        "POST /upload HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    request.extend_from_slice(&body);
+    let sender = {
+        let mut stream = client.stream.try_clone().unwrap();
+        std::thread::spawn(move || {
+            use std::io::Write;
+            let _ = stream.write_all(&request);
+        })
+    };
+    let response = client.read_response();
+    assert_eq!((response.status, response.body_str()), (413, "nope"));
+    sender.join().unwrap();
+    assert!(!response.closes(), "the client's own terms: {response:?}");
+    // The rest of the body was read and dropped: the connection serves on.
+    client.get("/next");
+    let next = client.read_response();
+    assert_eq!(
+        next.status, 413,
+        "a fresh upstream connection answers: {next:?}"
+    );
+    assert_eq!(upstream.accepted(), 2);
+}

@@ -8,8 +8,11 @@
 //! ```text
 //!  accept ─▶ Handshaking ─▶ Fresh ─▶ ReadingHead ─▶ ReadingBody ─▶ Delayed
 //!   (TLS)         │                    ▲    │            │            │
-//!                 │                    │    └──────┬─────┴────────────┘
-//!                 │                    │           ▼
+//!                 │                    │    │            ▼            │
+//!                 │                    │    └──────▶ Forwarding ──────┤
+//!                 │                    │         (--upstream)         │
+//!                 │                    │    ┌────────────┴────────────┘
+//!                 │                    │    ▼
 //!                 │                  Idle ◀──── Writing ──▶ Closing (linger)
 //!                 │                    │                       ▲
 //!                 │                    └─ idle timer ─▶ Watching (after our FIN)
@@ -19,6 +22,14 @@
 //!                 └─ plain HTTP on the TLS port (a 400) ───────┘
 //!                                     any state ─▶ Closed
 //! ```
+//!
+//! `Forwarding` (with `--upstream`) is a request sent up whose answer is
+//! awaited from the upstream or relayed from it as it comes, the output
+//! flushed: work, as `Delayed` is (never evicted; a drain lets it finish,
+//! within `--shutdown-timeout`). Its timer is `--upstream-timeout` until
+//! the answer's head has come (then 504), the inactivity timeout after;
+//! while the relayed answer backs up the output it is `Writing`, and
+//! while the request's body still arrives, `ReadingBody`.
 //!
 //! `Overdue` is the shadow deadline (the race guard's, see
 //! `Settings::shadow_ms`): the idle timer ran out at the real deadline and

@@ -20,7 +20,7 @@
 
 use std::io::{self, Read, Write};
 
-use super::Conn;
+use super::{Conn, Readiness};
 use crate::ctx::Ctx;
 use crate::forward::response::MAX_UPSTREAM_HEAD;
 use crate::pool::Buffers;
@@ -74,8 +74,17 @@ impl Fault {
 
 impl Conn {
     /// A readiness event on the upstream connection this one borrowed:
-    /// driven as a pass (which moves the upstream's bytes too).
-    pub fn on_upstream_ready(&mut self, ctx: &mut Ctx<'_>) -> super::Flow {
+    /// driven as a pass (which moves the upstream's bytes too). A hangup
+    /// is remembered: its EOF may wait unread behind an answer read whole,
+    /// and such a connection must not be pooled (no edge would tell).
+    pub fn on_upstream_ready(&mut self, readiness: Readiness, ctx: &mut Ctx<'_>) -> super::Flow {
+        if let Some(link) = self
+            .buffers
+            .as_deref_mut()
+            .and_then(|b| b.upstream.as_deref_mut())
+        {
+            link.hung_up |= readiness.hangup || readiness.error;
+        }
         self.drive(ctx)
     }
 
@@ -195,7 +204,14 @@ fn exchange_once(
     if !connected(link, ctx)? {
         return Ok(());
     }
-    send(link, ctx)?;
+    if let Err(fault) = send(link, ctx) {
+        if link.can_retry() {
+            return Err(fault);
+        }
+        // Its answer (maybe an early one, already in the socket) decides.
+        link.send_broken = true;
+        link.trimmed = true;
+    }
     receive(session, buffers, ctx)
 }
 
@@ -248,6 +264,11 @@ fn connected(link: &mut UpstreamLink, ctx: &mut Ctx<'_>) -> Result<bool, Fault> 
 
 /// Sends what the link holds of the request, until the socket is full.
 fn send(link: &mut UpstreamLink, ctx: &mut Ctx<'_>) -> Result<(), Fault> {
+    if link.send_broken {
+        link.out.clear();
+        link.sent = 0;
+        return Ok(());
+    }
     let Some(mut stream) = link.key.and_then(|key| ctx.upstreams.stream(key)) else {
         return Ok(());
     };

@@ -56,12 +56,18 @@ pub struct UpstreamLink {
     pub out: Vec<u8>,
     pub sent: usize,
     pub trimmed: bool,
+    /// Sending failed (the upstream stopped reading: it may have answered
+    /// early, a 413 say): what is queued for it is dropped from then on,
+    /// and its answer, whole or not, decides.
+    pub send_broken: bool,
     /// The whole request (its body's end included) is in `out`.
     pub request_done: bool,
     /// What came from the upstream and is not yet relayed.
     pub input: Input,
-    /// The upstream closed its side.
+    /// The upstream closed its side (read), or an event said it hung up
+    /// (`hung_up`: then it is not pooled, though its EOF may be unread).
     pub eof: bool,
+    pub hung_up: bool,
     /// A byte of an answer came back.
     pub answered: bool,
     /// Reading stopped because the client's output was full: it resumes
@@ -90,9 +96,11 @@ impl Default for UpstreamLink {
             out: Vec::new(),
             sent: 0,
             trimmed: false,
+            send_broken: false,
             request_done: false,
             input: Input::new(),
             eof: false,
+            hung_up: false,
             answered: false,
             paused: false,
             relay: Relay::Head,
@@ -116,9 +124,11 @@ impl UpstreamLink {
         self.out.clear();
         self.sent = 0;
         self.trimmed = false;
+        self.send_broken = false;
         self.request_done = false;
         self.input.clear();
         self.eof = false;
+        self.hung_up = false;
         self.answered = false;
         self.paused = false;
         self.relay = Relay::Head;
@@ -168,6 +178,7 @@ impl UpstreamLink {
         self.sent = 0;
         self.input.clear();
         self.eof = false;
+        self.hung_up = false;
         self.paused = false;
     }
 
@@ -180,6 +191,8 @@ impl UpstreamLink {
             && self.pending() == 0
             && self.input.is_empty()
             && !self.eof
+            && !self.hung_up
+            && !self.send_broken
     }
 
     /// The client's head is queued (a final answer came): a failure now

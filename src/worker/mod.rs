@@ -231,7 +231,7 @@ impl Worker {
                     }
                     WAKER | ALARM => {} // the next turn reads the clock and fires
                     token if token.0 & UPSTREAM_BIT != 0 => {
-                        self.on_upstream_event(token, now);
+                        self.on_upstream_event(token, Readiness::of(event), now);
                     }
                     Token(key) => {
                         let readiness = Readiness::of(event);
@@ -441,14 +441,14 @@ impl Worker {
     /// An event on an upstream connection (`--upstream`): the client
     /// connection it is lent to is driven; an idle one is checked (an
     /// upstream that closed it while pooled is dropped at once).
-    fn on_upstream_event(&mut self, token: Token, now: Micros) {
+    fn on_upstream_event(&mut self, token: Token, readiness: Readiness, now: Micros) {
         let Some(key) = Upstreams::key_of(token) else {
             return;
         };
         match self.resources.upstreams.lent_to(key) {
             Some(client) => {
                 self.with_conn(client as usize, now, |conn, ctx| {
-                    conn.on_upstream_ready(ctx)
+                    conn.on_upstream_ready(readiness, ctx)
                 });
             }
             None => {
