@@ -66,6 +66,9 @@ def validate(payload):
 class ItemsHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     timeout = IDLE_TIMEOUT
+    # TCP_NODELAY, as production servers set it: the head and the body
+    # are two writes, and Nagle would hold the body for the client's ACK.
+    disable_nagle_algorithm = True
     server_version = "items-service/1.0"
     store = Store()
 
