@@ -283,30 +283,73 @@ fn a_failing_command_and_passing_clients_close_on_one_verdict() {
     );
 }
 
-/// `--advertise none` and `--idle-close rst` before `--` reach the lab.
+/// With `--upstream` at a port nothing listens on, every request is a 502
+/// naming the service: the table shows them apart, as the service's
+/// failures, and no client is judged for them.
+#[test]
+fn upstream_failures_are_shown_apart_from_the_clients() {
+    let nobody = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let upstream = format!("http://{nobody}");
+    let run = Driven::start(&["--upstream", &upstream, "--json", "report.json"]);
+    for _ in 0..2 {
+        let mut client = Client::connect_from(loopback(1), run.lab);
+        assert_eq!(request_as(&mut client, "curl/8.0", "/items"), 502);
+    }
+    let (status, stderr, report) = run.finish_reading("report.json");
+    assert_eq!(status, 0, "{stderr}");
+    assert!(
+        stderr.contains(&format!("upstream: 2 refused ({upstream})"))
+            && stderr.contains("not a client's"),
+        "{stderr}"
+    );
+    let json: Value = serde_json::from_slice(&report).unwrap();
+    assert_eq!(json["upstream"]["errors"]["refused"], 2, "{json}");
+    assert_eq!(json["upstream"]["url"], upstream.as_str(), "{json}");
+    for client in json["clients"].as_array().unwrap() {
+        assert_ne!(client["verdict"], "race", "{json}");
+        assert_eq!(client["lost_requests"], 0, "{json}");
+    }
+}
+
+/// `--advertise none` and `--idle-close rst` before `--` reach the lab,
+/// on its own routes and in front of a service (`--upstream`): a suite
+/// needs no URL change to meet a server that advertises nothing and
+/// resets.
 #[test]
 fn the_servers_advertise_and_idle_close_flags_reach_the_lab() {
-    let run = Driven::start(&[
-        "--advertise",
-        "none",
-        "--idle-close=rst",
-        "--keep-alive-timeout",
-        "300ms",
-        "--keep-alive-buffer",
-        "0s",
-    ]);
-    let mut client = Client::connect_from(loopback(1), run.lab);
-    let response = client.request("/");
-    assert_eq!(response.header("keep-alive"), None, "{response:?}");
-    assert_eq!(response.header("connection"), Some("keep-alive"));
-    client.stream.set_read_timeout(Some(RUN_LIMIT)).unwrap();
-    let read = std::io::Read::read(&mut client.stream, &mut [0u8; 1]);
-    assert!(
-        matches!(&read, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset),
-        "a reset at the deadline, not the shadow deadline's wait: {read:?}"
-    );
-    let (_status, stderr) = run.finish();
-    assert!(stderr.contains("advertises nothing"), "{stderr}");
+    let service = support::server::start(|_| {});
+    let upstream = format!("http://{}", service.addr);
+    for in_front in [false, true] {
+        let mut flags = vec![
+            "--advertise",
+            "none",
+            "--idle-close=rst",
+            "--keep-alive-timeout",
+            "300ms",
+            "--keep-alive-buffer",
+            "0s",
+        ];
+        if in_front {
+            flags.extend_from_slice(&["--upstream", &upstream]);
+        }
+        let run = Driven::start(&flags);
+        let mut client = Client::connect_from(loopback(1), run.lab);
+        let response = client.request("/");
+        assert_eq!(response.status, 200, "{in_front}: {response:?}");
+        assert_eq!(response.header("keep-alive"), None, "{response:?}");
+        assert_eq!(response.header("connection"), Some("keep-alive"));
+        client.stream.set_read_timeout(Some(RUN_LIMIT)).unwrap();
+        let read = std::io::Read::read(&mut client.stream, &mut [0u8; 1]);
+        assert!(
+            matches!(&read, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset),
+            "{in_front}: a reset at the deadline, not the shadow deadline's wait: {read:?}"
+        );
+        let (_status, stderr) = run.finish();
+        assert!(stderr.contains("advertises nothing"), "{stderr}");
+    }
 }
 
 #[test]

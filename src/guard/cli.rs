@@ -1,6 +1,8 @@
 //! The `lab` subcommand's command line: every server flag (the server's
 //! own [`Config`], flattened in), the guard's `--json`, `--fail-on`,
-//! `--real-close` and `--allow-no-clients`, and the COMMAND after `--`.
+//! `--real-close` and `--allow-no-clients`, the other hop's
+//! `--lb-idle-timeout`, `--lb` and `--lb-margin` (which need the server's
+//! `--upstream`), and the COMMAND after `--`.
 //!
 //! clap checks the whole line once, with the subcommand's help and usage. The
 //! server's configuration is then loaded as the server loads its own
@@ -19,9 +21,11 @@ use std::path::PathBuf;
 use clap::error::ErrorKind;
 use clap::{Arg, ArgMatches, Command, CommandFactory, ValueEnum};
 
-use crate::config::Config;
+use crate::config::{Config, parse_duration};
+use crate::probe::cli::positive_duration;
+use crate::probe::lb_hop::{Front, Preset};
 
-const USAGE: &str = "keepalive-server lab [SERVER FLAGS] [--json FILE] [--fail-on race|at-risk|inconclusive] [--real-close] [--allow-no-clients] -- COMMAND [ARGS...]";
+const USAGE: &str = "keepalive-server lab [SERVER FLAGS] [--json FILE] [--fail-on race|at-risk|inconclusive] [--real-close] [--allow-no-clients] [--upstream URL --lb-idle-timeout DURATION|--lb PRESET [--lb-margin DURATION]] -- COMMAND [ARGS...]";
 
 const ABOUT: &str = "\
 The keep-alive race guard: runs COMMAND (a test suite) against the keep-alive lab, then judges \
@@ -49,12 +53,23 @@ Exit status (the table's last line says the same, in one sentence): COMMAND's ow
 failed; otherwise 3 when no client connected (nothing was judged: point the client under test \
 at KAS_LAB_URL), unless --allow-no-clients; otherwise 1 when a client is `race`, or `at risk` \
 under the default --fail-on at-risk, or `inconclusive` under --fail-on inconclusive; otherwise \
-0. 2: a usage error. 126/127: COMMAND could not be run (not executable / not found). SIGINT or \
+4 when the service behind the lab closes idle connections before the balancer would \
+(--lb-idle-timeout), or its check was cut short (inconclusive: not a pass); otherwise 0. 2: a usage error. 126/127: COMMAND could not be run (not executable / not found). SIGINT or \
 SIGTERM stops COMMAND too: 128 + the signal.
 
 Server flags set what the query controls set per connection, for every connection: \
 --advertise none (no Keep-Alive field, as a production server or load balancer that \
 advertises nothing), --idle-close rst (the idle close is a reset).
+
+The other hop (--upstream URL with --lb-idle-timeout or --lb): while COMMAND runs, the guard \
+checks the service itself, as keepalive-server probe --lb-idle-timeout does: once it accepts a \
+connection (COMMAND may start it), a few connections of the guard's own, straight to it, are \
+held idle until the balancer's timeout plus the margin. When COMMAND ends the guard waits for \
+the check while its idle connections stay open; a service that stops first (COMMAND's own) \
+cuts the check short: inconclusive, not a pass (exit 4, said as such), unless it had already \
+closed one too soon. To check a 60 s balancer, start the service outside COMMAND (the guard \
+then waits for the check) or let the suite run past the timeout. The table shows the service apart \
+from the clients, and names its own setting to change.
 
 In CI: keepalive-server lab --keep-alive-timeout 5s -- npm test";
 
@@ -98,12 +113,15 @@ pub struct GuardArgs {
     pub real_close: bool,
     /// A run no client reached passes.
     pub allow_no_clients: bool,
+    /// The front the service behind `--upstream` is checked against (the
+    /// other hop), if asked.
+    pub front: Option<Front>,
     /// The program and its arguments (never empty).
     pub command: Vec<OsString>,
 }
 
 /// The guard's own flags that take a value: not passed to the server.
-const GUARD_FLAGS: [&str; 2] = ["json", "fail-on"];
+const GUARD_FLAGS: [&str; 5] = ["json", "fail-on", "lb-idle-timeout", "lb", "lb-margin"];
 /// The guard's own switches: not passed to the server.
 const GUARD_SWITCHES: [&str; 2] = ["real-close", "allow-no-clients"];
 
@@ -168,6 +186,30 @@ pub fn command() -> Command {
                 .help_heading("Guard"),
         )
         .arg(
+            Arg::new("lb_idle_timeout")
+                .long("lb-idle-timeout")
+                .value_name("DURATION")
+                .value_parser(positive_duration)
+                .help("The other hop: the idle timeout of what pools connections in front of the --upstream service in production (a load balancer, nginx's upstream keepalive_timeout). While COMMAND runs, the guard holds its own idle connections to the service (straight, not through the lab) this long plus --lb-margin, and exits 4 if the service closes one sooner, naming its setting; it wins over --lb")
+                .help_heading("The other hop"),
+        )
+        .arg(
+            Arg::new("lb")
+                .long("lb")
+                .value_name("PRESET")
+                .value_parser(clap::builder::EnumValueParser::<Preset>::new())
+                .help("The other hop by a front's documented idle timeout for its backends: aws-alb (60 s), gcp (600 s), nginx (60 s); sources in keepalive-server probe --help")
+                .help_heading("The other hop"),
+        )
+        .arg(
+            Arg::new("lb_margin")
+                .long("lb-margin")
+                .value_name("DURATION")
+                .value_parser(parse_duration)
+                .help("How much longer than the balancer the service must keep an idle connection [default: 10% of the balancer's timeout, at least 100ms and at most 5s]")
+                .help_heading("The other hop"),
+        )
+        .arg(
             Arg::new("command")
                 .value_name("COMMAND")
                 .num_args(1..)
@@ -204,7 +246,19 @@ pub fn parse(args: Vec<OsString>) -> Result<GuardArgs, clap::Error> {
         .expect("required")
         .cloned()
         .collect();
+    let front = Front::from_flags(
+        matches
+            .get_one::<std::time::Duration>("lb_idle_timeout")
+            .copied(),
+        matches.get_one::<Preset>("lb").copied(),
+        matches.get_one::<std::time::Duration>("lb_margin").copied(),
+    );
     let mut config = Config::load_from(server_args(&args[1..], &matches))?;
+    if let Some(refused) = other_hop_refused(&matches, front, &config) {
+        return Err(cmd
+            .clone()
+            .error(ErrorKind::MissingRequiredArgument, refused));
+    }
     config.clients_by_agent = true;
     config.shadow = (!real_close).then_some(SHADOW_MIN);
     Ok(GuardArgs {
@@ -213,7 +267,32 @@ pub fn parse(args: Vec<OsString>) -> Result<GuardArgs, clap::Error> {
         fail_on,
         real_close,
         allow_no_clients,
+        front,
         command,
+    })
+}
+
+/// Why the other hop's flags cannot be taken as given: the check needs
+/// the service (`--upstream`), and `--lb-margin` needs a balancer.
+fn other_hop_refused(
+    matches: &ArgMatches,
+    front: Option<Front>,
+    config: &Config,
+) -> Option<String> {
+    let given = |id: &str| matches.value_source(id) == Some(clap::parser::ValueSource::CommandLine);
+    let flag = match (given("lb_idle_timeout"), given("lb")) {
+        (true, _) => "--lb-idle-timeout",
+        (false, true) => "--lb",
+        (false, false) if given("lb_margin") => {
+            return Some("--lb-margin needs --lb-idle-timeout or --lb: the margin is beyond a balancer's idle timeout".into());
+        }
+        (false, false) => return None,
+    };
+    (front.is_some() && config.upstream.is_none()).then(|| {
+        format!(
+            "{flag} checks the service behind the lab: give the service with --upstream URL \
+             (e.g. --upstream http://127.0.0.1:8000 {flag} ...)"
+        )
     })
 }
 
@@ -321,6 +400,11 @@ mod tests {
             "--fail-on=race",
             "--real-close",
             "--allow-no-clients",
+            "--lb-idle-timeout",
+            "2s",
+            "--lb=aws-alb",
+            "--lb-margin",
+            "1s",
             "--access-log",
             "--json",
             "--workers=1",
@@ -383,6 +467,59 @@ mod tests {
         assert_eq!(args.config.settings().keep_alive_advertised_secs, None);
         let error = parsed(&["--advertise", "never", "--", "true"]).expect_err("bad");
         assert_eq!(error.exit_code(), 2);
+    }
+
+    #[test]
+    fn the_other_hop_needs_the_upstream() {
+        let args = parsed(&[
+            "--upstream",
+            "http://127.0.0.1:9",
+            "--lb-idle-timeout",
+            "2s",
+            "--",
+            "true",
+        ])
+        .unwrap();
+        let front = args.front.expect("a front");
+        assert_eq!(front.idle_timeout, std::time::Duration::from_secs(2));
+        assert_eq!(front.margin, std::time::Duration::from_millis(200));
+        let args = parsed(&[
+            "--upstream=http://127.0.0.1:9",
+            "--lb",
+            "aws-alb",
+            "--",
+            "true",
+        ]);
+        assert_eq!(args.unwrap().front.unwrap().threshold().as_secs(), 65);
+        for bad in [
+            &["--lb-idle-timeout", "2s", "--", "true"][..],
+            &["--lb", "nginx", "--", "true"],
+            &[
+                "--upstream",
+                "http://127.0.0.1:9",
+                "--lb-margin",
+                "1s",
+                "--",
+                "true",
+            ],
+            &[
+                "--upstream",
+                "http://127.0.0.1:9",
+                "--lb-idle-timeout",
+                "0",
+                "--",
+                "true",
+            ],
+        ] {
+            let error = parsed(bad).expect_err("a usage error");
+            assert_eq!(error.exit_code(), 2, "{bad:?}: {error}");
+        }
+        let text = parsed(&["--lb-idle-timeout", "2s", "--", "true"])
+            .expect_err("no upstream")
+            .render()
+            .to_string();
+        assert!(text.contains("--upstream URL"), "{text}");
+        assert_eq!(parsed(&["--", "true"]).unwrap().front, None);
     }
 
     #[test]

@@ -24,14 +24,19 @@
 //! server can still learn), [`judge`] (the verdicts: the peer observer's,
 //! and what the client's reuses and closes show of its limit), [`table`]
 //! (what is printed and written), [`outcome`] (the run's one verdict: the
-//! exit status and the closing line that says it).
+//! exit status and the closing line that says it); with `--upstream`,
+//! [`upstream_errors`] (the service's failures, apart from the clients)
+//! and, with `--lb-idle-timeout`, [`other_hop`] (the service against its
+//! balancer).
 
 pub mod cli;
 pub mod judge;
+pub mod other_hop;
 pub mod outcome;
 pub mod run;
 mod settle;
 pub mod table;
+pub mod upstream_errors;
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -49,9 +54,11 @@ use crate::peer_observer::peers::PeersSnapshot;
 use crate::peer_observer::report::{PeersReport, ServerIdle};
 use crate::{Server, ServerHandle, logging};
 use cli::GuardArgs;
+use other_hop::verdict::ServiceHop;
 use outcome::USAGE_ERROR;
 use run::Ended;
 use table::RunReport;
+use upstream_errors::UpstreamErrors;
 
 /// The guard's diagnostics level when `RUST_LOG` is unset: the server's
 /// own startup and shutdown lines would only crowd COMMAND's output.
@@ -113,6 +120,10 @@ fn guard(args: GuardArgs) -> Result<u8, String> {
             return Ok(not_started.status);
         }
     };
+    let other_hop = args
+        .front
+        .zip(args.config.upstream.as_ref())
+        .map(|(front, upstream)| other_hop::start(upstream, front));
     let status = match run::wait(child, &mut signals) {
         Ok(Ended::Exited(status)) => run::shell_status(status),
         Ok(Ended::Interrupted(signal)) => return Ok(interrupted(signal)),
@@ -122,10 +133,22 @@ fn guard(args: GuardArgs) -> Result<u8, String> {
         Ok(left_open) => left_open,
         Err(signal) => return Ok(interrupted(signal)),
     };
-    let report = judge_run(&handle, &args, status, started, left_open, url)?;
+    let lb_hop = match other_hop.map(|check| check.finish(&mut signals)) {
+        Some(Err(signal)) => return Ok(interrupted(signal)),
+        Some(Ok(hop)) => Some(hop),
+        None => None,
+    };
+    let ran = Ran {
+        command_status: status,
+        started,
+        connections_left_open: left_open,
+        lab_url: url,
+        lb_hop,
+    };
+    let report = judge_run(&handle, &args, ran)?;
     eprint!("{}", report.text());
     handle.shutdown();
-    let exit = report.status;
+    let exit = report.status();
     if let Some(path) = &args.json {
         if let Err(e) = std::fs::write(path, report.json()) {
             eprintln!("keepalive-server lab: cannot write {}: {e}", path.display());
@@ -147,16 +170,21 @@ fn check_writable(path: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The peer observer's peers, judged against the server's own idle timeouts, over
-/// the whole run.
-fn judge_run(
-    handle: &ServerHandle,
-    args: &GuardArgs,
-    status: i32,
+/// What the run gave, besides the lab's peers.
+struct Ran {
+    command_status: i32,
+    /// When the lab started.
     started: Instant,
     connections_left_open: u64,
     lab_url: String,
-) -> Result<RunReport, String> {
+    /// The other hop's check, if asked for.
+    lb_hop: Option<ServiceHop>,
+}
+
+/// The peer observer's peers, judged against the server's own idle
+/// timeouts over the whole run, with the rest of what the run gave: the
+/// report and its one verdict.
+fn judge_run(handle: &ServerHandle, args: &GuardArgs, ran: Ran) -> Result<RunReport, String> {
     let snapshots = handle
         .remote()
         .snapshots(settle::SNAPSHOT_TIMEOUT)
@@ -171,7 +199,7 @@ fn judge_run(
     };
     // The window spans the whole run (see `cli`): the verdicts' words say
     // "in the last N s" of the run, not of the window's nominal length.
-    let window_us = run_window_us(started.elapsed());
+    let window_us = run_window_us(ran.started.elapsed());
     let mut by_agent: BTreeMap<String, Vec<PeersSnapshot>> = BTreeMap::new();
     for agent in snapshots
         .into_iter()
@@ -188,27 +216,30 @@ fn judge_run(
     }
     clients.sort_by(|a, b| (&a.addr, &a.user_agent).cmp(&(&b.addr, &b.user_agent)));
     let clients_pass = !clients.iter().any(|c| c.fails(args.fail_on));
-    let mut report = RunReport {
+    Ok(RunReport {
         command: args
             .command
             .iter()
             .map(|arg| arg.to_string_lossy().into_owned())
             .collect(),
-        command_status: status,
+        command_status: ran.command_status,
         duration_s: window_us as f64 / 1e6,
         keep_alive: settings.keep_alive,
         server,
         fail_on: args.fail_on.name(),
         shadow_ms: settings.shadow_ms,
-        connections_left_open,
+        connections_left_open: ran.connections_left_open,
         clients,
         clients_pass,
-        lab_url,
+        lab_url: ran.lab_url,
         allow_no_clients: args.allow_no_clients,
-        status: 0,
-    };
-    report.status = outcome::status(&report);
-    Ok(report)
+        upstream: args
+            .config
+            .upstream
+            .as_ref()
+            .map(|upstream| UpstreamErrors::read(&handle.remote(), upstream)),
+        lb_hop: ran.lb_hop,
+    })
 }
 
 /// The window the verdicts are judged on, µs: the run's length rounded up

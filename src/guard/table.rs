@@ -1,7 +1,9 @@
 //! What the guard tells at the end of a run: a short table of the clients
-//! on stderr (one line each, then its advice, indented), closed by the
-//! run's one verdict ([`outcome`](super::outcome)), and the same as a JSON
-//! document for `--json FILE`.
+//! on stderr (one line each, then its advice, indented), then, apart, the
+//! service behind the lab against its balancer (the other hop, with
+//! `--lb-idle-timeout`), closed by the run's one verdict
+//! ([`outcome`]); and the same as a JSON document for
+//! `--json FILE`.
 
 use std::fmt::Write as _;
 
@@ -10,7 +12,10 @@ use serde::Serialize;
 use crate::peer_observer::report::ServerIdle;
 
 use super::judge::{ClientVerdict, GuardVerdict};
+use super::other_hop::verdict::ServiceHop;
 use super::outcome;
+use super::upstream_errors::UpstreamErrors;
+use crate::probe::lb_hop::Verdict;
 
 /// The guard's findings on one run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -43,8 +48,12 @@ pub struct RunReport {
     pub lab_url: String,
     /// A run no client reached passes (`--allow-no-clients`).
     pub allow_no_clients: bool,
-    /// The guard's exit status ([`outcome::status`]).
-    pub status: u8,
+    /// With `--upstream`: the service's failures and the lab's retries,
+    /// apart from the clients' verdicts.
+    pub upstream: Option<UpstreamErrors>,
+    /// The other hop: the service behind the lab against the balancer in
+    /// front of it (`--lb-idle-timeout`), apart from the clients.
+    pub lb_hop: Option<ServiceHop>,
 }
 
 /// The words a verdict is shown with.
@@ -101,6 +110,12 @@ impl RunReport {
                 }
             );
         }
+        if let Some(line) = self.upstream.as_ref().and_then(UpstreamErrors::line) {
+            out.push_str(&line);
+        }
+        if let Some(hop) = &self.lb_hop {
+            out.push_str(&service_rows(hop));
+        }
         out.push_str(&outcome::closing_line(self));
         out
     }
@@ -127,12 +142,57 @@ impl RunReport {
         )
     }
 
-    /// The JSON document for `--json`.
+    /// The guard's exit status, as the closing line says it.
+    pub fn status(&self) -> u8 {
+        outcome::status(self)
+    }
+
+    /// The JSON document for `--json`, with the exit status as `status`.
     pub fn json(&self) -> String {
-        let mut text = serde_json::to_string_pretty(self).expect("the report serializes");
+        let mut json = serde_json::to_value(self).expect("the report serializes");
+        json["status"] = self.status().into();
+        let mut text = serde_json::to_string_pretty(&json).expect("the report serializes");
         text.push('\n');
         text
     }
+}
+
+/// The other hop's rows: the service against the balancer, apart from
+/// the clients against the lab.
+fn service_rows(hop: &ServiceHop) -> String {
+    let verdict = match hop.hop.verdict {
+        Verdict::Ok => "ok",
+        Verdict::ClosesFirst => "closes first",
+        Verdict::NoKeepAlive => "no keep-alive",
+        Verdict::Inconclusive => "inconclusive",
+    };
+    let seconds = |ms: f64| format!("{:.1} s", ms / 1e3);
+    let closed = hop
+        .hop
+        .service_closed_after_ms
+        .map_or_else(|| "-".to_owned(), seconds);
+    let balancer = format!(
+        "{} + {}",
+        seconds(hop.hop.lb_idle_timeout_ms as f64),
+        seconds(hop.hop.margin_ms as f64)
+    );
+    let width = hop.upstream.len().max(24);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "  {:<width$}  {:<15}  {:<13}  {:>12}",
+        "SERVICE (THE OTHER HOP)", "BALANCER+MARGIN", "VERDICT", "CLOSED AFTER"
+    );
+    let _ = writeln!(
+        out,
+        "  {:<width$}  {balancer:<15}  {verdict:<13}  {closed:>12}",
+        hop.upstream
+    );
+    let _ = writeln!(out, "      {}", hop.hop.advice);
+    if let Some(why) = &hop.cut_short {
+        let _ = writeln!(out, "      Cut short: {why}.");
+    }
+    out
 }
 
 /// A client as the table names it: its address and User-Agent.
@@ -175,7 +235,7 @@ pub(super) mod tests {
 
     /// A run of `clients`, passing or not, its COMMAND passed.
     pub(in crate::guard) fn run(clients: Vec<ClientVerdict>, pass: bool) -> RunReport {
-        let mut report = RunReport {
+        RunReport {
             command: vec!["pytest".into()],
             command_status: 0,
             duration_s: 2.5,
@@ -191,10 +251,9 @@ pub(super) mod tests {
             clients_pass: pass,
             lab_url: "http://127.0.0.1:4000/".into(),
             allow_no_clients: false,
-            status: 0,
-        };
-        report.status = outcome::status(&report);
-        report
+            upstream: None,
+            lb_hop: None,
+        }
     }
 
     #[test]
@@ -243,6 +302,27 @@ pub(super) mod tests {
         let text = report.text();
         assert!(text.contains("FAIL (COMMAND's status 3)"), "{text}");
         assert!(!text.contains(": pass"), "one verdict: {text}");
+    }
+
+    #[test]
+    fn the_service_is_shown_apart_from_the_clients_in_the_table_and_the_json() {
+        use crate::guard::other_hop::verdict::tests::hop_closing_after;
+        let mut report = run(vec![client(GuardVerdict::Ok)], true);
+        report.lb_hop = Some(hop_closing_after(1000.0, false));
+        let text = report.text();
+        let clients = text.find("CLIENT").unwrap();
+        let service = text.find("SERVICE (THE OTHER HOP)").unwrap();
+        assert!(clients < service, "{text}");
+        assert!(
+            text.contains("http://s/") && text.contains("closes first") && text.contains("1.0 s"),
+            "{text}"
+        );
+        let json: serde_json::Value = serde_json::from_str(&report.json()).unwrap();
+        assert_eq!(json["lb_hop"]["verdict"], "closes_first");
+        assert_eq!(json["lb_hop"]["upstream"], "http://s/");
+        assert_eq!(json["lb_hop"]["lb_idle_timeout_ms"], 2000);
+        assert_eq!(json["clients"][0]["verdict"], "ok", "apart");
+        assert_eq!(json["status"], 4);
     }
 
     #[test]

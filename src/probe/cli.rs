@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 
-use super::lb_hop::{self, Front, Preset};
+use super::lb_hop::{Front, Preset};
 use crate::config::parse_duration;
 use crate::tls::client::Trust;
 
@@ -139,15 +139,7 @@ impl ProbeArgs {
     /// The front whose idle timeout the service is judged against, when
     /// --lb-idle-timeout or --lb asks: the explicit duration wins.
     pub fn front(&self) -> Option<Front> {
-        let preset = self.lb.filter(|_| self.lb_idle_timeout.is_none());
-        let idle_timeout = self.lb_idle_timeout.or(preset.map(Preset::idle_timeout))?;
-        Some(Front {
-            idle_timeout,
-            margin: self
-                .lb_margin
-                .unwrap_or_else(|| lb_hop::default_margin(idle_timeout)),
-            preset,
-        })
+        Front::from_flags(self.lb_idle_timeout, self.lb, self.lb_margin)
     }
 }
 
@@ -176,7 +168,8 @@ fn stagger(text: &str) -> Result<Duration, String> {
     }
 }
 
-fn positive_duration(text: &str) -> Result<Duration, String> {
+/// A duration above zero (`--timeout`, `--lb-idle-timeout`).
+pub fn positive_duration(text: &str) -> Result<Duration, String> {
     match parse_duration(text)? {
         d if d.is_zero() => Err("must be more than 0".into()),
         d => Ok(d),

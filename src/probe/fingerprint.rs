@@ -21,11 +21,14 @@ const MAX_FIELDS: usize = 64;
 /// field names and values of a fresh response; just `promise` when that
 /// response cannot be had.
 pub fn head(target: &Target, promise: &ResponseHead, timeout: Duration) -> Head {
-    let mut head = Head {
-        server: promise.server.clone(),
-        keep_alive_timeout: promise.keep_alive_timeout,
-        ..Head::default()
-    };
+    with_promise(fields(target, timeout), promise)
+}
+
+/// Over plain HTTP, the field names and values of a fresh response (an
+/// empty head when it cannot be had): asked for early by a check that may
+/// outlive the service (the guard's, whose COMMAND may stop it).
+pub fn fields(target: &Target, timeout: Duration) -> Head {
+    let mut head = Head::default();
     if let Some(raw) = target
         .tls
         .is_none()
@@ -35,6 +38,30 @@ pub fn head(target: &Target, promise: &ResponseHead, timeout: Duration) -> Head 
         parse_into(&raw, &mut head);
     }
     head
+}
+
+/// `fields` completed with what the first response (`promise`) said of
+/// the server: its `Server` field and `Keep-Alive` timeout.
+pub fn with_promise(fields: Head, promise: &ResponseHead) -> Head {
+    Head {
+        server: promise.server.clone(),
+        keep_alive_timeout: promise.keep_alive_timeout,
+        ..fields
+    }
+}
+
+/// Whether the service answers a request on a fresh connection with a
+/// whole response head within `timeout`: still serving, not stopped or
+/// draining (whose listener may still complete a connect).
+pub fn answers(target: &Target, timeout: Duration) -> bool {
+    let Some(raw) = raw_head(target, timeout) else {
+        return false;
+    };
+    let mut fields = [httparse::EMPTY_HEADER; MAX_FIELDS];
+    matches!(
+        httparse::Response::new(&mut fields).parse(&raw),
+        Ok(httparse::Status::Complete(_))
+    )
 }
 
 /// One request on a fresh connection, and the response head's bytes.

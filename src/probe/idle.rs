@@ -53,6 +53,9 @@ pub struct Plan {
     /// only whether a close came before `max_wait`) only stalled closes
     /// are measured again.
     pub refine: bool,
+    /// Show the progress on stderr (the probe's own); off beside
+    /// another program's output (the guard's check of the other hop).
+    pub progress: bool,
 }
 
 /// What the idle connections showed.
@@ -229,7 +232,10 @@ fn round(
 ) -> Result<(), Failure> {
     idle.rounds += 1;
     let mut set = ConnSet::staggered(target, n, span, plan.timeout, Some(TICK))?;
-    let mut progress = Progress::on_stderr();
+    let mut progress = match plan.progress {
+        true => Progress::on_stderr(),
+        false => Progress::silent(),
+    };
     let started = Instant::now();
     let mut last_response: Option<Instant> = None;
     let label = match idle.rounds {

@@ -93,6 +93,23 @@ pub struct Front {
 }
 
 impl Front {
+    /// The front `--lb-idle-timeout`, `--lb` and `--lb-margin` ask for
+    /// (`None`: neither of the first two): the explicit duration wins
+    /// over the preset, the margin defaults to [`default_margin`].
+    pub fn from_flags(
+        idle_timeout: Option<Duration>,
+        preset: Option<Preset>,
+        margin: Option<Duration>,
+    ) -> Option<Front> {
+        let preset = preset.filter(|_| idle_timeout.is_none());
+        let idle_timeout = idle_timeout.or(preset.map(Preset::idle_timeout))?;
+        Some(Front {
+            idle_timeout,
+            margin: margin.unwrap_or_else(|| default_margin(idle_timeout)),
+            preset,
+        })
+    }
+
     /// How long the service must keep an idle connection.
     pub fn threshold(&self) -> Duration {
         self.idle_timeout + self.margin
@@ -116,10 +133,14 @@ pub enum Verdict {
     /// The service closes every connection after its response: nothing is
     /// pooled, so nothing races (each request pays a new connection).
     NoKeepAlive,
+    /// The check did not hold idle connections to the threshold (the
+    /// guard's, when the service stopped before, or never came up while
+    /// COMMAND ran): not a pass. The probe never says it.
+    Inconclusive,
 }
 
 /// The `lb_hop` object of the JSON.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LbHop {
     pub lb_idle_timeout_ms: u64,
     pub margin_ms: u64,
@@ -148,11 +169,26 @@ pub struct LbHop {
 /// Judges the service from its closes (`None`: none within the probe's
 /// wait) and what it says of itself.
 pub fn judge(front: Front, persistent: bool, closes: Option<&Closes>, head: &Head) -> LbHop {
+    judge_held(front, persistent, closes, head, true)
+}
+
+/// [`judge`], for a check that may have stopped early: unless `held` (its
+/// idle connections were held to the threshold), no close before the
+/// threshold is [`Verdict::Inconclusive`], not a pass; a close before it
+/// still closes first.
+pub fn judge_held(
+    front: Front,
+    persistent: bool,
+    closes: Option<&Closes>,
+    head: &Head,
+    held: bool,
+) -> LbHop {
     let threshold_ms = front.threshold().as_secs_f64() * 1e3;
     let closed_after = closes.map(|c| c.earliest_ms.unwrap_or(c.spread.min).min(c.spread.min));
     let verdict = match closed_after {
         _ if !persistent => Verdict::NoKeepAlive,
         Some(ms) if ms < threshold_ms => Verdict::ClosesFirst,
+        _ if !held => Verdict::Inconclusive,
         _ => Verdict::Ok,
     };
     let service = servers::identify(head);
@@ -215,6 +251,11 @@ fn words(hop: &LbHop, front: Front, service: Option<Service>) -> String {
             service
                 .and_then(Service::passes)
                 .map_or(String::new(), |passes| format!(" {passes}"))
+        ),
+        Verdict::Inconclusive => format!(
+            "{who} {behind}: inconclusive, not a pass: the check did not hold idle connections \
+             to the {} they must be kept (the balancer's {lb} plus a {margin} margin).",
+            seconds(front.threshold())
         ),
         Verdict::NoKeepAlive => format!(
             "{who} {behind}: it closes every connection after its response, so nothing is \
@@ -347,6 +388,15 @@ mod tests {
             "{}",
             passes.advice
         );
+    }
+
+    #[test]
+    fn a_check_stopped_early_is_inconclusive_unless_a_close_came_first() {
+        let cut = judge_held(front(3000), true, None, &ours(2), false);
+        assert_eq!(cut.verdict, Verdict::Inconclusive);
+        assert!(cut.advice.contains("not a pass"), "{}", cut.advice);
+        let first = judge_held(front(3000), true, Some(&closes_at(1000.0)), &ours(2), false);
+        assert_eq!(first.verdict, Verdict::ClosesFirst);
     }
 
     #[test]

@@ -113,6 +113,7 @@ pub fn probe(args: &ProbeArgs) -> Result<Report, Failure> {
         timeout: args.timeout,
         max_wait: front.map_or(args.max_wait, |front| front.threshold()),
         refine: front.is_none(),
+        progress: true,
     };
     // The limit thread also times the round trip: a few requests even
     // when the limit is not measured.

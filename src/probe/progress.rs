@@ -2,7 +2,9 @@
 //! line redrawn in place: the phase, its detail, the time elapsed and the
 //! bound. Anywhere else (a log file, a CI job, a pipe), a plain line when
 //! a phase begins, so a long run is not silent until the report: no
-//! redrawing, no escape codes.
+//! redrawing, no escape codes. Or nothing at all, when the measurement
+//! runs beside someone else's output (the guard's check of the other hop,
+//! while COMMAND writes to the same stderr).
 
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
@@ -17,6 +19,8 @@ enum Mode {
     Terminal,
     /// A line per phase.
     Lines,
+    /// Nothing.
+    Silent,
 }
 
 /// The progress of one phase of the probe.
@@ -43,6 +47,16 @@ impl Progress {
         }
     }
 
+    /// Shows nothing.
+    pub fn silent() -> Progress {
+        Progress {
+            mode: Mode::Silent,
+            drawn: false,
+            last: None,
+            said: String::new(),
+        }
+    }
+
     /// When the loop should wake to redraw, if a line is redrawn.
     pub fn next_redraw(&self, now: Instant) -> Option<Instant> {
         (self.mode == Mode::Terminal).then(|| self.last.map_or(now, |last| last + REDRAW))
@@ -54,6 +68,9 @@ impl Progress {
     /// begins.
     pub fn show(&mut self, phase: &str, detail: &str, elapsed: Duration, bound: Duration) {
         let bound = humantime::format_duration(bound);
+        if self.mode == Mode::Silent {
+            return;
+        }
         if self.mode == Mode::Lines {
             if self.said != phase {
                 self.said = phase.to_owned();
