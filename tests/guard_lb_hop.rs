@@ -18,7 +18,7 @@ use std::time::Duration;
 use serde_json::Value;
 use support::binary::{command, run_to_exit};
 use support::files::TempDir;
-use support::server::start;
+use support::server::{keep_alive, start};
 
 /// A guard run must finish within this (generous: the machine is shared).
 const WITHIN: Duration = Duration::from_secs(60);
@@ -97,9 +97,12 @@ fn assert_closes_first(run: &Run, server: &str, setting: &str) {
     );
 }
 
+/// At 1 s (no buffer, so its close comes 1.2 s short of the 2.2 s, not
+/// 0.2 s: a loaded machine's late timer cannot pass it) this server closes
+/// first; at 5 s it passes.
 #[test]
 fn this_server_behind_a_2s_balancer_fails_at_1s_and_passes_at_5s() {
-    let short = start(|c| c.keep_alive_timeout = Duration::from_secs(1));
+    let short = start(|c| keep_alive(c, "1s", "0s"));
     let long = start(|c| c.keep_alive_timeout = Duration::from_secs(5));
     let (short, long) = std::thread::scope(|scope| {
         let long = scope.spawn(|| check_alone(long.addr));
@@ -108,10 +111,9 @@ fn this_server_behind_a_2s_balancer_fails_at_1s_and_passes_at_5s() {
     assert_closes_first(&short, "keepalive-server", "--keep-alive-timeout");
     let advice = short.hop()["advice"].as_str().unwrap();
     assert!(advice.contains("--keep-alive-timeout 4s"), "{advice}");
-    // 1 s advertised, closed after 1 s + the 1 s buffer: judged by the close.
     assert_eq!(short.hop()["advertised_timeout_s"], 1);
     let closed = short.hop()["service_closed_after_ms"].as_f64().unwrap();
-    assert!(closed >= 1900.0, "{closed}");
+    assert!(closed >= 950.0, "never early: {closed}");
     assert_eq!(short.report["status"], 4);
 
     assert_eq!(long.code, Some(0), "{}", long.stderr);
@@ -141,7 +143,7 @@ fn node_with_a_low_keep_alive_timeout_is_told_its_setting_and_its_buffer() {
 /// shows the two hops apart.
 #[test]
 fn a_client_that_never_races_and_a_service_that_closes_too_soon_fail_on_the_service() {
-    let service = start(|c| c.keep_alive_timeout = Duration::from_secs(1));
+    let service = start(|c| keep_alive(c, "1s", "0s"));
     let client = "curl -sf -o /dev/null \"$KAS_LAB_URL\"";
     let run = guard(service.addr, &[], &["sh", "-c", client]);
     assert_closes_first(&run, "keepalive-server", "--keep-alive-timeout");

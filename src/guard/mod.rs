@@ -13,7 +13,13 @@
 //!  start server ─▶ run COMMAND ─▶ settle ─▶ judge ─▶ table (stderr), --json FILE ─▶ exit
 //!  (free port)     (KAS_LAB_URL)  (open connections end: the client's
 //!                                  closes, the watch after an idle FIN)
+//!                  other hop ──────────────▶ (with --lb-idle-timeout: the
+//!                  (the service, straight)    service against its balancer)
 //! ```
+//!
+//! A run no client reached is not a pass (exit 3, unless
+//! `--allow-no-clients`); the exit status and the table's last line are
+//! one verdict ([`outcome`]).
 //!
 //! Clients are told apart by address and User-Agent (the peer
 //! observer's `clients` tables), so a suite's several clients, all on 127.0.0.1, are

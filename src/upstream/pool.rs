@@ -75,7 +75,7 @@ impl Upstreams {
     }
 
     /// Whether a failure at `now` may be logged (one per
-    /// [`WARNING_EVERY_MS`]; each is counted all the same).
+    /// `WARNING_EVERY_MS`; each is counted all the same).
     pub fn warning_allowed(&mut self, now: Micros) -> bool {
         self.warning.allow(now)
     }
@@ -142,7 +142,7 @@ impl Upstreams {
     }
 
     /// Takes back connection `key` after a whole exchange: pooled for
-    /// `idle_ms` (at most [`MAX_IDLE`]: beyond, closed).
+    /// `idle_ms` (at most `MAX_IDLE`: beyond, closed).
     pub fn give_back(
         &mut self,
         key: u32,

@@ -40,6 +40,7 @@ use crate::probe::fingerprint;
 use crate::probe::idle::{self, Plan};
 use crate::probe::lb_hop::Front;
 use crate::probe::target::Target;
+use crate::rx_stamps;
 use crate::tls::client::Trust;
 use verdict::{Measured, ServiceHop};
 
@@ -129,6 +130,9 @@ fn check(url: &str, addr: SocketAddr, front: Front, command_ended: &AtomicBool) 
             return verdict::not_checked(url, front, format!("the check could not start: {e}"));
         }
     };
+    // As the probe does: the kernel stamps every response from the first.
+    let _stamps_on = rx_stamps::hold_switched_on();
+    std::thread::sleep(rx_stamps::SWITCH_ON_DELAY);
     let epoch = Instant::now();
     let fields = fingerprint::fields(&target, TIMEOUT);
     let plan = Plan {
