@@ -104,7 +104,8 @@ impl Input {
         debug_assert!(self.end <= self.buf.len());
     }
 
-    fn reset(&mut self) {
+    /// Empty, and shrunk back if it grew past what a pooled set keeps.
+    pub fn reset(&mut self) {
         self.clear();
         if self.buf.len() > KEEP_CAPACITY {
             self.buf.truncate(INPUT_START);
@@ -233,6 +234,12 @@ impl Buffers {
         self.body.clear();
         if self.body.capacity() > KEEP_CAPACITY {
             self.body = Vec::new();
+        }
+        if let Some(link) = self.upstream.as_deref_mut() {
+            link.input.reset();
+            if link.out.capacity() > KEEP_CAPACITY {
+                link.out = Vec::new();
+            }
         }
     }
 }

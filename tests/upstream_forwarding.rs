@@ -397,3 +397,85 @@ fn an_early_answer_ends_the_exchange_and_the_rest_of_the_body_is_dropped() {
     );
     assert_eq!(upstream.accepted(), 2);
 }
+
+#[test]
+fn a_client_over_tls_is_forwarded_as_https() {
+    let upstream = FakeUpstream::start(echo);
+    let cert = support::tls::TestCert::new();
+    let server = cert.serve(|config| upstream.configure(config));
+    let mut client = cert.connect(server.addr);
+    for _ in 0..2 {
+        let (head, body) = client.get("/over-tls");
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        assert!(body.contains("X-Forwarded-Proto: https"), "{body}");
+    }
+    assert_eq!(upstream.accepted(), 1, "kept on both hops");
+}
+
+#[test]
+fn a_name_whose_first_address_refuses_is_reached_at_the_next() {
+    // `localhost` as 127.0.0.1 and ::1, with the service on ::1 alone (as
+    // Node listens on `localhost`).
+    let upstream = FakeUpstream::start_on("[::1]:0", echo);
+    let port = upstream.addr.port();
+    let server = start(|config| {
+        config.upstream = Some(keepalive_server::config::Upstream {
+            url: format!("http://localhost:{port}"),
+            authority: format!("localhost:{port}"),
+            addrs: vec![format!("127.0.0.1:{port}").parse().unwrap(), upstream.addr],
+            prefix: String::new(),
+        });
+    });
+    for _ in 0..2 {
+        let response = support::client::get(server.addr, "/");
+        assert_eq!(response.status, 200, "{response:?}");
+    }
+    assert_eq!(upstream_errors(&server, Failure::Refused), 0);
+}
+
+#[test]
+fn a_request_in_hand_when_an_answer_fills_the_output_to_its_mark_is_answered() {
+    // An answer whose client head and body make exactly the output's
+    // high-water mark (32 KiB), its bytes all read at once: when it ends,
+    // the next request is already in hand, and only the output's drain
+    // can start it (no edge comes for it).
+    let upstream = FakeUpstream::start(|conn| {
+        while let Some(got) = conn.read_request() {
+            let size: usize = got
+                .line()
+                .split('/')
+                .nth(1)
+                .unwrap()
+                .split(' ')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            let mut answer =
+                format!("HTTP/1.1 200 OK\r\nContent-Length: {size}\r\n\r\n").into_bytes();
+            answer.resize(answer.len() + size, b'.');
+            conn.send(&answer);
+        }
+    });
+    let server = forwarding_to(&upstream, |_| {});
+    let mut client = Client::connect(server.addr);
+    client.send(b"GET /10000 HTTP/1.1\r\nHost: t\r\n\r\n");
+    let probe = client.read_response();
+    // The head the client gets, as text, with the length's digits.
+    let head: usize = probe
+        .headers
+        .iter()
+        .map(|(n, v)| n.len() + 2 + v.len() + 2)
+        .sum::<usize>()
+        + "HTTP/1.1 200 OK\r\n\r\n".len();
+    let size = 32 * 1024 - head;
+    assert_eq!(size.to_string().len(), 5, "as many digits as 10000");
+    let requests: String = (0..4)
+        .map(|_| format!("GET /{size} HTTP/1.1\r\nHost: t\r\n\r\n"))
+        .collect();
+    client.send(requests.as_bytes());
+    for i in 0..4 {
+        let response = client.read_response();
+        assert_eq!(response.body.len(), size, "answer {i}");
+    }
+}

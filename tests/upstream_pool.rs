@@ -60,6 +60,19 @@ fn a_get_that_meets_a_pooled_connection_closed_is_sent_again_once() {
         Some(0.0),
         "a retried request is no error"
     );
+    assert_eq!(
+        metrics.value("kas_upstream_connections_total", &[]),
+        Some(2.0)
+    );
+    assert_eq!(
+        metrics.value("kas_upstream_connections", &[("state", "idle")]),
+        Some(1.0),
+        "the fresh one pooled"
+    );
+    assert_eq!(
+        metrics.value("kas_upstream_connections", &[("state", "lent")]),
+        Some(0.0)
+    );
 }
 
 #[test]

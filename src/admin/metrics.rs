@@ -422,6 +422,16 @@ fn render_upstream(out: &mut Exposition, scrape: &Scrape<'_>) {
         "Requests sent again on a fresh upstream connection after a pooled one closed before answering.",
         scrape.sum(|s| s.upstream_retries.get()),
     );
+    out.family(
+        "kas_upstream_connections",
+        "gauge",
+        "Open connections to the upstream: lent to a forwarded request, or idle in the pool.",
+    );
+    let open = scrape.total(|s| s.upstream_open);
+    let idle = scrape.total(|s| s.upstream_idle);
+    for (label, value) in [("lent", open.saturating_sub(idle)), ("idle", idle)] {
+        out.sample("kas_upstream_connections", &[("state", label)], value);
+    }
     out.single(
         "kas_upstream_connections_total",
         "counter",

@@ -64,11 +64,16 @@ fn half_a_pair(config: &Config, set: &str, missing: &str) -> String {
     )
 }
 
+/// The shortest idle timeout of a common service (gunicorn's `keepalive`,
+/// 2 s): an upstream pool that keeps connections this long races it.
+const SMALLEST_SERVICE_IDLE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// What a valid configuration does that its author may not expect: a
 /// keep-alive timeout below a second is not advertised at all, and a
 /// fractional one rounded down (Keep-Alive counts whole seconds); an
 /// `--advertise` that promises more than is kept, or says `timeout=0`; an
-/// admin listener that other hosts can reach.
+/// admin listener that other hosts can reach; an upstream pool kept as
+/// long as a common service keeps its idle connections.
 pub(super) fn warnings(config: &Config) -> Vec<String> {
     let timeout = config.keep_alive_timeout;
     let mut warnings = Vec::new();
@@ -89,6 +94,15 @@ pub(super) fn warnings(config: &Config) -> Vec<String> {
     }
     if let Some(warning) = advertise_warning(config) {
         warnings.push(warning);
+    }
+    if config.upstream.is_some() && config.upstream_idle_timeout >= SMALLEST_SERVICE_IDLE {
+        warnings.push(format!(
+            "{} {}: at or over 2s, gunicorn's idle timeout (uvicorn and Node keep 5s): \
+             the lab's pool may reuse a connection the service is closing; a request \
+             that meets one is retried once only when idempotent (the default is 1s)",
+            named(config, "upstream_idle_timeout"),
+            super::format_duration(config.upstream_idle_timeout),
+        ));
     }
     let auto = config.advertise == Advertised::KeepAliveTimeout;
     if auto && !timeout.is_zero() && timeout.subsec_nanos() != 0 {
@@ -215,6 +229,19 @@ mod tests {
             warnings(&config).is_empty(),
             "nothing advertised, nothing rounded"
         );
+    }
+
+    #[test]
+    fn an_upstream_pool_kept_as_long_as_a_service_keeps_its_own_warns() {
+        let mut config = Config::with_listen("127.0.0.1:0".parse().unwrap());
+        config.upstream_idle_timeout = std::time::Duration::from_secs(5);
+        assert!(warnings(&config).is_empty(), "no upstream, no pool");
+        config.upstream =
+            Some(super::super::values::parse_upstream("http://127.0.0.1:8000").unwrap());
+        let warned = warnings(&config).join("\n");
+        assert!(warned.contains("--upstream-idle-timeout 5s"), "{warned}");
+        config.upstream_idle_timeout = std::time::Duration::from_secs(1);
+        assert!(warnings(&config).is_empty(), "the default is well under");
     }
 
     #[test]

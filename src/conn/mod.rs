@@ -464,11 +464,12 @@ impl Conn {
                 Ok(Flushed::Yielded) => return Stop::Yielded,
                 Err(_) => return Stop::Close(CloseCause::Reset),
             };
-            if generated || (wrote && self.upstream_paused()) {
+            if generated || (wrote && self.upstream_waits_on_output()) {
                 // The generated body is out: requests buffered behind it
-                // are processed now. Or the output made room for an
-                // upstream's answer whose bytes wait in its socket (no
-                // edge will come for them).
+                // are processed now. Or the output made room for what a
+                // forwarded exchange holds back (no edge will come for
+                // it): an upstream's answer waiting in its socket, or a
+                // request already in hand behind the last answer.
                 continue;
             }
             // The output is flushed: every response queued so far is sent.
@@ -514,22 +515,6 @@ impl Conn {
                 Err(e) if would_block(&e) => return self.settle(ctx),
                 Err(e) if interrupted(&e) => {}
                 Err(_) => return Stop::Close(CloseCause::Reset),
-            }
-        }
-    }
-
-    /// Parses and answers what the input holds (see `Session::process`),
-    /// and moves a forwarded exchange on (`upstream`): its end, or room
-    /// for the request body upstream, lets the session take more input.
-    fn process(&mut self, ctx: &mut Ctx<'_>) {
-        loop {
-            let Some(buffers) = self.buffers.as_deref_mut() else {
-                return;
-            };
-            let dropped = self.session.process(buffers, ctx);
-            self.dropped_input |= dropped > 0;
-            if buffers.upstream.is_none() || !self.pump_upstream(ctx) {
-                return;
             }
         }
     }

@@ -16,7 +16,10 @@
 //! Reading stops while the client's output is over the high-water mark;
 //! the bytes already in the upstream socket bring no new edge, so the
 //! connection's pass resumes the read once its output drains
-//! ([`Conn::upstream_paused`]).
+//! ([`Conn::upstream_waits_on_output`]). Every pass processes its input through
+//! [`Conn::process`], which moves a forwarded exchange on after the
+//! session has taken what it can: without `--upstream` that is one
+//! branch on the buffers' link, never taken.
 
 use std::io::{self, Read, Write};
 
@@ -56,7 +59,8 @@ impl Fault {
             .upstream
             .as_ref()
             .map_or_else(String::new, |up| {
-                format!("upstream {} ({})", up.url, up.addrs[0])
+                let addrs: Vec<String> = up.addrs.iter().map(ToString::to_string).collect();
+                format!("upstream {} ({})", up.url, addrs.join(", "))
             });
         let what = match self.failure {
             Failure::Refused => "cannot connect",
@@ -73,6 +77,22 @@ impl Fault {
 }
 
 impl Conn {
+    /// Parses and answers what the input holds (see `Session::process`),
+    /// and moves a forwarded exchange on (here): its end, or room
+    /// for the request body upstream, lets the session take more input.
+    pub(super) fn process(&mut self, ctx: &mut Ctx<'_>) {
+        loop {
+            let Some(buffers) = self.buffers.as_deref_mut() else {
+                return;
+            };
+            let dropped = self.session.process(buffers, ctx);
+            self.dropped_input |= dropped > 0;
+            if buffers.upstream.is_none() || !self.pump_upstream(ctx) {
+                return;
+            }
+        }
+    }
+
     /// A readiness event on the upstream connection this one borrowed:
     /// driven as a pass (which moves the upstream's bytes too). A hangup
     /// is remembered: its EOF may wait unread behind an answer read whole,
@@ -98,13 +118,21 @@ impl Conn {
         self.drive(ctx)
     }
 
-    /// Reading the upstream stopped for lack of room in the output, which
-    /// has drained since: the pass goes on to read it.
-    pub(super) fn upstream_paused(&self) -> bool {
-        self.buffers
-            .as_deref()
-            .and_then(|b| b.upstream.as_deref())
-            .is_some_and(|link| link.paused)
+    /// With `--upstream`, whether something waited for the output to
+    /// drain, which it has since: the upstream's read stopped for lack of
+    /// room, or a request in hand was not started (the output was over
+    /// the high-water mark when the exchange before it ended). The pass
+    /// goes on to it: no edge will come for either.
+    pub(super) fn upstream_waits_on_output(&self) -> bool {
+        let Some(buffers) = self.buffers.as_deref() else {
+            return false;
+        };
+        buffers.upstream.as_deref().is_some_and(|link| {
+            link.paused
+                || (!buffers.input.is_empty()
+                    && self.session.closing().is_none()
+                    && buffers.in_flight.is_none())
+        })
     }
 
     /// Moves the forwarded exchange on: connect, send, read, relay.
@@ -121,7 +149,11 @@ impl Conn {
                 fail(&mut self.session, fault, buffers, ctx);
             }
             let after = buffers.upstream.as_deref().map_or(0, UpstreamLink::pending);
-            went_on = after < before && !buffers.input.is_empty();
+            // The request body found room upstream, or the exchange ended
+            // here (its answer relayed, its body in): what the input holds
+            // already (a request behind it) brings no new edge.
+            let ended = !self.session.is_forwarding(Some(buffers));
+            went_on = (after < before || ended) && !buffers.input.is_empty();
         }
         if !self.session.is_forwarding(self.buffers.as_deref()) {
             went_on |= self.release_upstream(ctx);
@@ -170,6 +202,27 @@ fn fail(session: &mut Session, fault: Fault, buffers: &mut Buffers, ctx: &mut Ct
 fn exchange(session: &mut Session, buffers: &mut Buffers, ctx: &mut Ctx<'_>) -> Result<(), Fault> {
     loop {
         match exchange_once(session, buffers, ctx) {
+            Err(fault) if fault.failure == Failure::Refused => {
+                // The name's next address, if it has one not yet tried
+                // (`localhost` is 127.0.0.1 and ::1; a service may listen
+                // on either alone).
+                let Some(link) = buffers.upstream.as_deref_mut() else {
+                    return Err(fault);
+                };
+                let addresses = ctx
+                    .settings
+                    .upstream
+                    .as_ref()
+                    .map_or(1, |up| up.addrs.len());
+                link.tries += 1;
+                if usize::from(link.tries) >= addresses {
+                    return Err(fault);
+                }
+                if let Some(key) = link.key.take() {
+                    ctx.upstreams.close(key, ctx.timers);
+                }
+                link.connected = false;
+            }
             Err(fault) if fault.failure == Failure::Reset => {
                 let Some(link) = buffers.upstream.as_deref_mut() else {
                     return Err(fault);
@@ -231,9 +284,10 @@ fn connected(link: &mut UpstreamLink, ctx: &mut Ctx<'_>) -> Result<bool, Fault> 
                 link.reused = true;
                 return Ok(true);
             }
-            let Some(addr) = ctx.settings.upstream.as_ref().map(|up| up.addrs[0]) else {
+            let Some(addrs) = ctx.settings.upstream.as_ref().map(|up| &up.addrs[..]) else {
                 return Err(Fault::of(Failure::Refused));
             };
+            let addr = ctx.upstreams.address(addrs, link.tries);
             let key = ctx
                 .upstreams
                 .connect(addr, ctx.key)
@@ -253,8 +307,9 @@ fn connected(link: &mut UpstreamLink, ctx: &mut Ctx<'_>) -> Result<bool, Fault> 
         return Err(Fault::io(Failure::Refused, error));
     }
     match stream.peer_addr() {
-        Ok(_) => {
+        Ok(addr) => {
             link.connected = true;
+            ctx.upstreams.connected_to(addr);
             Ok(true)
         }
         Err(e) if e.kind() == io::ErrorKind::NotConnected || would_block(&e) => Ok(false),

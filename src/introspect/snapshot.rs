@@ -101,6 +101,10 @@ pub struct Snapshot {
     /// The cached `Date` value, if a response formatted one this second.
     pub date: Option<String>,
     pub connections: ConnCounts,
+    /// Its connections to the upstream (`--upstream`): open, and of them
+    /// idle in its pool.
+    pub upstream_open: usize,
+    pub upstream_idle: usize,
     pub timeouts: Timeouts,
     /// Sorted by duration.
     pub lists: Vec<ListView>,

@@ -43,6 +43,9 @@ pub struct UpstreamLink {
     pub key: Option<u32>,
     /// The connect has completed.
     pub connected: bool,
+    /// Addresses of the upstream's name refused so far, for this request
+    /// (the next connect tries the one after).
+    pub tries: u8,
     /// The connection came from the pool: a close before any answer may
     /// be the upstream's idle close racing this request.
     pub reused: bool,
@@ -90,6 +93,7 @@ impl Default for UpstreamLink {
         UpstreamLink {
             key: None,
             connected: false,
+            tries: 0,
             reused: false,
             retried: false,
             idempotent: false,
@@ -118,6 +122,7 @@ impl UpstreamLink {
     pub fn reset(&mut self, idempotent: bool, client_http10: bool) {
         debug_assert!(self.key.is_none(), "a link reset holding {:?}", self.key);
         self.connected = false;
+        self.tries = 0;
         self.reused = false;
         self.retried = false;
         self.idempotent = idempotent;

@@ -52,6 +52,9 @@ pub struct Upstreams {
     idle: Vec<u32>,
     /// How often a failing upstream is logged.
     warning: RateLimit,
+    /// The last address of the upstream's name a connect reached: the
+    /// first tried (of a name with several, see [`Upstreams::address`]).
+    preferred: Option<SocketAddr>,
 }
 
 impl Default for Upstreams {
@@ -61,6 +64,7 @@ impl Default for Upstreams {
             conns: Slab::new(),
             idle: Vec::new(),
             warning: RateLimit::every_ms(WARNING_EVERY_MS),
+            preferred: None,
         }
     }
 }
@@ -78,6 +82,21 @@ impl Upstreams {
     /// `WARNING_EVERY_MS`; each is counted all the same).
     pub fn warning_allowed(&mut self, now: Micros) -> bool {
         self.warning.allow(now)
+    }
+
+    /// Where a connect goes after `tries` refusals: the address that
+    /// worked last, then the others in the resolver's order (IPv4 first).
+    pub fn address(&self, addrs: &[SocketAddr], tries: u8) -> SocketAddr {
+        let first = self
+            .preferred
+            .and_then(|preferred| addrs.iter().position(|&addr| addr == preferred))
+            .unwrap_or(0);
+        addrs[(first + usize::from(tries)) % addrs.len()]
+    }
+
+    /// A connect reached `addr`: tried first from now on.
+    pub fn connected_to(&mut self, addr: SocketAddr) {
+        self.preferred = Some(addr);
     }
 
     /// The poll token of upstream connection `key`.
@@ -209,5 +228,29 @@ impl Upstreams {
         for key in keys {
             self.close(key, timers);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connects_go_first_where_the_last_one_went() {
+        let addrs: Vec<SocketAddr> =
+            vec!["127.0.0.1:80".parse().unwrap(), "[::1]:80".parse().unwrap()];
+        let mut upstreams = Upstreams::default();
+        assert_eq!(upstreams.address(&addrs, 0), addrs[0]);
+        assert_eq!(upstreams.address(&addrs, 1), addrs[1]);
+        upstreams.connected_to(addrs[1]);
+        assert_eq!(upstreams.address(&addrs, 0), addrs[1]);
+        assert_eq!(upstreams.address(&addrs, 1), addrs[0]);
+    }
+
+    #[test]
+    fn upstream_tokens_carry_their_key_apart_from_clients() {
+        let token = Upstreams::token(7);
+        assert_eq!(Upstreams::key_of(token), Some(7));
+        assert_eq!(Upstreams::key_of(Token(7)), None, "a client's token");
     }
 }

@@ -22,6 +22,8 @@ impl Worker {
             timers: timers.len(),
             date: self.resources.date.cached().map(str::to_owned),
             connections: self.connection_counts(),
+            upstream_open: self.resources.upstreams.counts().0,
+            upstream_idle: self.resources.upstreams.counts().1,
             timeouts: Timeouts::of(&self.settings),
             lists,
             findings: self.observer.findings(now),

@@ -25,7 +25,15 @@ pub struct FakeUpstream {
 impl FakeUpstream {
     /// Serves each accepted connection with `serve`, on its own thread.
     pub fn start(serve: impl Fn(&mut Upstreamed) + Send + Sync + 'static) -> FakeUpstream {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        Self::start_on("127.0.0.1:0", serve)
+    }
+
+    /// [`FakeUpstream::start`], listening on `addr`.
+    pub fn start_on(
+        addr: &str,
+        serve: impl Fn(&mut Upstreamed) + Send + Sync + 'static,
+    ) -> FakeUpstream {
+        let listener = TcpListener::bind(addr).unwrap();
         let addr = listener.local_addr().unwrap();
         let accepted = Arc::new(AtomicUsize::new(0));
         let open = Arc::new(AtomicUsize::new(0));
