@@ -515,22 +515,7 @@ fn ctrl_c_to_the_whole_group_says_it_was_interrupted() {
 
 /// A Python with httpx and pytest, or `None` after saying why not.
 fn examples_python() -> Option<PathBuf> {
-    let venv = std::env::var_os("KAS_EXAMPLES_VENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_path("target/examples-venv"));
-    let bin = venv.join("bin");
-    let usable = Command::new(bin.join("python"))
-        .args(["-c", "import httpx, pytest"])
-        .output()
-        .is_ok_and(|out| out.status.success());
-    if usable {
-        return Some(bin);
-    }
-    skip::because(&format!(
-        "no Python venv with httpx and pytest at {} (python3 -m venv DIR && DIR/bin/pip install httpx pytest; KAS_EXAMPLES_VENV=DIR)",
-        venv.display()
-    ));
-    None
+    support::venv::examples_bin("httpx, pytest")
 }
 
 /// The Python example under the guard, its pool's keepalive_expiry set.
@@ -547,12 +532,9 @@ fn python_example(bin: &Path, keepalive_expiry: &str) -> (i32, String) {
         "-p",
         "no:cacheprovider",
     ]);
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let mut paths = vec![bin.to_path_buf()];
-    paths.extend(std::env::split_paths(&path));
     guard
         .current_dir(repo_path("examples/ci/python"))
-        .env("PATH", std::env::join_paths(paths).unwrap())
+        .env("PATH", support::venv::path_with(bin))
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .env("KEEPALIVE_EXPIRY", keepalive_expiry);
     let (status, stdout, stderr) = run_to_exit(guard, RUN_LIMIT);

@@ -252,9 +252,7 @@ pub fn node(keep_alive_timeout_ms: u64) -> Option<External> {
 /// from the examples venv (`KAS_EXAMPLES_VENV`, default
 /// target/examples-venv, which .ci/run makes with uvicorn in it).
 pub fn uvicorn(timeout_keep_alive: u64) -> Option<External> {
-    let venv = std::env::var_os("KAS_EXAMPLES_VENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| super::support::files::repo_path("target/examples-venv"));
+    let venv = super::support::venv::examples_venv();
     let python = venv.join("bin/python");
     let usable = Command::new(&python)
         .args(["-c", "import uvicorn"])

@@ -21,6 +21,8 @@
 //!   trusts it.
 //! - [`upstream`]: fake upstreams for `--upstream` (a listener whose
 //!   connections the test's closure serves), and a chunked-body reader.
+//! - [`venv`]: the Python venv of the guard's examples (httpx, pytest,
+//!   uvicorn), found or skipped.
 //!
 //! Here: [`SLACK`], [`eventually`] (and [`poll`], its one wait loop) and
 //! [`serial`].
@@ -45,6 +47,7 @@ pub mod server;
 pub mod skip;
 pub mod tls;
 pub mod upstream;
+pub mod venv;
 
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
