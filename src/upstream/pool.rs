@@ -377,6 +377,108 @@ mod tests {
         assert_eq!(upstreams.address(&addrs, 1), addrs[0]);
     }
 
+    /// A pool of one connection to a local listener, lent to client 0
+    /// and connected, with the listener's end of it.
+    fn one_connection(idle_ms: u64) -> (Upstreams, mio::Poll, std::net::TcpStream, u32) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let poll = mio::Poll::new().unwrap();
+        let registry = poll.registry().try_clone().unwrap();
+        let mut upstreams = Upstreams::new(Some(registry), "http://test".into(), idle_ms);
+        let key = upstreams
+            .connect(listener.local_addr().unwrap(), 0)
+            .unwrap();
+        let (service, _) = listener.accept().unwrap();
+        (upstreams, poll, service, key)
+    }
+
+    /// The readiness the worker would hand on: waits until the service's
+    /// close reaches the pool's socket.
+    fn until_readable(poll: &mut mio::Poll) {
+        let mut events = mio::Events::with_capacity(4);
+        for _ in 0..100 {
+            poll.poll(&mut events, Some(std::time::Duration::from_millis(20)))
+                .unwrap();
+            if events.iter().any(|event| event.is_readable()) {
+                return;
+            }
+        }
+        panic!("the close never reached the pool");
+    }
+
+    const MS: Micros = 1_000;
+
+    #[test]
+    fn a_close_seen_while_pooled_lowers_the_limit_for_the_next_pooling() {
+        let (mut upstreams, mut poll, service, key) = one_connection(1_000);
+        let mut timers = TimerLists::new();
+        upstreams.give_back(key, &mut timers, 10 * MS);
+        assert_eq!(upstreams.counts(), (1, 1));
+        drop(service); // its idle close
+        until_readable(&mut poll);
+        upstreams.idle_event(key, &mut timers, 410 * MS);
+        assert_eq!(upstreams.counts(), (0, 0), "dropped");
+        assert_eq!(upstreams.idle_limit_ms(), 300, "¾ of the 400 ms it lived");
+        assert_eq!(timers.len(), 0);
+    }
+
+    #[test]
+    fn past_the_limit_a_connection_is_watched_not_lent_and_its_close_learned() {
+        let (mut upstreams, mut poll, service, key) = one_connection(1_000);
+        let mut timers = TimerLists::new();
+        upstreams.give_back(key, &mut timers, 0);
+        let due = timers.expire(1_000 * MS).expect("the idle limit");
+        assert_eq!(due.payload, TimerEvent::UpstreamIdle { key });
+        upstreams.idle_expired(key, &mut timers, 1_000 * MS);
+        assert_eq!(upstreams.counts(), (1, 1), "open, idle, watched");
+        assert_eq!(upstreams.take_idle(1, &mut timers, 1_001 * MS), None);
+        assert_eq!(upstreams.lent_to(key), None);
+        drop(service); // the service's close, a little after the lab's limit
+        until_readable(&mut poll);
+        upstreams.idle_event(key, &mut timers, 1_004 * MS);
+        assert_eq!(upstreams.counts(), (0, 0));
+        assert_eq!(upstreams.idle_limit_ms(), 753);
+        assert_eq!(timers.len(), 0, "the watch's timer went with it");
+    }
+
+    #[test]
+    fn a_watched_connection_the_service_keeps_is_closed_after_half_the_limit() {
+        let (mut upstreams, _poll, _service, key) = one_connection(1_000);
+        let mut timers = TimerLists::new();
+        upstreams.give_back(key, &mut timers, 0);
+        timers.expire(1_000 * MS).expect("the idle limit");
+        upstreams.idle_expired(key, &mut timers, 1_000 * MS);
+        assert!(
+            timers.expire(1_499 * MS).is_none(),
+            "watched half the limit"
+        );
+        timers.expire(1_500 * MS).expect("the watch's end");
+        upstreams.idle_expired(key, &mut timers, 1_500 * MS);
+        assert_eq!(upstreams.counts(), (0, 0));
+        assert_eq!(upstreams.idle_limit_ms(), 1_000, "nothing learned");
+    }
+
+    #[test]
+    fn a_request_meeting_a_pooled_connection_closed_teaches_its_idle_age() {
+        let (mut upstreams, _poll, _service, key) = one_connection(1_000);
+        let mut timers = TimerLists::new();
+        upstreams.give_back(key, &mut timers, 0);
+        assert_eq!(upstreams.take_idle(1, &mut timers, 800 * MS), Some(key));
+        upstreams.close_raced(key, &mut timers, 801 * MS);
+        assert_eq!(upstreams.counts(), (0, 0));
+        assert_eq!(upstreams.idle_limit_ms(), 600);
+    }
+
+    #[test]
+    fn a_pool_told_not_to_keep_connections_closes_them_at_once() {
+        let (mut upstreams, _poll, _service, key) = one_connection(1_000);
+        let mut timers = TimerLists::new();
+        upstreams.advertised(1, 0);
+        assert_eq!(upstreams.idle_limit_ms(), 0);
+        upstreams.give_back(key, &mut timers, 0);
+        assert_eq!(upstreams.counts(), (0, 0));
+        assert_eq!(timers.len(), 0);
+    }
+
     #[test]
     fn upstream_tokens_carry_their_key_apart_from_clients() {
         let token = Upstreams::token(7);
