@@ -375,8 +375,9 @@ const AROUND_ONE_SECOND: [u64; 12] = [
 #[test]
 fn nginx_closing_idle_connections_at_1s_costs_the_client_nothing() {
     // The lab's pool keeps an idle upstream connection 1 s (the default),
-    // as long as nginx does: whichever closes first, the client's request
-    // is answered, and no upstream error is counted.
+    // as long as nginx does, until it sees nginx close one: whichever
+    // closes first, the client's request is answered, and no upstream
+    // error is counted.
     let Some((retries, errors, _)) = spaced_through_nginx(&AROUND_ONE_SECOND, |_| {}) else {
         return;
     };
