@@ -2,26 +2,26 @@
 //! connection the upstream closed before answering is retried once, for
 //! an idempotent request only; one closed while pooled is dropped; an idle
 //! client holds none; the pool keeps none past `--upstream-idle-timeout`;
-//! a drain lets a slow forwarded answer finish.
+//! a drain lets a slow forwarded answer finish. The pool learns the
+//! upstream's idle life, shown (an idle close) or said (`Keep-Alive:
+//! timeout=N`), and lets go of its connections first from then on.
 
 mod support;
 
 use std::io::Read;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::time::{Duration, Instant};
 
+use keepalive_server::ServerHandle;
 use keepalive_server::upstream::Failure;
 use support::client::{Client, get};
 use support::exposition::Exposition;
-use support::server::{TestServer, start, start_with_admin};
+use support::server::{AdminFixture, TestServer, start, start_with_admin};
 use support::upstream::{FakeUpstream, Upstreamed};
 use support::{SLACK, eventually, ms};
 
-fn retries(server: &TestServer) -> u64 {
-    server
-        .handle
-        .stats()
-        .map(|s| s.upstream_retries.get())
-        .sum()
+fn retries(handle: &ServerHandle) -> u64 {
+    handle.stats().map(|s| s.upstream_retries.get()).sum()
 }
 
 /// Answers the first request on each connection; on its first
@@ -89,7 +89,7 @@ fn a_post_that_meets_a_pooled_connection_closed_is_not_sent_again() {
             .body_str()
             .contains("closed the connection before answering")
     );
-    assert_eq!(retries(&server), 0);
+    assert_eq!(retries(&server.handle), 0);
     let resets: u64 = server
         .handle
         .stats()
@@ -120,7 +120,11 @@ fn a_pooled_connection_the_upstream_closes_is_dropped_before_reuse() {
         });
         std::thread::sleep(ms(100)); // the lab sees the close
         assert_eq!(client.request("/two").status, 200);
-        assert_eq!(retries(&server), 0, "{linger:?}: dropped, not retried");
+        assert_eq!(
+            retries(&server.handle),
+            0,
+            "{linger:?}: dropped, not retried"
+        );
         assert_eq!(upstream.accepted(), 2, "{linger:?}");
     }
 }
@@ -233,4 +237,98 @@ fn a_client_that_stops_reading_pauses_the_upstream_read() {
         }
     }
     assert!(total > SIZE, "the whole answer came once read: {total}");
+}
+
+/// Answers every request, and keeps a connection idle `idle_close` at
+/// most: its first connection is closed when that time has passed (seen
+/// by the lab while pooled), the others only when a request comes after
+/// it (the close crossing the request, the race made certain).
+fn closing_idle_after(idle_close: Duration) -> FakeUpstream {
+    let connections = AtomicUsize::new(0);
+    FakeUpstream::start(move |conn| {
+        if connections.fetch_add(1, SeqCst) == 0 {
+            conn.stream.set_read_timeout(Some(idle_close)).unwrap();
+        }
+        let mut answered = Instant::now();
+        while let Some(got) = conn.read_request() {
+            if answered.elapsed() >= idle_close {
+                return;
+            }
+            conn.answer(got.line().as_bytes());
+            answered = Instant::now();
+        }
+    })
+}
+
+fn idle_limit(server: &AdminFixture) -> Option<f64> {
+    let metrics = Exposition::parse(&get(server.admin, "/metrics").text());
+    metrics.value("kas_upstream_idle_limit_seconds", &[])
+}
+
+#[test]
+fn an_upstream_closing_idle_connections_at_300ms_is_let_go_first_once_seen() {
+    let upstream = closing_idle_after(ms(300));
+    let server = start_with_admin(|config| upstream.configure(config));
+    let mut client = Client::connect(server.addr);
+    assert_eq!(client.request("/first").status, 200);
+    assert_eq!(idle_limit(&server), Some(1.0), "the setting, until shown");
+    // The upstream's idle close, seen while the connection is pooled.
+    let learned = eventually(SLACK, || match idle_limit(&server) {
+        Some(limit) if limit < 1.0 => Ok(limit),
+        other => Err(format!("{other:?}")),
+    });
+    assert!(
+        (0.1..=0.3).contains(&learned),
+        "under the 300 ms seen: {learned}"
+    );
+    // Gaps either side of the upstream's 300 ms: the lab lets go of its
+    // idle connection first each time, so no request meets the close
+    // (with the 1 s pool unlearned, those after 300 ms would each be a
+    // retry).
+    for (n, gap) in [250, 350, 300, 280, 320, 260, 340, 300]
+        .into_iter()
+        .enumerate()
+    {
+        std::thread::sleep(ms(gap));
+        let response = client.request(&format!("/spaced/{n}"));
+        assert_eq!(response.status, 200, "{gap} ms: {response:?}");
+    }
+    assert_eq!(
+        retries(&server.handle),
+        0,
+        "no request met a closed connection"
+    );
+}
+
+#[test]
+fn a_keep_alive_timeout_said_caps_the_pool_a_second_below_it() {
+    let upstream = FakeUpstream::start(|conn| {
+        while let Some(got) = conn.read_request() {
+            let body = got.line();
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nKeep-Alive: timeout=2\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            );
+            conn.send(head.as_bytes());
+            conn.send(body.as_bytes());
+        }
+    });
+    let server = start_with_admin(|config| {
+        upstream.configure(config);
+        config.upstream_idle_timeout = Duration::from_secs(5);
+    });
+    let mut client = Client::connect(server.addr);
+    let response = client.request("/");
+    assert_eq!(response.status, 200);
+    assert_eq!(idle_limit(&server), Some(1.0), "2 s said, less 1 s");
+    let pooled_at = Instant::now();
+    eventually(SLACK, || match upstream.open() {
+        0 => Ok(()),
+        n => Err(format!("{n} upstream connections open")),
+    });
+    assert!(
+        pooled_at.elapsed() < ms(1_000) + SLACK,
+        "let go at 1 s, not 5 s: {:?}",
+        pooled_at.elapsed()
+    );
 }

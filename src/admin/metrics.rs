@@ -438,6 +438,20 @@ fn render_upstream(out: &mut Exposition, scrape: &Scrape<'_>) {
         "Connections opened to the upstream.",
         scrape.sum(|s| s.upstream_connections.get()),
     );
+    // Each worker learns on its own: the lowest is what the lab learned.
+    if let Some(limit_ms) = scrape
+        .snapshots
+        .iter()
+        .map(|s| s.upstream_idle_limit_ms)
+        .min()
+    {
+        out.single(
+            "kas_upstream_idle_limit_seconds",
+            "gauge",
+            "How long an idle upstream connection is pooled at most: --upstream-idle-timeout, or less once the service closed one sooner or said Keep-Alive: timeout=N (0: not pooled).",
+            limit_ms as f64 / 1_000.0,
+        );
+    }
 }
 
 /// The text being written.

@@ -9,7 +9,8 @@
 //! A pooled connection that turns out closed before any answer byte came
 //! back is the pool's race with the upstream's idle close: the request is
 //! sent once more on a fresh connection when that is safe
-//! ([`UpstreamLink::can_retry`]). Every other failure is the upstream's,
+//! ([`UpstreamLink::can_retry`]), and the pool learns from its idle age
+//! not to keep connections that long. Every other failure is the upstream's,
 //! told to the session ([`Session::upstream_failed`]: 502, 504 or a cut
 //! answer), counted and logged (rate-limited) with the upstream's address.
 //!
@@ -180,8 +181,7 @@ impl Conn {
             return false;
         };
         if link.reusable() && !ctx.draining {
-            let idle_ms = ctx.settings.upstream_idle_ms;
-            ctx.upstreams.give_back(key, ctx.timers, ctx.now, idle_ms);
+            ctx.upstreams.give_back(key, ctx.timers, ctx.now);
         } else {
             ctx.upstreams.close(key, ctx.timers);
         }
@@ -235,7 +235,7 @@ fn exchange(session: &mut Session, buffers: &mut Buffers, ctx: &mut Ctx<'_>) -> 
                     return Err(fault);
                 }
                 if let Some(key) = link.key.take() {
-                    ctx.upstreams.close(key, ctx.timers);
+                    ctx.upstreams.close_raced(key, ctx.timers, ctx.now);
                 }
                 link.restart();
                 ctx.stats.upstream_retries.add(1);
@@ -279,7 +279,7 @@ fn connected(link: &mut UpstreamLink, ctx: &mut Ctx<'_>) -> Result<bool, Fault> 
         Some(key) => key,
         None => {
             let pooled = match link.retried {
-                false => ctx.upstreams.take_idle(ctx.key, ctx.timers),
+                false => ctx.upstreams.take_idle(ctx.key, ctx.timers, ctx.now),
                 true => None,
             };
             if let Some(key) = pooled {

@@ -47,6 +47,9 @@ pub struct UpstreamHead {
     pub reusable: bool,
     /// A 1xx: another head follows.
     pub interim: bool,
+    /// `Keep-Alive: timeout=N`: how many seconds the upstream says it
+    /// keeps an idle connection (its pool keeps them less).
+    pub keep_alive_timeout_s: Option<u64>,
 }
 
 /// How an upstream's response body is delimited (RFC 9112 §6.3).
@@ -156,6 +159,7 @@ fn read(
         framing,
         reusable: persistent && !suspect && framing != ResponseFraming::UntilClose,
         interim,
+        keep_alive_timeout_s: fields.keep_alive_timeout_s,
     })
 }
 
@@ -166,6 +170,7 @@ struct Fields {
     chunked: bool,
     close: bool,
     keep_alive: bool,
+    keep_alive_timeout_s: Option<u64>,
 }
 
 impl Fields {
@@ -182,6 +187,9 @@ impl Fields {
                     fields.close |= token.eq_ignore_ascii_case(b"close");
                     fields.keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
                 }
+            } else if name.eq_ignore_ascii_case("keep-alive") {
+                fields.keep_alive_timeout_s =
+                    keep_alive_timeout(header.value).or(fields.keep_alive_timeout_s);
             }
         }
         Ok(fields)
@@ -224,6 +232,22 @@ impl Fields {
         }
         Ok(())
     }
+}
+
+/// The seconds of a `Keep-Alive` field's `timeout=N` (its leading digits,
+/// as Node's agent reads it: `timeout=5s` is 5), if it has one.
+fn keep_alive_timeout(value: &[u8]) -> Option<u64> {
+    list_items(value).find_map(|item| {
+        let (name, seconds) = item.split_at(item.iter().position(|&b| b == b'=')?);
+        if !trim(name).eq_ignore_ascii_case(b"timeout") {
+            return None;
+        }
+        let seconds = trim(&seconds[1..]);
+        let digits = seconds.iter().take_while(|b| b.is_ascii_digit()).count();
+        let seconds = std::str::from_utf8(&seconds[..digits]).ok()?;
+        // More digits than a u64 holds: as long as can be said.
+        (digits > 0).then(|| seconds.parse().unwrap_or(u64::MAX))
+    })
 }
 
 /// The client's side of a forwarded response.

@@ -105,6 +105,10 @@ pub struct Snapshot {
     /// idle in its pool.
     pub upstream_open: usize,
     pub upstream_idle: usize,
+    /// How long its pool keeps an idle upstream connection now, in ms:
+    /// `--upstream-idle-timeout`, or less once the service showed or
+    /// said it keeps them less (0: not pooled at all).
+    pub upstream_idle_limit_ms: u64,
     pub timeouts: Timeouts,
     /// Sorted by duration.
     pub lists: Vec<ListView>,

@@ -215,6 +215,9 @@ impl Session {
         if head.interim {
             return Ok(true);
         }
+        if let Some(timeout_s) = head.keep_alive_timeout_s {
+            ctx.upstreams.advertised(timeout_s, ctx.now);
+        }
         let body = match (head.framing, written.framing) {
             (_, ClientFraming::None) => None,
             (ResponseFraming::Length(n), _) => {

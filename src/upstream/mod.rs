@@ -10,10 +10,17 @@
 //!   its whole life, registered once, under its own token
 //!   ([`Upstreams::token`]: the slab key with [`UPSTREAM_BIT`] set). It is
 //!   either lent to one client connection (by slab key) or idle in the
-//!   pool, LIFO, with an unref'd timer of `--upstream-idle-timeout`.
+//!   pool, LIFO, with an unref'd timer of the pool's idle limit:
+//!   `--upstream-idle-timeout`, lowered for the worker's life by what the
+//!   service shows (a pooled connection it closed while idle: ¾ of that
+//!   life) or says (`Keep-Alive: timeout=N`: N s less 1 s), so the pool
+//!   never races the service's own idle close (`idle_limit`). Past the
+//!   limit a connection leaves the pool but is watched half the limit
+//!   more, never lent, so a close at about the limit is seen and learned
+//!   from without a request meeting it.
 //! - The worker dispatches an upstream token's event to the client it is
 //!   lent to (`Conn::on_upstream_ready`), or, idle, checks it: an upstream
-//!   that closed (or spoke) while pooled is dropped at once.
+//!   that closed (or spoke) while pooled or watched is dropped at once.
 //! - A client connection forwarding a request holds an [`UpstreamLink`]
 //!   in its buffers: the key of the upstream connection it borrowed, the
 //!   bytes to send (kept until the first answer byte, so a retry can
@@ -22,6 +29,7 @@
 //!   back to the pool (when its answer was whole and it persists) or
 //!   closes it.
 
+mod idle_limit;
 mod link;
 mod pool;
 

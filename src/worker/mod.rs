@@ -139,9 +139,13 @@ impl Worker {
             .register(&mut listener, LISTENER, Interest::READABLE)?;
         let clock = LoopClock::starting_at(settings.loop_clock_start)?;
         clock.register(poll.registry(), ALARM)?;
-        let upstreams = match settings.upstream {
-            Some(_) => Upstreams::with_registry(poll.registry().try_clone()?),
-            None => Upstreams::default(),
+        let upstreams = match &settings.upstream {
+            Some(upstream) => Upstreams::new(
+                Some(poll.registry().try_clone()?),
+                upstream.url.clone(),
+                settings.upstream_idle_ms,
+            ),
+            None => Upstreams::new(None, String::new(), settings.upstream_idle_ms),
         };
         Ok(Worker {
             index,
@@ -442,7 +446,12 @@ impl Worker {
                         timers.enroll(now, ms, false, TimerEvent::ReturnMemory);
                     }
                 }
-                TimerEvent::UpstreamIdle { key } => self.resources.upstreams.idle_expired(key),
+                TimerEvent::UpstreamIdle { key } => {
+                    let Resources {
+                        upstreams, timers, ..
+                    } = &mut self.resources;
+                    upstreams.idle_expired(key, timers, now);
+                }
                 TimerEvent::Admin(_) => {} // handled above, unmeasured
             }
         }
@@ -467,7 +476,7 @@ impl Worker {
                 let Resources {
                     upstreams, timers, ..
                 } = &mut self.resources;
-                upstreams.idle_event(key, timers);
+                upstreams.idle_event(key, timers, now);
             }
         }
     }

@@ -24,6 +24,7 @@ impl Worker {
             connections: self.connection_counts(),
             upstream_open: self.resources.upstreams.counts().0,
             upstream_idle: self.resources.upstreams.counts().1,
+            upstream_idle_limit_ms: self.resources.upstreams.idle_limit_ms(),
             timeouts: Timeouts::of(&self.settings),
             lists,
             findings: self.observer.findings(now),

@@ -74,6 +74,7 @@ fn content_length_frames_and_the_connection_is_reusable() {
             framing: ResponseFraming::Length(5),
             reusable: true,
             interim: false,
+            keep_alive_timeout_s: None,
         }
     );
     let repeated = parsed("HTTP/1.1 200 OK\r\nContent-Length: 7, 7\r\nContent-Length: 7\r\n\r\n");
@@ -467,4 +468,29 @@ proptest! {
             prop_assert!(!has("transfer-encoding"), "{}", head);
         }
     }
+}
+
+#[test]
+fn a_keep_alive_timeout_is_read_for_the_pool() {
+    let said = |fields: &str| {
+        parsed(&format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n{fields}\r\n"
+        ))
+        .keep_alive_timeout_s
+    };
+    assert_eq!(said("Keep-Alive: timeout=5\r\n"), Some(5));
+    assert_eq!(said("keep-alive: max=100, Timeout = 2\r\n"), Some(2));
+    assert_eq!(
+        said("Keep-Alive: timeout=2s\r\n"),
+        Some(2),
+        "Node reads its digits"
+    );
+    assert_eq!(
+        said("Keep-Alive: timeout=99999999999999999999999\r\n"),
+        Some(u64::MAX)
+    );
+    assert_eq!(said("Keep-Alive: max=100\r\n"), None);
+    assert_eq!(said("Keep-Alive: timeout=\r\n"), None);
+    assert_eq!(said("Keep-Alive: timeout=x\r\n"), None);
+    assert_eq!(said(""), None);
 }
