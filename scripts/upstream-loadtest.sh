@@ -49,7 +49,7 @@ pids=()
 cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   for pidfile in "$work/upstream/nginx.pid" "$work/front/nginx.pid"; do
-    [ -f "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null || true
+    kill "$(cat "$pidfile" 2>/dev/null)" 2>/dev/null || true
   done
   rm -rf "$work"
 }

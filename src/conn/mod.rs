@@ -149,6 +149,15 @@ pub struct Conn {
     dropped_input: bool,
 }
 
+// An idle connection costs this slab entry and a 32-byte timer node
+// (issue 19): checked when the crate compiles, so a release build, where
+// no padding hides a byte more, fails as soon as the entry grows. (A
+// debug build's mio stream carries a selector id: 16 bytes more.)
+const _: () = assert!(
+    std::mem::size_of::<Conn>() <= 136 + if cfg!(debug_assertions) { 16 } else { 0 },
+    "Conn outgrew its 136-byte slab entry",
+);
+
 impl Conn {
     /// A connection accepted at loop time `now` from `peer` over
     /// `transport`, named `id` in logs.

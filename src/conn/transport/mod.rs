@@ -129,6 +129,10 @@ pub(super) enum WatchEnd {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Peer {
     Sending,
+    /// Sending, and the last read found the socket empty (a short read,
+    /// or `WouldBlock`) with no readiness event since: under edge
+    /// triggering, bytes arriving later bring an event of their own.
+    Drained,
     /// A readiness event said it hung up: an EOF waits behind any data,
     /// so reads go on to it, even past short reads, in this pass and
     /// every later one (no edge will come again).
@@ -195,10 +199,6 @@ pub struct Transport {
     switched: Switched,
     /// Bytes moved since the connection last took this (its activity).
     moved: bool,
-    /// The last read found the socket empty (a short read, or
-    /// `WouldBlock`) and no readiness event has come since: under edge
-    /// triggering, bytes arriving later bring an event of their own.
-    drained: bool,
 }
 
 impl Transport {
@@ -211,7 +211,6 @@ impl Transport {
             registered: Registered::No,
             switched: Switched::default(),
             moved: false,
-            drained: false,
         }
     }
 
@@ -266,7 +265,7 @@ impl Transport {
     /// A readiness event said the peer hung up: from now on reads go on
     /// to the EOF (see [`Peer::HungUp`]).
     pub(super) fn peer_hung_up(&mut self) {
-        if self.peer == Peer::Sending {
+        if matches!(self.peer, Peer::Sending | Peer::Drained) {
             self.peer = Peer::HungUp;
         }
     }
@@ -281,18 +280,22 @@ impl Transport {
     /// connection saw it; a readiness event says it may not be
     /// ([`Transport::readiness_came`]).
     pub(super) fn note_drained(&mut self, drained: bool) {
-        self.drained = drained;
+        self.peer = match (self.peer, drained) {
+            (Peer::Sending | Peer::Drained, true) => Peer::Drained,
+            (Peer::Drained, false) => Peer::Sending,
+            (peer, _) => peer,
+        };
     }
 
     /// A readiness event came for the socket: bytes may wait in it.
     pub(super) fn readiness_came(&mut self) {
-        self.drained = false;
+        self.note_drained(false);
     }
 
     /// Whether the socket was found empty and no event has come since
     /// (see [`Transport::note_drained`]).
     pub(super) fn found_drained(&self) -> bool {
-        self.drained
+        self.peer == Peer::Drained
     }
 
     /// The peer shut its write side (a read returned the EOF).
