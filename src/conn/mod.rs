@@ -32,7 +32,10 @@
 //! connection's [`Transport`] (plain or TLS, chosen at accept), which
 //! [`socket`] drives for reads, flushes and registration; what the
 //! connection tells of its idle gaps (a reuse, judged near the end of the
-//! promise on kernel stamps) is [`reuse`]'s.
+//! promise on kernel stamps) is [`reuse`]'s; its part in the admin
+//! listener's work (an answer waiting on a round, the event stream) is
+//! [`admin`]'s, and a forwarded exchange's sockets (`--upstream`) are
+//! [`upstream`]'s.
 //!
 //! Timers are not touched while bytes move. Its transport only records
 //! that bytes moved; once per loop turn the worker calls
@@ -46,8 +49,6 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::SystemTime;
 
-use crate::admin::rounds::RoundId;
-use crate::admin::service::Answer;
 use crate::app::controls::IdleClose;
 use crate::ctx::{ConnLabel, Ctx};
 use crate::pool::Buffers;
@@ -66,10 +67,6 @@ const READ_BUDGET: u32 = 16;
 const LINGER_IDLE_MS: u64 = 1000;
 /// And after this long in all, however it trickles (nginx's `lingering_time`).
 const LINGER_TOTAL_MS: u64 = 30_000;
-/// The kernel's send buffer for an admin event stream: what it may hold
-/// beyond the frames queued (small, so a viewer that stops reading is
-/// found out in seconds).
-const VIEWER_SEND_BUFFER: usize = 32 * 1024;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Readiness {
@@ -279,46 +276,6 @@ impl Conn {
     pub fn answer_delayed(&mut self, ctx: &mut Ctx<'_>) -> Flow {
         let buffers = self.buffers.get_or_insert_with(|| ctx.pool.take());
         self.session.delay_elapsed(buffers, ctx);
-        self.drive(ctx)
-    }
-
-    /// The admin answer that waits on a round, if one does.
-    pub fn awaited(&self) -> Option<Answer> {
-        self.session.awaited(self.buffers.as_deref())
-    }
-
-    /// The event stream's interval and the round whose frame it wants
-    /// next, when the connection carries the admin's event stream.
-    pub fn stream(&self) -> Option<(u64, Option<RoundId>)> {
-        self.session.stream(self.buffers.as_deref())
-    }
-
-    /// A tick of its event stream: it wants round `round`'s frame.
-    pub fn want_frame(&mut self, round: RoundId) {
-        if let Some(buffers) = self.buffers.as_deref_mut() {
-            self.session.want_frame(round, buffers);
-        }
-    }
-
-    /// A frame of its event stream: queued and sent; a viewer with more
-    /// than `backlog` bytes still unsent has stopped reading, and is
-    /// dropped. Its first frame keeps the kernel's send buffer small, so
-    /// that a viewer that stops reading is found out in seconds.
-    pub fn on_frame(&mut self, frame: &[u8], backlog: usize, ctx: &mut Ctx<'_>) -> Flow {
-        let Some(buffers) = self.buffers.as_deref_mut() else {
-            return Flow::Open;
-        };
-        if self.session.push_frame(frame, buffers) {
-            self.transport.limit_send_buffer(VIEWER_SEND_BUFFER);
-        }
-        if buffers.output.pending() > backlog {
-            let ConnLabel { id, .. } = ctx.conn;
-            tracing::info!(
-                conn = id,
-                "dropping a dashboard viewer that stopped reading"
-            );
-            return Flow::Close(CloseCause::Inactivity);
-        }
         self.drive(ctx)
     }
 
@@ -597,6 +554,7 @@ fn closes_when_flushed(session: &Session) -> bool {
     )
 }
 
+mod admin;
 mod reuse;
 mod socket;
 mod state;
